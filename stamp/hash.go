@@ -1,0 +1,174 @@
+package stamp
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"slices"
+	"strings"
+	"unsafe"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// EncodingVersion opens every config-hash encoding; a new encoding gets a new version.
+const EncodingVersion = "configstamp/v1"
+
+// digestChars is how many hex characters of a source digest the sources annotation shows.
+const digestChars = 12
+
+// Lookup reads one ConfigMap of the Deployment's namespace by name. It returns (nil, nil)
+// when the ConfigMap does not exist.
+type Lookup func(ctx context.Context, name string) (*corev1.ConfigMap, error)
+
+// Digest is the hash of one source as the pod sees it.
+type Digest struct {
+	Kind    string
+	Name    string
+	Missing bool
+	// Hex is the full hex SHA-256 of the source's encoding.
+	Hex string
+}
+
+// Stamp is what the webhook writes into a pod template.
+type Stamp struct {
+	// Hash is the hex SHA-256 over every source; empty when the template consumes no
+	// (non-ignored) ConfigMap, in which case nothing is stamped.
+	Hash    string
+	Sources []Digest
+}
+
+// SourcesAnnotation renders the per-source digests, e.g.
+// "configmap/gateway-apis=3f2a1c9e0b7d,configmap/common=9c01d2e3f4a5".
+func (s Stamp) SourcesAnnotation() string {
+	var b strings.Builder
+	for i, d := range s.Sources {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(d.Kind)
+		b.WriteByte('/')
+		b.WriteString(d.Name)
+		b.WriteByte('=')
+		if d.Missing {
+			b.WriteString("missing")
+			continue
+		}
+		b.WriteString(d.Hex[:digestChars])
+	}
+	return b.String()
+}
+
+// Compute reads every source through lookup and hashes what the pod can see. ConfigMaps
+// annotated configstamp.io/ignore=true are left out as if not referenced. A missing
+// ConfigMap, or a missing selected key, is hashed as an explicit marker, so that its later
+// creation changes the hash. See README.md, "The hash", for the encoding.
+func Compute(ctx context.Context, sources []Source, lookup Lookup) (Stamp, error) {
+	var st Stamp
+	total := sha256.New()
+	writeString(total, EncodingVersion)
+	per := sha256.New()
+	both := pair{total, per}
+	for _, src := range sources {
+		cm, err := lookup(ctx, src.Name)
+		if err != nil {
+			return Stamp{}, fmt.Errorf("read %s %s: %w", src.Kind, src.Name, err)
+		}
+		if cm != nil && IsTrue(cm.Annotations[IgnoreAnnotation]) {
+			continue
+		}
+		per.Reset()
+		encodeSource(both, src, cm)
+		st.Sources = append(st.Sources, Digest{
+			Kind: src.Kind, Name: src.Name, Missing: cm == nil,
+			Hex: hex.EncodeToString(per.Sum(nil)),
+		})
+	}
+	if len(st.Sources) == 0 {
+		return Stamp{}, nil
+	}
+	st.Hash = hex.EncodeToString(total.Sum(nil))
+	return st, nil
+}
+
+// Markers used by the encoding.
+const (
+	markerPresent = "present"
+	markerMissing = "missing"
+	markerData    = "data"
+	markerBinary  = "binary"
+)
+
+// encodeSource writes one source's encoding:
+//
+//	str(kind) str(name) str("missing")                         ConfigMap absent
+//	str(kind) str(name) str("present") u64(n) n × entry         otherwise
+//	entry = str(key) (str("data") str(value) | str("binary") str(bytes) | str("missing"))
+//
+// where str(x) is x's length as a big-endian uint64 followed by x's bytes, and the n keys
+// are sorted bytewise: every key of data and binaryData when the pod sees all keys, else
+// the selected keys.
+func encodeSource(w pair, src Source, cm *corev1.ConfigMap) {
+	writeString(w, src.Kind)
+	writeString(w, src.Name)
+	if cm == nil {
+		writeString(w, markerMissing)
+		return
+	}
+	writeString(w, markerPresent)
+	keys := src.Keys
+	if src.AllKeys {
+		keys = make([]string, 0, len(cm.Data)+len(cm.BinaryData))
+		for k := range cm.Data {
+			keys = append(keys, k)
+		}
+		for k := range cm.BinaryData {
+			if _, dup := cm.Data[k]; !dup {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+	}
+	writeUint64(w, uint64(len(keys)))
+	for _, k := range keys {
+		writeString(w, k)
+		if v, ok := cm.Data[k]; ok {
+			writeString(w, markerData)
+			writeString(w, v)
+		} else if b, ok := cm.BinaryData[k]; ok {
+			writeString(w, markerBinary)
+			writeUint64(w, uint64(len(b)))
+			w.Write(b)
+		} else {
+			writeString(w, markerMissing)
+		}
+	}
+}
+
+// pair feeds the total hash and the per-source hash in one pass.
+type pair [2]hash.Hash
+
+func (p pair) Write(b []byte) (int, error) {
+	p[0].Write(b)
+	p[1].Write(b)
+	return len(b), nil
+}
+
+type writer interface{ Write([]byte) (int, error) }
+
+func writeUint64(w writer, n uint64) {
+	var buf [8]byte
+	binary.BigEndian.PutUint64(buf[:], n)
+	w.Write(buf[:])
+}
+
+// writeString writes str(s) without copying s: hash writers never modify their input.
+func writeString(w writer, s string) {
+	writeUint64(w, uint64(len(s)))
+	if len(s) > 0 {
+		w.Write(unsafe.Slice(unsafe.StringData(s), len(s)))
+	}
+}

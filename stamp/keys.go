@@ -1,0 +1,28 @@
+// Package stamp is configstamp's pure core: it finds the ConfigMap keys a pod template
+// consumes and hashes their content into the stamp the webhook writes and the watcher
+// verifies. It performs no I/O; callers pass a Lookup that reads ConfigMaps.
+package stamp
+
+// Keys users see. They are part of the contract in DESIGN.md: keep them stable.
+const (
+	// InjectLabel on a Namespace opts every Deployment in it in.
+	InjectLabel = "configstamp.io/inject"
+	// InjectValue is the value of InjectLabel that opts a namespace in.
+	InjectValue = "enabled"
+	// SkipAnnotation set to "true" on a Deployment opts that one workload out.
+	SkipAnnotation = "configstamp.io/skip"
+	// IgnoreAnnotation set to "true" on a ConfigMap keeps it out of every hash.
+	IgnoreAnnotation = "configstamp.io/ignore"
+	// HashAnnotation on the pod template holds the hex SHA-256 over all consumed config.
+	HashAnnotation = "configstamp.io/config-hash"
+	// SourcesAnnotation on the pod template lists a short digest per source, so a diff
+	// of two ReplicaSets says which ConfigMap changed.
+	SourcesAnnotation = "configstamp.io/sources"
+	// NudgeAnnotation is set on a Deployment's metadata by the watcher's nudge and
+	// stripped again by the webhook. It tells the webhook that the update is a nudge
+	// (so an unstamped Deployment may be adopted) rather than someone's no-op update.
+	NudgeAnnotation = "configstamp.io/nudge"
+)
+
+// IsTrue reports whether an annotation value means "true" (the contract uses "true").
+func IsTrue(v string) bool { return v == "true" }
