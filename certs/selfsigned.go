@@ -1,0 +1,80 @@
+// Package certs provisions the webhook's serving certificate. In dev mode (and in the
+// tests) configstamp generates its own CA and serving certificate; in a cluster,
+// cert-manager issues them (see deploy/).
+package certs
+
+import (
+	"bytes"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+
+	certutil "k8s.io/client-go/util/cert"
+)
+
+// File names controller-runtime's webhook server reads from its cert dir.
+const (
+	CertName = "tls.crt"
+	KeyName  = "tls.key"
+)
+
+// WriteSelfSigned generates a fresh CA and a serving certificate signed by it for hosts
+// (IP addresses or DNS names), writes tls.crt (certificate, then CA) and tls.key into
+// dir, and returns the CA certificate in PEM for the registration's caBundle.
+func WriteSelfSigned(dir string, hosts ...string) ([]byte, error) {
+	if len(hosts) == 0 {
+		return nil, fmt.Errorf("no host for the serving certificate")
+	}
+	var ips []net.IP
+	var dns []string
+	for _, h := range hosts[1:] {
+		if ip := net.ParseIP(h); ip != nil {
+			ips = append(ips, ip)
+		} else {
+			dns = append(dns, h)
+		}
+	}
+	chain, key, err := certutil.GenerateSelfSignedCertKeyWithOptions(certutil.SelfSignedCertKeyOptions{
+		Host: hosts[0], AlternateIPs: ips, AlternateDNS: dns,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("generate serving certificate: %w", err)
+	}
+	ca, err := lastPEMBlock(chain)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create cert dir: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, KeyName), key, 0o600); err != nil {
+		return nil, fmt.Errorf("write key: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, CertName), chain, 0o644); err != nil {
+		return nil, fmt.Errorf("write certificate: %w", err)
+	}
+	return ca, nil
+}
+
+// lastPEMBlock returns the last certificate of a chain (client-go puts the CA last).
+func lastPEMBlock(chain []byte) ([]byte, error) {
+	var last *pem.Block
+	for rest := chain; ; {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		last = b
+	}
+	if last == nil {
+		return nil, fmt.Errorf("no certificate in generated chain")
+	}
+	var buf bytes.Buffer
+	if err := pem.Encode(&buf, last); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

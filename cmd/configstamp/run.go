@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/configstamp/configstamp/certs"
+	"github.com/configstamp/configstamp/watcher"
+	"github.com/configstamp/configstamp/webhook"
+)
+
+type options struct {
+	devWebhookURL           string
+	webhookPort             int
+	webhookHost             string
+	webhookCertDir          string
+	metricsAddr             string
+	probeAddr               string
+	leaderElect             bool
+	leaderElectionNamespace string
+	leaderElectionID        string
+	debounce                time.Duration
+	debounceMax             time.Duration
+	readTimeout             time.Duration
+	concurrency             int
+	qps                     float64
+	burst                   int
+	zap                     zap.Options
+}
+
+func parseFlags(args []string) (*options, error) {
+	o := &options{}
+	// controller-runtime's config package registers --kubeconfig on flag.CommandLine.
+	fs := flag.CommandLine
+	fs.StringVar(&o.devWebhookURL, "dev-webhook-url", "", "Run against a cluster outside it (local use, tests): generate a CA and serving certificate, and create or update the MutatingWebhookConfiguration \"configstamp\" to call this URL (e.g. https://127.0.0.1:9443). Empty in a cluster, where the chart registers the webhook.")
+	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "Port the admission webhook server listens on.")
+	fs.StringVar(&o.webhookHost, "webhook-host", "", "Address the admission webhook server binds to (empty: all).")
+	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "", "Directory holding tls.crt and tls.key for the webhook server; reloaded when they change. Default: a fresh temporary directory with --dev-webhook-url, else /tmp/k8s-webhook-server/serving-certs.")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; \"0\" disables it.")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints; \"0\" disables them.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one replica runs the watcher; every replica serves admission.")
+	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (required out of cluster).")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", "configstamp-watcher", "Name of the leader election Lease.")
+	fs.DurationVar(&o.debounce, "debounce", watcher.DefaultDebounce, "How long a ConfigMap must be quiet before the Deployments consuming it are nudged (0: at once).")
+	fs.DurationVar(&o.debounceMax, "debounce-max", watcher.DefaultDebounceMax, "Longest wait from the first change of a ConfigMap that never stops changing.")
+	fs.DurationVar(&o.readTimeout, "read-timeout", webhook.DefaultReadTimeout, "Deadline for the live ConfigMap reads of one admission or one check.")
+	fs.IntVar(&o.concurrency, "concurrency", watcher.DefaultConcurrency, "How many Deployments the watcher checks and nudges at once.")
+	fs.Float64Var(&o.qps, "kube-api-qps", 20, "Client-side rate limit of requests to the API server, per second.")
+	fs.IntVar(&o.burst, "kube-api-burst", 30, "Client-side burst of requests to the API server.")
+	o.zap.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if o.debounce < 0 || o.debounceMax < 0 {
+		return nil, errors.New("--debounce and --debounce-max must not be negative")
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string) error {
+	o, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+	log := ctrl.Log.WithName("setup")
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
+	cfg.UserAgent = "configstamp"
+
+	var registration *admissionregistrationv1.MutatingWebhookConfiguration
+	if o.devWebhookURL != "" {
+		u, err := url.Parse(o.devWebhookURL)
+		if err != nil || u.Scheme != "https" || u.Hostname() == "" {
+			return fmt.Errorf("--dev-webhook-url %q: want https://HOST[:PORT]", o.devWebhookURL)
+		}
+		if o.webhookCertDir == "" {
+			if o.webhookCertDir, err = os.MkdirTemp("", "configstamp-certs-"); err != nil {
+				return fmt.Errorf("create cert dir: %w", err)
+			}
+			defer os.RemoveAll(o.webhookCertDir)
+		}
+		ca, err := certs.WriteSelfSigned(o.webhookCertDir, u.Hostname(), "localhost", "127.0.0.1")
+		if err != nil {
+			return err
+		}
+		u.Path = webhook.Path
+		registration = webhook.Registration(admissionregistrationv1.WebhookClientConfig{URL: new(u.String()), CABundle: ca})
+		log.Info("Generated a self-signed serving certificate", "dir", o.webhookCertDir, "url", u.String())
+	}
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        o.leaderElectionID,
+		LeaderElectionNamespace: o.leaderElectionNamespace,
+		// Release the lease on shutdown so a standby takes over at once.
+		LeaderElectionReleaseOnCancel: true,
+		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
+			Host: o.webhookHost, Port: o.webhookPort, CertDir: o.webhookCertDir,
+		}),
+		GracefulShutdownTimeout: new(10 * time.Second),
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+
+	webhook.SetupWithManager(mgr, webhook.Options{ReadTimeout: o.readTimeout})
+	if err := watcher.SetupWithManager(ctx, mgr, watcher.Options{
+		Debounce: o.debounce, DebounceMax: o.debounceMax, ReadTimeout: o.readTimeout, Concurrency: o.concurrency,
+	}); err != nil {
+		return err
+	}
+	if registration != nil {
+		c, err := client.New(cfg, client.Options{Scheme: scheme})
+		if err != nil {
+			return fmt.Errorf("create client: %w", err)
+		}
+		if err := mgr.Add(&webhook.Registrar{Client: c, Registration: registration, Started: mgr.GetWebhookServer().StartedChecker()}); err != nil {
+			return err
+		}
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return err
+	}
+
+	log.Info("Starting configstamp", "debounce", o.debounce.String(), "leaderElect", o.leaderElect, "devWebhookURL", o.devWebhookURL)
+	return mgr.Start(ctx)
+}

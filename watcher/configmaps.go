@@ -1,0 +1,95 @@
+package watcher
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/configstamp/configstamp/stamp"
+)
+
+// configMapReconciler turns ConfigMap events (metadata only: it never holds content) into
+// checks of the Deployments that consume them, once the ConfigMap has been quiet.
+type configMapReconciler struct {
+	client   client.Reader // the manager's cache
+	debounce *debouncer[types.NamespacedName]
+	quiet    time.Duration
+	// dependents feeds the Deployment controller; adopt marks which of them may get a
+	// first stamp because their config really changed.
+	dependents chan<- event.GenericEvent
+	adopt      *keySet
+}
+
+// events maps ConfigMap watch events into the debounced queue. The initial list on start
+// is skipped: replaying every ConfigMap as new would send a check to every dependent;
+// stamped Deployments are re-checked by the Deployment controller instead. A resync
+// (same resourceVersion) is no change.
+func (r *configMapReconciler) events() handler.Funcs {
+	enqueue := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		key := client.ObjectKeyFromObject(obj)
+		r.debounce.touch(key)
+		q.AddAfter(reconcile.Request{NamespacedName: key}, r.quiet)
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.IsInInitialList || ignored(e.Object) {
+				return
+			}
+			enqueue(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.ObjectOld.GetResourceVersion() == e.ObjectNew.GetResourceVersion() || (ignored(e.ObjectOld) && ignored(e.ObjectNew)) {
+				return
+			}
+			enqueue(e.ObjectNew, q)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if ignored(e.Object) {
+				return
+			}
+			enqueue(e.Object, q)
+		},
+	}
+}
+
+func ignored(obj client.Object) bool { return stamp.IsTrue(obj.GetAnnotations()[stamp.IgnoreAnnotation]) }
+
+// Reconcile waits for the ConfigMap to be quiet, then hands every Deployment that
+// consumes it (found through the field index, not a LIST) to the Deployment controller.
+func (r *configMapReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if wait := r.debounce.ready(req.NamespacedName); wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
+	if ok, err := optedIn(ctx, r.client, req.Namespace); err != nil || !ok {
+		return reconcile.Result{}, err
+	}
+	var deps appsv1.DeploymentList
+	if err := r.client.List(ctx, &deps, client.InNamespace(req.Namespace),
+		client.MatchingFields{ConfigMapIndex: indexKey(req.Namespace, req.Name)}, client.UnsafeDisableDeepCopy); err != nil {
+		return reconcile.Result{}, fmt.Errorf("list dependents of configmap %s: %w", req, err)
+	}
+	if len(deps.Items) > 0 {
+		logf.FromContext(ctx).V(1).Info("Checking dependents of changed ConfigMap", "dependents", len(deps.Items))
+	}
+	for i := range deps.Items {
+		key := client.ObjectKeyFromObject(&deps.Items[i])
+		r.adopt.add(key)
+		ref := &appsv1.Deployment{}
+		ref.Namespace, ref.Name = key.Namespace, key.Name
+		select {
+		case r.dependents <- event.GenericEvent{Object: ref}:
+		case <-ctx.Done():
+			return reconcile.Result{}, ctx.Err()
+		}
+	}
+	return reconcile.Result{}, nil
+}
