@@ -61,7 +61,9 @@ func (r *configMapReconciler) events() handler.Funcs {
 	}
 }
 
-func ignored(obj client.Object) bool { return stamp.IsTrue(obj.GetAnnotations()[stamp.IgnoreAnnotation]) }
+func ignored(obj client.Object) bool {
+	return stamp.IsTrue(obj.GetAnnotations()[stamp.IgnoreAnnotation])
+}
 
 // Reconcile waits for the ConfigMap to be quiet, then hands every Deployment that
 // consumes it (found through the field index, not a LIST) to the Deployment controller.
