@@ -105,7 +105,7 @@ helmfile() {
       && go mod download -json "github.com/helmfile/helmfile@$HELMFILE_VERSION" >/dev/null)
     local modfile
     modfile="$(go env GOMODCACHE)/cache/download/github.com/helmfile/helmfile/@v/$HELMFILE_VERSION.mod"
-    { echo "require github.com/helmfile/helmfile $HELMFILE_VERSION"; grep -E '^replace ' "$modfile" || true
+    { echo "require github.com/helmfile/helmfile $HELMFILE_VERSION"; grep -E '^replace [^(]' "$modfile" || true
       sed -n '/^replace (/,/^)/p' "$modfile"; } >> "$d/go.mod"
     (cd "$d" && printf 'package tools\n\nimport _ "github.com/helmfile/helmfile"\n' > tools.go && go mod tidy >/dev/null 2>&1 || true
      go build -o "$BIN/helmfile-$HELMFILE_VERSION" github.com/helmfile/helmfile)

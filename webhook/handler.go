@@ -5,6 +5,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -33,6 +34,8 @@ const (
 	AuditSources = "sources"
 )
 
+var errNoRequest = errors.New("admission review without a request (no uid)")
+
 // DefaultReadTimeout bounds the live reads of one admission, well inside the
 // registration's timeoutSeconds, so a slow API server never blocks a deploy.
 const DefaultReadTimeout = 3 * time.Second
@@ -52,6 +55,10 @@ var _ admission.Handler = &Stamper{}
 // undecodable object, it admits the request: it never blocks a deploy.
 func (s *Stamper) Handle(ctx context.Context, req admission.Request) admission.Response {
 	log := logf.FromContext(ctx)
+	if req.UID == "" {
+		log.Error(errNoRequest, "Rejected malformed admission review")
+		return admission.Errored(http.StatusBadRequest, errNoRequest)
+	}
 	if req.Kind.Group != "apps" || req.Kind.Kind != "Deployment" {
 		return admission.Allowed("configstamp only stamps apps/v1 Deployments")
 	}

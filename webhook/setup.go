@@ -3,6 +3,7 @@ package webhook
 import (
 	"time"
 
+	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
@@ -16,6 +17,17 @@ type Options struct {
 // SetupWithManager registers the Deployment stamper on the manager's webhook server.
 // Every replica serves admission; nothing here needs leader election.
 func SetupWithManager(mgr ctrl.Manager, opts Options) {
-	wh := &admission.Webhook{Handler: &Stamper{Reader: mgr.GetAPIReader(), ReadTimeout: opts.ReadTimeout}}
+	wh := &admission.Webhook{
+		Handler: &Stamper{Reader: mgr.GetAPIReader(), ReadTimeout: opts.ReadTimeout},
+		// The handler logs namespace, name and user itself; the default constructor
+		// would add them a second time under the same keys.
+		LogConstructor: func(base logr.Logger, req *admission.Request) logr.Logger {
+			l := base.WithName("admission")
+			if req != nil {
+				l = l.WithValues("requestID", req.UID)
+			}
+			return l
+		},
+	}
 	mgr.GetWebhookServer().Register(Path, wh.WithRecoverPanic(true))
 }

@@ -1,0 +1,250 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configstamp/configstamp/stamp"
+)
+
+var bg = context.Background()
+
+// eventually polls f until it returns nil or the deadline passes.
+func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s: %v", what, timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// consistently checks f over a whole period (a negative assertion needs a period).
+func consistently(t *testing.T, period time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(period)
+	for time.Now().Before(deadline) {
+		if err := f(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if err := f(); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// newNamespace creates a fresh namespace for one test, opted in or not.
+func newNamespace(t *testing.T, optIn bool) string {
+	t.Helper()
+	name := fmt.Sprintf("t-%s-%04x", strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name())), rand.IntN(0xffff))
+	if len(name) > 63 {
+		name = name[len(name)-63:]
+		name = "t" + strings.TrimLeft(name[1:], "-")
+	}
+	createNamespace(t, name, optIn)
+	return name
+}
+
+func createNamespace(t *testing.T, name string, optIn bool) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if optIn {
+		ns.Labels = map[string]string{stamp.InjectLabel: stamp.InjectValue}
+	}
+	if err := k8s.Create(bg, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create namespace %s: %v", name, err)
+	}
+}
+
+func configMap(ns, name string, data map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data}
+}
+
+func create(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := k8s.Create(bg, obj); err != nil {
+		t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+// setData replaces one key of a ConfigMap (merge patch: no conflicts).
+func setData(t *testing.T, ns, name, key, value string) {
+	t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	patch := fmt.Sprintf(`{"data":{%q:%q}}`, key, value)
+	if err := k8s.Patch(bg, cm, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
+		t.Fatalf("patch configmap %s/%s: %v", ns, name, err)
+	}
+}
+
+func getConfigMap(t *testing.T, ns, name string) *corev1.ConfigMap {
+	t.Helper()
+	var cm corev1.ConfigMap
+	if err := k8s.Get(bg, client.ObjectKey{Namespace: ns, Name: name}, &cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		t.Fatalf("get configmap %s/%s: %v", ns, name, err)
+	}
+	return &cm
+}
+
+// podWithVolumes is a pod spec mounting each named ConfigMap whole (optional, so the
+// pod could start without it).
+func podWithVolumes(names ...string) corev1.PodSpec {
+	spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}}
+	for _, n := range names {
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "cfg-" + n, VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: n}, Optional: ptr.To(true)}}})
+		spec.Containers[0].VolumeMounts = append(spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "cfg-" + n, MountPath: "/etc/" + n})
+	}
+	return spec
+}
+
+func deployment(name string, spec corev1.PodSpec) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec},
+		},
+	}
+}
+
+func createDeployment(t *testing.T, ns, name string, spec corev1.PodSpec) *appsv1.Deployment {
+	t.Helper()
+	d := deployment(name, spec)
+	d.Namespace = ns
+	create(t, d)
+	return d
+}
+
+func hashOf(d *appsv1.Deployment) string { return d.Spec.Template.Annotations[stamp.HashAnnotation] }
+
+// waitStamp waits until the Deployment carries want as its config hash.
+func waitStamp(t *testing.T, ns, name, want string) *appsv1.Deployment {
+	t.Helper()
+	var d *appsv1.Deployment
+	eventually(t, 30*time.Second, "stamp of "+name, func() error {
+		d = getDeployment(t, ns, name)
+		if got := hashOf(d); got != want {
+			return fmt.Errorf("hash %q, want %q", got, want)
+		}
+		return nil
+	})
+	return d
+}
+
+// unchanged asserts over period that the Deployment keeps its generation and
+// resourceVersion: nothing was written at all.
+func unchanged(t *testing.T, period time.Duration, before *appsv1.Deployment) {
+	t.Helper()
+	consistently(t, period, "deployment "+before.Name+" untouched", func() error {
+		d := getDeployment(t, before.Namespace, before.Name)
+		if d.Generation != before.Generation || d.ResourceVersion != before.ResourceVersion {
+			return fmt.Errorf("generation %d -> %d, resourceVersion %s -> %s",
+				before.Generation, d.Generation, before.ResourceVersion, d.ResourceVersion)
+		}
+		return nil
+	})
+}
+
+// keepsGeneration asserts over period that the Deployment stays at generation gen.
+func keepsGeneration(t *testing.T, period time.Duration, ns, name string, gen int64) {
+	t.Helper()
+	consistently(t, period, "generation of "+name, func() error {
+		if g := getDeployment(t, ns, name).Generation; g != gen {
+			return fmt.Errorf("generation %d, want %d", g, gen)
+		}
+		return nil
+	})
+}
+
+// docSource is what the test knows a pod sees of one ConfigMap.
+type docSource struct {
+	name string
+	keys []string // nil: all keys
+}
+
+// docHash recomputes the config hash from the encoding written in README.md ("The hash"),
+// independently of the stamp package, from the ConfigMaps as they are now.
+func docHash(t *testing.T, ns string, srcs ...docSource) string {
+	t.Helper()
+	slices.SortFunc(srcs, func(a, b docSource) int { return strings.Compare(a.name, b.name) })
+	var buf bytes.Buffer
+	u64 := func(n int) { _ = binary.Write(&buf, binary.BigEndian, uint64(n)) }
+	str := func(s string) { u64(len(s)); buf.WriteString(s) }
+	str("configstamp/v1")
+	for _, s := range srcs {
+		str("configmap")
+		str(s.name)
+		cm := getConfigMap(t, ns, s.name)
+		if cm == nil {
+			str("missing")
+			continue
+		}
+		str("present")
+		keys := s.keys
+		if keys == nil {
+			for k := range cm.Data {
+				keys = append(keys, k)
+			}
+			for k := range cm.BinaryData {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		keys = slices.Compact(keys)
+		u64(len(keys))
+		for _, k := range keys {
+			str(k)
+			if v, ok := cm.Data[k]; ok {
+				str("data")
+				str(v)
+			} else if b, ok := cm.BinaryData[k]; ok {
+				str("binary")
+				str(string(b))
+			} else {
+				str("missing")
+			}
+		}
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	return hex.EncodeToString(sum[:])
+}
+
+// digests parses a sources annotation into source -> digest.
+func digests(ann string) map[string]string {
+	m := map[string]string{}
+	for _, e := range strings.Split(ann, ",") {
+		if k, v, ok := strings.Cut(e, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
