@@ -46,7 +46,7 @@ type deploymentReconciler struct {
 }
 
 // events re-checks stamped Deployments from the initial list (config may have changed
-// while configstamp was down) and checks new Deployments after the debounce (a CREATE
+// while configstamp was down) and checks new unstamped ones after the debounce (a CREATE
 // that bypassed the webhook gets its stamp). Updates need no check: they go through the
 // webhook, and ConfigMap changes arrive through the ConfigMap controller.
 func (r *deploymentReconciler) events(quiet time.Duration) handler.Funcs {
@@ -57,14 +57,16 @@ func (r *deploymentReconciler) events(quiet time.Duration) handler.Funcs {
 				return
 			}
 			req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(dep)}
-			if e.IsInInitialList {
-				if dep.Spec.Template.Annotations[stamp.HashAnnotation] != "" {
-					q.Add(req)
-				}
-				return
+			stamped := dep.Spec.Template.Annotations[stamp.HashAnnotation] != ""
+			switch {
+			case e.IsInInitialList && stamped:
+				q.Add(req)
+			case !e.IsInInitialList && !stamped && len(stamp.References(&dep.Spec.Template.Spec)) > 0:
+				// Created while the webhook was unreachable. A stamped new Deployment
+				// needs no check: ConfigMap events cover later changes, debounced.
+				r.adopt.add(req.NamespacedName)
+				q.AddAfter(req, quiet)
 			}
-			r.adopt.add(req.NamespacedName)
-			q.AddAfter(req, quiet)
 		},
 	}
 }

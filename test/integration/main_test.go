@@ -21,10 +21,10 @@ import (
 )
 
 var (
-	env    *cluster.Cluster
-	k8s    client.Client
+	env            *cluster.Cluster
+	k8s            client.Client
 	configstampBin string
-	scheme = runtime.NewScheme()
+	scheme         = runtime.NewScheme()
 )
 
 func TestMain(m *testing.M) {

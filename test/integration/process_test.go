@@ -36,16 +36,21 @@ type configstamp struct {
 type procOptions struct {
 	// webhookURL overrides the registered URL (a proxy in front of the webhook).
 	webhookURL string
-	args       []string
+	// webhookPort is where the webhook server listens (default: a free port).
+	webhookPort int
+	args        []string
 }
 
 // startConfigstamp runs the configstamp binary against the test control plane and waits
 // until the API server calls its webhook.
 func startConfigstamp(t *testing.T, o procOptions) *configstamp {
 	t.Helper()
-	port, err := cluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
+	port := o.webhookPort
+	if port == 0 {
+		var err error
+		if port, err = cluster.FreePort(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	p := &configstamp{t: t, done: make(chan struct{}), out: &logBuffer{}, WebhookPort: port}
 	p.URL = o.webhookURL
@@ -70,9 +75,7 @@ func startConfigstamp(t *testing.T, o procOptions) *configstamp {
 			t.Logf("configstamp log:\n%s", p.out.String())
 		}
 	})
-	if o.webhookURL == "" {
-		p.waitServing(t)
-	}
+	p.waitServing(t)
 	return p
 }
 
@@ -246,4 +249,3 @@ func getDeployment(t *testing.T, ns, name string) *appsv1.Deployment {
 	}
 	return &d
 }
-

@@ -15,6 +15,12 @@ func TestWithRunningConfigstamp(t *testing.T) {
 		{"DryRun", testDryRun},
 		{"Audit", testAudit},
 		{"MalformedRequest", testMalformedRequest},
+		{"DataChangeRolls", testDataChangeRolls},
+		{"InvisibleChangesRollNothing", testInvisibleChangesRollNothing},
+		{"MissingCreatedDeleted", testMissingCreatedDeleted},
+		{"BurstWithinDebounce", testBurstWithinDebounce},
+		{"SpacedWritesUnderDebounce", testSpacedWritesUnderDebounce},
+		{"ConfigThenDeployment", testConfigThenDeployment},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,0 +1,167 @@
+package integration
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/test/cluster"
+	"github.com/configstamp/configstamp/watcher"
+	"github.com/configstamp/configstamp/webhook"
+)
+
+// These tests start and stop configstamp themselves; they run one after another, never
+// beside TestWithRunningConfigstamp (top-level tests here are not parallel).
+
+func TestRestartRollsNothing(t *testing.T) {
+	first := startConfigstamp(t, procOptions{})
+	ns := newNamespace(t, true)
+	createEveryFormConfig(t, ns)
+	var deps []*appsv1.Deployment
+	deps = append(deps, createDeployment(t, ns, "every", everyForm()))
+	deps = append(deps, createDeployment(t, ns, "one", podWithVolumes("vol-all")))
+	deps = append(deps, createDeployment(t, ns, "missing", podWithVolumes("nope")))
+	for _, d := range deps {
+		if hashOf(d) == "" {
+			t.Fatalf("%s not stamped", d.Name)
+		}
+	}
+	first.Stop()
+
+	second := startConfigstamp(t, procOptions{})
+	for _, d := range deps {
+		unchanged(t, time.Second, d)
+	}
+	unchanged(t, settle, deps[0])
+	for _, rec := range second.Logs() {
+		if rec["msg"] == "Nudged Deployment after a config change" {
+			t.Fatalf("restart nudged a Deployment: %v", rec)
+		}
+	}
+}
+
+func TestFirstStartAdoptsLazily(t *testing.T) {
+	// No configstamp has ever run: no registration.
+	deleteRegistration(t)
+	ns := newNamespace(t, true)
+	create(t, configMap(ns, "a-config", map[string]string{"k": "1"}))
+	create(t, configMap(ns, "b-config", map[string]string{"k": "1"}))
+	a := createDeployment(t, ns, "a", podWithVolumes("a-config"))
+	b := createDeployment(t, ns, "b", podWithVolumes("b-config"))
+	if hashOf(a) != "" || hashOf(b) != "" {
+		t.Fatal("stamped without configstamp running")
+	}
+
+	startConfigstamp(t, procOptions{})
+	unchanged(t, settle, a)
+	unchanged(t, time.Second, b)
+
+	// Someone else's no-op update (metadata only) does not adopt b.
+	b = getDeployment(t, ns, "b")
+	b.Labels = map[string]string{"team": "x"}
+	if err := k8s.Update(bg, b); err != nil {
+		t.Fatal(err)
+	}
+	if hashOf(b) != "" || b.Generation != 1 {
+		t.Fatalf("a metadata-only update adopted b: generation %d, annotations %v", b.Generation, b.Spec.Template.Annotations)
+	}
+
+	// A real change to a's config adopts a, once; b stays as it was.
+	setData(t, ns, "a-config", "k", "2")
+	got := waitStamp(t, ns, "a", docHash(t, ns, docSource{name: "a-config"}))
+	if got.Generation != a.Generation+1 {
+		t.Fatalf("a: generation %d -> %d, want exactly one more", a.Generation, got.Generation)
+	}
+	keepsGeneration(t, settle, ns, "a", got.Generation)
+	unchanged(t, time.Second, b)
+}
+
+func TestChangeWhileStoppedRollsOnceOnStart(t *testing.T) {
+	first := startConfigstamp(t, procOptions{})
+	ns := newNamespace(t, true)
+	create(t, configMap(ns, "cfg", map[string]string{"k": "1"}))
+	create(t, configMap(ns, "other", map[string]string{"k": "1"}))
+	d := createDeployment(t, ns, "app", podWithVolumes("cfg"))
+	quiet := createDeployment(t, ns, "quiet", podWithVolumes("other"))
+	first.Stop()
+
+	setData(t, ns, "cfg", "k", "2")
+	startConfigstamp(t, procOptions{})
+	got := waitStamp(t, ns, "app", docHash(t, ns, docSource{name: "cfg"}))
+	if got.Generation != d.Generation+1 {
+		t.Fatalf("generation %d -> %d, want exactly one more", d.Generation, got.Generation)
+	}
+	keepsGeneration(t, settle, ns, "app", got.Generation)
+	unchanged(t, time.Second, quiet)
+}
+
+func TestWebhookOutageIsHealed(t *testing.T) {
+	port, err := cluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := newProxy(t, fmt.Sprintf("127.0.0.1:%d", port))
+	startConfigstamp(t, procOptions{webhookURL: "https://" + px.addr, webhookPort: port})
+	ns := newNamespace(t, true)
+	create(t, configMap(ns, "cfg", map[string]string{"k": "1"}))
+	existing := createDeployment(t, ns, "existing", podWithVolumes("cfg"))
+	if hashOf(existing) == "" {
+		t.Fatal("not stamped while the webhook is up")
+	}
+
+	px.Stop() // the registration stays; the API server cannot reach the webhook
+	during := createDeployment(t, ns, "during", podWithVolumes("cfg"))
+	if hashOf(during) != "" {
+		t.Fatal("stamped while the webhook is unreachable?")
+	}
+	setData(t, ns, "cfg", "k", "2")
+	eventually(t, 30*time.Second, "StampBypassed warning", func() error {
+		return findEvent(ns, "existing", watcher.ReasonStampBypassed, "")
+	})
+	if hashOf(getDeployment(t, ns, "existing")) != hashOf(existing) {
+		t.Fatal("stamp changed while the webhook was unreachable")
+	}
+
+	px.Start(t)
+	want := docHash(t, ns, docSource{name: "cfg"})
+	for _, name := range []string{"existing", "during"} {
+		eventually(t, 90*time.Second, "healed stamp of "+name, func() error {
+			d := getDeployment(t, ns, name)
+			if hashOf(d) != want {
+				return fmt.Errorf("hash %q, want %q", hashOf(d), want)
+			}
+			if _, ok := d.Annotations[stamp.NudgeAnnotation]; ok {
+				return fmt.Errorf("nudge marker left on the Deployment")
+			}
+			return nil
+		})
+	}
+}
+
+func deleteRegistration(t *testing.T) {
+	t.Helper()
+	err := k8s.Delete(bg, &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhook.ConfigurationName}})
+	if client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	}
+	// The API server's webhook informer drops the registration shortly after.
+	ns := probeNamespace(t)
+	eventually(t, 30*time.Second, "registration gone", func() error {
+		d := deployment("probe", podWithVolumes("probe"))
+		d.Namespace = ns
+		if err := k8s.Create(bg, d, client.DryRunAll); err != nil && !strings.Contains(err.Error(), "failed calling webhook") {
+			return err
+		}
+		if hashOf(d) != "" {
+			return fmt.Errorf("still stamped")
+		}
+		return nil
+	})
+}

@@ -1,0 +1,169 @@
+package integration
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/watcher"
+)
+
+// settle is how long a negative assertion watches after the debounce (2s) should have
+// fired: long enough for a second, unwanted nudge to show.
+const settle = 6 * time.Second
+
+func testDataChangeRolls(t *testing.T, cs *configstamp) {
+	ns := newNamespace(t, true)
+	create(t, configMap(ns, "routes", map[string]string{"routes.yaml": "v1"}))
+	create(t, configMap(ns, "common", map[string]string{"log": "info"}))
+	d := createDeployment(t, ns, "gateway", podWithVolumes("routes", "common"))
+	before := digests(d.Spec.Template.Annotations[stamp.SourcesAnnotation])
+
+	setData(t, ns, "routes", "routes.yaml", "v2")
+	want := docHash(t, ns, docSource{name: "routes"}, docSource{name: "common"})
+	after := waitStamp(t, ns, "gateway", want)
+	if after.Generation != d.Generation+1 {
+		t.Fatalf("generation %d -> %d, want exactly one more", d.Generation, after.Generation)
+	}
+	now := digests(after.Spec.Template.Annotations[stamp.SourcesAnnotation])
+	if now["configmap/routes"] == before["configmap/routes"] || now["configmap/common"] != before["configmap/common"] {
+		t.Fatalf("sources annotation does not single out the changed ConfigMap: %v -> %v", before, now)
+	}
+	keepsGeneration(t, settle, ns, "gateway", after.Generation)
+	eventually(t, 10*time.Second, "ConfigChanged event", func() error {
+		return findEvent(ns, "gateway", watcher.ReasonConfigChanged, "configmap/routes")
+	})
+}
+
+func findEvent(ns, name, reason, contains string) error {
+	var list eventsv1.EventList
+	if err := k8s.List(bg, &list, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	for _, e := range list.Items {
+		if e.Regarding.Name == name && e.Reason == reason && (contains == "" || containsStr(e.Note, contains)) {
+			return nil
+		}
+	}
+	return fmt.Errorf("no %s event on %s mentioning %q among %d events", reason, name, contains, len(list.Items))
+}
+
+func containsStr(s, sub string) bool {
+	return len(sub) == 0 || (len(s) >= len(sub) && indexOf(s, sub) >= 0)
+}
+
+func indexOf(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return i
+		}
+	}
+	return -1
+}
+
+func testInvisibleChangesRollNothing(t *testing.T, cs *configstamp) {
+	ns := newNamespace(t, true)
+	create(t, configMap(ns, "partial", map[string]string{"seen": "1", "unseen": "1"}))
+	create(t, configMap(ns, "whole", map[string]string{"k": "v"}))
+	spec := podWithVolumes("whole")
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "partial", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "partial"}, Items: []corev1.KeyToPath{{Key: "seen", Path: "seen"}}}}})
+	d := createDeployment(t, ns, "app", spec)
+
+	setData(t, ns, "partial", "unseen", "2")
+	labelled := getConfigMap(t, ns, "whole")
+	labelled.Labels = map[string]string{"release": "r2"}
+	labelled.Annotations = map[string]string{"note": "only metadata"}
+	if err := k8s.Update(bg, labelled); err != nil {
+		t.Fatal(err)
+	}
+	unchanged(t, settle, d)
+}
+
+func testMissingCreatedDeleted(t *testing.T, cs *configstamp) {
+	ns := newNamespace(t, true)
+	d := createDeployment(t, ns, "app", podWithVolumes("later"))
+	if got := d.Spec.Template.Annotations[stamp.SourcesAnnotation]; got != "configmap/later=missing" {
+		t.Fatalf("sources with a missing ConfigMap = %q", got)
+	}
+	missing := hashOf(d)
+	create(t, configMap(ns, "later", map[string]string{"k": "v"}))
+	present := docHash(t, ns, docSource{name: "later"})
+	d2 := waitStamp(t, ns, "app", present)
+	if d2.Generation != d.Generation+1 {
+		t.Fatalf("creation: generation %d -> %d", d.Generation, d2.Generation)
+	}
+	if err := k8s.Delete(bg, configMap(ns, "later", nil)); err != nil {
+		t.Fatal(err)
+	}
+	d3 := waitStamp(t, ns, "app", missing)
+	if d3.Generation != d2.Generation+1 {
+		t.Fatalf("deletion: generation %d -> %d", d2.Generation, d3.Generation)
+	}
+	keepsGeneration(t, settle, ns, "app", d3.Generation)
+}
+
+func testBurstWithinDebounce(t *testing.T, cs *configstamp) {
+	ns := newNamespace(t, true)
+	create(t, configMap(ns, "hot", map[string]string{"n": "0"}))
+	d := createDeployment(t, ns, "app", podWithVolumes("hot"))
+	for i := 1; i <= 10; i++ {
+		setData(t, ns, "hot", "n", fmt.Sprint(i))
+	}
+	final := waitStamp(t, ns, "app", docHash(t, ns, docSource{name: "hot"}))
+	if final.Generation != d.Generation+1 {
+		t.Fatalf("10 writes in a burst: generation %d -> %d, want exactly one more", d.Generation, final.Generation)
+	}
+	keepsGeneration(t, settle, ns, "app", final.Generation)
+}
+
+func testSpacedWritesUnderDebounce(t *testing.T, cs *configstamp) {
+	ns := newNamespace(t, true)
+	create(t, configMap(ns, "drip", map[string]string{"n": "0"}))
+	d := createDeployment(t, ns, "app", podWithVolumes("drip"))
+	// 8 writes 1s apart span 7s, several debounce windows of 2s: a fixed window from the
+	// first event would nudge several times; waiting for quiet nudges once.
+	for i := 1; i <= 8; i++ {
+		if i > 1 {
+			time.Sleep(time.Second)
+		}
+		setData(t, ns, "drip", "n", fmt.Sprint(i))
+		if g := getDeployment(t, ns, "app").Generation; g != d.Generation {
+			t.Fatalf("rolled during the burst (after write %d): generation %d -> %d", i, d.Generation, g)
+		}
+	}
+	final := waitStamp(t, ns, "app", docHash(t, ns, docSource{name: "drip"}))
+	if final.Generation != d.Generation+1 {
+		t.Fatalf("generation %d -> %d, want exactly one more", d.Generation, final.Generation)
+	}
+	keepsGeneration(t, settle, ns, "app", final.Generation)
+}
+
+// testConfigThenDeployment is what one helm upgrade does: it writes the ConfigMap, then
+// the Deployment half a second later. The webhook stamps the new config on the
+// Deployment update; the watcher's later check finds nothing to do.
+func testConfigThenDeployment(t *testing.T, cs *configstamp) {
+	ns := newNamespace(t, true)
+	create(t, configMap(ns, "cfg", map[string]string{"v": "1"}))
+	d := createDeployment(t, ns, "app", podWithVolumes("cfg"))
+	setData(t, ns, "cfg", "v", "2")
+	time.Sleep(500 * time.Millisecond)
+	cur := getDeployment(t, ns, "app")
+	cur.Spec.Template.Spec.Containers[0].Image = "registry.example/app:2"
+	if err := k8s.Update(bg, cur); err != nil {
+		t.Fatal(err)
+	}
+	want := docHash(t, ns, docSource{name: "cfg"})
+	if hashOf(cur) != want {
+		t.Fatalf("Deployment update stamped %q, want the new config's %q", hashOf(cur), want)
+	}
+	if cur.Generation != d.Generation+1 {
+		t.Fatalf("generation %d -> %d", d.Generation, cur.Generation)
+	}
+	keepsGeneration(t, settle, ns, "app", cur.Generation)
+}
