@@ -79,9 +79,7 @@ func (r *configMapReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 		client.MatchingFields{ConfigMapIndex: indexKey(req.Namespace, req.Name)}, client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, fmt.Errorf("list dependents of configmap %s: %w", req, err)
 	}
-	if len(deps.Items) > 0 {
-		logf.FromContext(ctx).V(1).Info("Checking dependents of changed ConfigMap", "dependents", len(deps.Items))
-	}
+	logf.FromContext(ctx).V(1).Info("ConfigMap quiet; checking its dependents", "dependents", len(deps.Items))
 	for i := range deps.Items {
 		key := client.ObjectKeyFromObject(&deps.Items[i])
 		r.adopt.add(key)

@@ -99,6 +99,7 @@ func (r *deploymentReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 		return reconcile.Result{}, err
 	}
 	if want.Hash == stored && want.SourcesAnnotation() == dep.Spec.Template.Annotations[stamp.SourcesAnnotation] {
+		log.V(1).Info("Stamp up to date", "hash", stored)
 		return reconcile.Result{}, nil
 	}
 

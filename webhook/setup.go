@@ -22,7 +22,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) {
 		// The handler logs namespace, name and user itself; the default constructor
 		// would add them a second time under the same keys.
 		LogConstructor: func(base logr.Logger, req *admission.Request) logr.Logger {
-			l := base.WithName("admission")
+			l := base
 			if req != nil {
 				l = l.WithValues("requestID", req.UID)
 			}

@@ -60,7 +60,7 @@ func startConfigstamp(t *testing.T, o procOptions) *configstamp {
 	args := append([]string{
 		"--kubeconfig", env.ConfigstampKubeconfig, "--dev-webhook-url", p.URL,
 		"--webhook-port", fmt.Sprint(port), "--webhook-host", "127.0.0.1",
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--zap-log-level", "debug",
 	}, o.args...)
 	p.cmd = exec.Command(configstampBin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out

@@ -1,0 +1,202 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/configstamp/configstamp/stamp"
+)
+
+func dep(annotations map[string]string, image string, cms ...string) *appsv1.Deployment {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app"}}
+	d.Spec.Template.Labels = map[string]string{"app": "app"}
+	d.Spec.Template.Annotations = annotations
+	d.Spec.Template.Spec.Containers = []corev1.Container{{Name: "c", Image: image}}
+	for _, n := range cms {
+		d.Spec.Template.Spec.Volumes = append(d.Spec.Template.Spec.Volumes, corev1.Volume{Name: n,
+			VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: n}}}})
+	}
+	return d
+}
+
+func request(t *testing.T, op admissionv1.Operation, obj, old *appsv1.Deployment) admission.Request {
+	t.Helper()
+	raw := func(d *appsv1.Deployment) runtime.RawExtension {
+		if d == nil {
+			return runtime.RawExtension{}
+		}
+		b, err := json.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return runtime.RawExtension{Raw: b}
+	}
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID: "uid", Kind: metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"},
+		Operation: op, Namespace: "ns", Name: "app", Object: raw(obj), OldObject: raw(old),
+	}}
+}
+
+func stamper(t *testing.T, objs ...client.Object) *Stamper {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	return &Stamper{Reader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()}
+}
+
+func cm(name, v string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Data: map[string]string{"k": v}}
+}
+
+// expected is the stamp for ConfigMap "cfg" holding k=v.
+func expected(t *testing.T, v string) stamp.Stamp {
+	st, err := stamp.Compute(context.Background(), []stamp.Source{{Kind: stamp.KindConfigMap, Name: "cfg", AllKeys: true}},
+		func(context.Context, string) (*corev1.ConfigMap, error) { return cm("cfg", v), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func stamped(st stamp.Stamp) map[string]string {
+	return map[string]string{stamp.HashAnnotation: st.Hash, stamp.SourcesAnnotation: st.SourcesAnnotation()}
+}
+
+func TestHandleCreateStamps(t *testing.T) {
+	s := stamper(t, cm("cfg", "1"))
+	resp := s.Handle(context.Background(), request(t, admissionv1.Create, dep(nil, "img", "cfg"), nil))
+	if !resp.Allowed || len(resp.Patches) != 1 {
+		t.Fatalf("want one patch, got %+v", resp)
+	}
+	p := resp.Patches[0]
+	want := expected(t, "1")
+	if p.Operation != "add" || p.Path != "/spec/template/metadata/annotations" {
+		t.Fatalf("patch %+v", p)
+	}
+	if m := p.Value.(map[string]string); m[stamp.HashAnnotation] != want.Hash || m[stamp.SourcesAnnotation] != want.SourcesAnnotation() {
+		t.Fatalf("patch value %v, want %s", m, want.Hash)
+	}
+	if resp.AuditAnnotations[AuditHash] != want.Hash || resp.AuditAnnotations[AuditSources] != want.SourcesAnnotation() {
+		t.Fatalf("audit annotations %v", resp.AuditAnnotations)
+	}
+}
+
+func TestHandlePatches(t *testing.T) {
+	cur := expected(t, "1")
+	old := expected(t, "0")
+	tests := []struct {
+		name      string
+		op        admissionv1.Operation
+		obj, prev *appsv1.Deployment
+		wantOps   []string // "op path"
+	}{
+		{"unchanged stamp: no patch", admissionv1.Update, dep(stamped(cur), "img", "cfg"), dep(stamped(cur), "img", "cfg"), nil},
+		{"stale stamp: replace both keys", admissionv1.Update, dep(stamped(old), "img", "cfg"), dep(stamped(old), "img", "cfg"),
+			[]string{"add /spec/template/metadata/annotations/configstamp.io~1config-hash", "add /spec/template/metadata/annotations/configstamp.io~1sources"}},
+		{"other annotations kept", admissionv1.Create, dep(map[string]string{"x": "y"}, "img", "cfg"), nil,
+			[]string{"add /spec/template/metadata/annotations/configstamp.io~1config-hash", "add /spec/template/metadata/annotations/configstamp.io~1sources"}},
+		{"lazy adoption: no-op update of an unstamped Deployment", admissionv1.Update, dep(nil, "img", "cfg"), dep(nil, "img", "cfg"), nil},
+		{"template change adopts", admissionv1.Update, dep(nil, "img:2", "cfg"), dep(nil, "img", "cfg"),
+			[]string{"add /spec/template/metadata/annotations"}},
+		{"no config any more: stamp removed", admissionv1.Update, dep(stamped(cur), "img"), dep(stamped(cur), "img", "cfg"),
+			[]string{"remove /spec/template/metadata/annotations/configstamp.io~1config-hash", "remove /spec/template/metadata/annotations/configstamp.io~1sources"}},
+		{"no config at all: nothing", admissionv1.Create, dep(nil, "img"), nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := stamper(t, cm("cfg", "1")).Handle(context.Background(), request(t, tt.op, tt.obj, tt.prev))
+			if !resp.Allowed {
+				t.Fatalf("denied: %+v", resp.Result)
+			}
+			var got []string
+			for _, p := range resp.Patches {
+				got = append(got, p.Operation+" "+p.Path)
+			}
+			if len(got) != len(tt.wantOps) {
+				t.Fatalf("patches %v, want %v", got, tt.wantOps)
+			}
+			for i := range got {
+				if got[i] != tt.wantOps[i] {
+					t.Fatalf("patches %v, want %v", got, tt.wantOps)
+				}
+			}
+		})
+	}
+}
+
+func TestHandleNudgeIsStrippedAndAdopts(t *testing.T) {
+	d := dep(nil, "img", "cfg")
+	d.Annotations = map[string]string{stamp.NudgeAnnotation: "true"}
+	resp := stamper(t, cm("cfg", "1")).Handle(context.Background(), request(t, admissionv1.Update, d, dep(nil, "img", "cfg")))
+	if len(resp.Patches) != 2 || resp.Patches[0].Operation != "remove" || resp.Patches[0].Path != "/metadata/annotations/configstamp.io~1nudge" ||
+		resp.Patches[1].Path != "/spec/template/metadata/annotations" {
+		t.Fatalf("patches %+v", resp.Patches)
+	}
+}
+
+func TestHandleSkip(t *testing.T) {
+	d := dep(nil, "img", "cfg")
+	d.Annotations = map[string]string{stamp.SkipAnnotation: "true"}
+	resp := stamper(t, cm("cfg", "1")).Handle(context.Background(), request(t, admissionv1.Create, d, nil))
+	if !resp.Allowed || len(resp.Patches) != 0 {
+		t.Fatalf("skipped Deployment patched: %+v", resp.Patches)
+	}
+}
+
+func TestHandleFailsOpenOnReadErrors(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	reader := fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+			return errors.New("etcdserver: request timed out")
+		},
+	}).Build()
+	resp := (&Stamper{Reader: reader}).Handle(context.Background(), request(t, admissionv1.Create, dep(nil, "img", "cfg"), nil))
+	if !resp.Allowed || len(resp.Patches) != 0 || len(resp.Warnings) != 1 {
+		t.Fatalf("want allowed, unpatched, with a warning; got %+v", resp)
+	}
+}
+
+func TestHandleMissingConfigMapIsStamped(t *testing.T) {
+	resp := stamper(t).Handle(context.Background(), request(t, admissionv1.Create, dep(nil, "img", "cfg"), nil))
+	if !resp.Allowed || len(resp.Patches) != 1 {
+		t.Fatalf("got %+v", resp)
+	}
+	if got := resp.Patches[0].Value.(map[string]string)[stamp.SourcesAnnotation]; got != "configmap/cfg=missing" {
+		t.Fatalf("sources %q", got)
+	}
+}
+
+func TestHandleMalformed(t *testing.T) {
+	s := stamper(t)
+	bad := request(t, admissionv1.Create, nil, nil)
+	bad.Object.Raw = []byte(`{"spec":{"replicas":"many"}}`)
+	for name, req := range map[string]admission.Request{
+		"undecodable object": bad,
+		"no uid":             {},
+		"empty object":       request(t, admissionv1.Create, nil, nil),
+	} {
+		resp := s.Handle(context.Background(), req)
+		if resp.Allowed || resp.Result == nil || resp.Result.Code != http.StatusBadRequest || resp.Result.Message == "" {
+			t.Errorf("%s: want a 400 error response, got %+v", name, resp)
+		}
+	}
+	other := request(t, admissionv1.Create, dep(nil, "img", "cfg"), nil)
+	other.Kind.Kind = "StatefulSet"
+	if resp := s.Handle(context.Background(), other); !resp.Allowed || len(resp.Patches) != 0 {
+		t.Errorf("other kinds must pass untouched: %+v", resp)
+	}
+}
