@@ -38,8 +38,13 @@ test-integration: ## Integration tests against a real kube-apiserver + etcd.
 	CONFIGSTAMP_BIN_DIR=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) control-plane | tail -1)} \
 	  $(GO) test -count=1 -timeout 20m ./test/integration/...
 
+.PHONY: test-e2e
+test-e2e: ## End-to-end: real rollouts (controller-manager, scheduler, kwok) with real helm, helmfile, kubectl.
+	CONFIGSTAMP_BIN_DIR=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) e2e | tail -1)} \
+	  $(GO) test -count=1 -timeout 30m ./test/e2e/...
+
 .PHONY: test
-test: lint test-unit test-integration ## Everything: lint, unit and integration tests.
+test: lint test-unit test-integration test-e2e ## Everything: lint, unit, integration and end-to-end tests.
 
 .PHONY: demo
 demo: ## A local control plane, configstamp on it, a ConfigMap edit rolling a Deployment.

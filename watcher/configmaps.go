@@ -27,36 +27,43 @@ type configMapReconciler struct {
 	// first stamp because their config really changed.
 	dependents chan<- event.GenericEvent
 	adopt      *keySet
+	// recentSince is when configstamp started, less a margin for clock skew.
+	recentSince time.Time
 }
 
 // events maps ConfigMap watch events into the debounced queue. The initial list on start
 // is skipped: replaying every ConfigMap as new would send a check to every dependent;
-// stamped Deployments are re-checked by the Deployment controller instead. A resync
-// (same resourceVersion) is no change.
+// stamped Deployments are re-checked by the Deployment controller instead. Only a
+// ConfigMap written since configstamp started counts as changed even from the initial
+// list: a Deployment created while configstamp was starting may have missed that write
+// (the webhook stamped it before, the watch began after). A resync (same
+// resourceVersion) is no change.
 func (r *configMapReconciler) events() handler.Funcs {
-	enqueue := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	enqueue := func(obj client.Object, changed bool, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		key := client.ObjectKeyFromObject(obj)
-		r.debounce.touch(key)
+		r.debounce.touch(key, changed)
 		q.AddAfter(reconcile.Request{NamespacedName: key}, r.quiet)
 	}
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if e.IsInInitialList || ignored(e.Object) {
+			if ignored(e.Object) || (e.IsInInitialList && lastWrite(e.Object).Before(r.recentSince)) {
 				return
 			}
-			enqueue(e.Object, q)
+			// A replayed write may have been missed, but it does not adopt
+			// unstamped Deployments: installing configstamp rolls nothing.
+			enqueue(e.Object, !e.IsInInitialList, q)
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			if e.ObjectOld.GetResourceVersion() == e.ObjectNew.GetResourceVersion() || (ignored(e.ObjectOld) && ignored(e.ObjectNew)) {
 				return
 			}
-			enqueue(e.ObjectNew, q)
+			enqueue(e.ObjectNew, true, q)
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			if ignored(e.Object) {
 				return
 			}
-			enqueue(e.Object, q)
+			enqueue(e.Object, true, q)
 		},
 	}
 }
@@ -66,10 +73,12 @@ func ignored(obj client.Object) bool {
 }
 
 // Reconcile waits for the ConfigMap to be quiet, then hands every Deployment that
-// consumes it (found through the field index, not a LIST) to the Deployment controller.
+// consumes it (found through the field index, not a LIST) to the Deployment controller;
+// after a real change (not a replay from the initial list) unstamped ones may be adopted.
 func (r *configMapReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	if wait := r.debounce.ready(req.NamespacedName); wait > 0 {
-		return reconcile.Result{RequeueAfter: wait}, nil
+	over, changed, wait := r.debounce.ready(req.NamespacedName)
+	if !over {
+		return reconcile.Result{RequeueAfter: wait}, nil // zero: nothing pending
 	}
 	if ok, err := optedIn(ctx, r.client, req.Namespace); err != nil || !ok {
 		return reconcile.Result{}, err
@@ -82,7 +91,9 @@ func (r *configMapReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 	logf.FromContext(ctx).V(1).Info("ConfigMap quiet; checking its dependents", "dependents", len(deps.Items))
 	for i := range deps.Items {
 		key := client.ObjectKeyFromObject(&deps.Items[i])
-		r.adopt.add(key)
+		if changed {
+			r.adopt.add(key)
+		}
 		ref := &appsv1.Deployment{}
 		ref.Namespace, ref.Name = key.Namespace, key.Name
 		select {
@@ -92,4 +103,16 @@ func (r *configMapReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 		}
 	}
 	return reconcile.Result{}, nil
+}
+
+// lastWrite is when the object was last written, from its managed fields (metadata the
+// watch carries), or its creation time.
+func lastWrite(obj client.Object) time.Time {
+	t := obj.GetCreationTimestamp().Time
+	for _, mf := range obj.GetManagedFields() {
+		if mf.Time != nil && mf.Time.After(t) {
+			t = mf.Time.Time
+		}
+	}
+	return t
 }

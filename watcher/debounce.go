@@ -17,7 +17,11 @@ type debouncer[K comparable] struct {
 	burst map[K]window
 }
 
-type window struct{ first, last time.Time }
+type window struct {
+	first, last time.Time
+	// changed is true when any event of the burst was a real change (not a replay).
+	changed bool
+}
 
 func newDebouncer[K comparable](quiet, max time.Duration) *debouncer[K] {
 	if max < quiet {
@@ -26,8 +30,8 @@ func newDebouncer[K comparable](quiet, max time.Duration) *debouncer[K] {
 	return &debouncer[K]{quiet: quiet, max: max, now: time.Now, burst: map[K]window{}}
 }
 
-// touch records an event for key.
-func (d *debouncer[K]) touch(key K) {
+// touch records an event for key; changed tells a real change from a replay.
+func (d *debouncer[K]) touch(key K, changed bool) {
 	now := d.now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -36,28 +40,31 @@ func (d *debouncer[K]) touch(key K) {
 		w.first = now
 	}
 	w.last = now
+	w.changed = w.changed || changed
 	d.burst[key] = w
 }
 
-// ready returns 0 when key may be acted on now, ending its burst; otherwise how long to
-// wait before asking again. A key without a burst is ready.
-func (d *debouncer[K]) ready(key K) time.Duration {
+// ready reports whether key's burst is over (quiet for long enough, or capped), ending
+// it, and whether the burst held a real change. While it is not over, it returns how
+// long to wait before asking again. A key without a burst has nothing pending: not
+// ready, and no wait.
+func (d *debouncer[K]) ready(key K) (over, changed bool, wait time.Duration) {
 	now := d.now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	w, ok := d.burst[key]
 	if !ok {
-		return 0
+		return false, false, 0
 	}
 	due := w.last.Add(d.quiet)
 	if capAt := w.first.Add(d.max); capAt.Before(due) {
 		due = capAt
 	}
 	if wait := due.Sub(now); wait > 0 {
-		return wait
+		return false, false, wait
 	}
 	delete(d.burst, key)
-	return 0
+	return true, w.changed, 0
 }
 
 // len returns the number of keys waiting for quiet.

@@ -15,27 +15,27 @@ func TestDebouncerWaitsForQuiet(t *testing.T) {
 	d := newDebouncer[string](2*time.Second, 10*time.Second)
 	d.now = clk.now
 
-	if w := d.ready("cm"); w != 0 {
-		t.Fatalf("key without events: wait %v, want 0", w)
+	if over, _, w := d.ready("cm"); over || w != 0 {
+		t.Fatalf("key without events: over %v wait %v, want nothing pending", over, w)
 	}
-	d.touch("cm")
-	if w := d.ready("cm"); w != 2*time.Second {
+	d.touch("cm", true)
+	if over, _, w := d.ready("cm"); over || w != 2*time.Second {
 		t.Fatalf("just touched: wait %v, want 2s", w)
 	}
 	// Events every 1.5s keep pushing the due time: quiet, not a fixed window.
 	for i := 0; i < 3; i++ {
 		clk.advance(1500 * time.Millisecond)
-		d.touch("cm")
-		if w := d.ready("cm"); w != 2*time.Second {
+		d.touch("cm", true)
+		if over, _, w := d.ready("cm"); over || w != 2*time.Second {
 			t.Fatalf("event %d: wait %v, want 2s", i, w)
 		}
 	}
 	clk.advance(1999 * time.Millisecond)
-	if w := d.ready("cm"); w != time.Millisecond {
+	if over, _, w := d.ready("cm"); over || w != time.Millisecond {
 		t.Fatalf("almost quiet: wait %v, want 1ms", w)
 	}
 	clk.advance(time.Millisecond)
-	if w := d.ready("cm"); w != 0 {
+	if over, _, w := d.ready("cm"); !over || w != 0 {
 		t.Fatalf("quiet: wait %v, want 0", w)
 	}
 	if d.len() != 0 {
@@ -47,26 +47,26 @@ func TestDebouncerCapsANeverEndingBurst(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1000, 0)}
 	d := newDebouncer[string](2*time.Second, 5*time.Second)
 	d.now = clk.now
-	d.touch("cm")
+	d.touch("cm", true)
 	for elapsed := time.Duration(0); elapsed < 4*time.Second; elapsed += time.Second {
 		clk.advance(time.Second)
-		d.touch("cm")
+		d.touch("cm", true)
 	}
 	// 4s after the first event, with an event just now: the cap (5s) comes first.
-	if w := d.ready("cm"); w != time.Second {
+	if over, _, w := d.ready("cm"); over || w != time.Second {
 		t.Fatalf("wait %v, want 1s (capped)", w)
 	}
 	clk.advance(time.Second)
-	d.touch("cm")
-	if w := d.ready("cm"); w != 0 {
+	d.touch("cm", true)
+	if over, _, w := d.ready("cm"); !over || w != 0 {
 		t.Fatalf("at the cap: wait %v, want 0", w)
 	}
 }
 
 func TestDebouncerZeroQuietIsImmediate(t *testing.T) {
 	d := newDebouncer[string](0, 0)
-	d.touch("cm")
-	if w := d.ready("cm"); w != 0 {
+	d.touch("cm", true)
+	if over, _, w := d.ready("cm"); !over || w != 0 {
 		t.Fatalf("wait %v, want 0", w)
 	}
 }
@@ -75,14 +75,31 @@ func TestDebouncerKeysAreIndependent(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1000, 0)}
 	d := newDebouncer[string](time.Second, time.Minute)
 	d.now = clk.now
-	d.touch("a")
+	d.touch("a", true)
 	clk.advance(600 * time.Millisecond)
-	d.touch("b")
+	d.touch("b", true)
 	clk.advance(400 * time.Millisecond)
-	if d.ready("a") != 0 {
+	if over, _, w := d.ready("a"); !over || w != 0 {
 		t.Fatal("a should be quiet")
 	}
-	if w := d.ready("b"); w != 600*time.Millisecond {
+	if over, _, w := d.ready("b"); over || w != 600*time.Millisecond {
 		t.Fatalf("b: wait %v, want 600ms", w)
+	}
+}
+
+func TestDebouncerRemembersARealChange(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	d := newDebouncer[string](time.Second, time.Minute)
+	d.now = clk.now
+	d.touch("replayed", false)
+	d.touch("mixed", false)
+	d.touch("mixed", true)
+	d.touch("mixed", false)
+	clk.advance(time.Second)
+	if over, changed, _ := d.ready("replayed"); !over || changed {
+		t.Fatalf("replay only: over %v changed %v, want true false", over, changed)
+	}
+	if over, changed, _ := d.ready("mixed"); !over || !changed {
+		t.Fatalf("burst with a real change: over %v changed %v, want true true", over, changed)
 	}
 }

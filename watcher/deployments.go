@@ -60,6 +60,7 @@ func (r *deploymentReconciler) events(quiet time.Duration) handler.Funcs {
 			stamped := dep.Spec.Template.Annotations[stamp.HashAnnotation] != ""
 			switch {
 			case e.IsInInitialList && stamped:
+				// Its config may have changed while configstamp was down.
 				q.Add(req)
 			case !e.IsInInitialList && !stamped && len(stamp.References(&dep.Spec.Template.Spec)) > 0:
 				// Created while the webhook was unreachable. A stamped new Deployment

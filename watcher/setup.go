@@ -35,6 +35,10 @@ type Options struct {
 	RetryBase, RetryMax time.Duration
 }
 
+// startupMargin widens "written since configstamp started" for ConfigMaps in the
+// informer's initial list, to allow for clock skew between configstamp and the API server.
+const startupMargin = time.Minute
+
 // Defaults for Options.
 const (
 	DefaultDebounce    = 2 * time.Second
@@ -69,7 +73,6 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	}
 	adopt := &keySet{}
 	dependents := make(chan event.GenericEvent, 1024)
-
 	deps := &deploymentReconciler{
 		client: mgr.GetClient(), live: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder("configstamp"),
 		readTimeout: opts.ReadTimeout, adopt: adopt,
@@ -90,6 +93,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	cms := &configMapReconciler{
 		client: mgr.GetClient(), debounce: newDebouncer[types.NamespacedName](opts.Debounce, opts.DebounceMax),
 		quiet: opts.Debounce, dependents: dependents, adopt: adopt,
+		recentSince: time.Now().Add(-startupMargin),
 	}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("configmap").

@@ -5,6 +5,7 @@ import (
 
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 )
 
@@ -12,13 +13,21 @@ import (
 type Options struct {
 	// ReadTimeout bounds the live ConfigMap reads of one admission.
 	ReadTimeout time.Duration
+	// Reader reads ConfigMaps live. Default: the manager's API reader. Prefer a client
+	// of its own without client-side rate limiting: admission traffic is bounded by the
+	// API server, and it must not queue behind the watcher's reads past the webhook's
+	// timeout.
+	Reader client.Reader
 }
 
 // SetupWithManager registers the Deployment stamper on the manager's webhook server.
 // Every replica serves admission; nothing here needs leader election.
 func SetupWithManager(mgr ctrl.Manager, opts Options) {
+	if opts.Reader == nil {
+		opts.Reader = mgr.GetAPIReader()
+	}
 	wh := &admission.Webhook{
-		Handler: &Stamper{Reader: mgr.GetAPIReader(), ReadTimeout: opts.ReadTimeout},
+		Handler: &Stamper{Reader: opts.Reader, ReadTimeout: opts.ReadTimeout},
 		// The handler logs namespace, name and user itself; the default constructor
 		// would add them a second time under the same keys.
 		LogConstructor: func(base logr.Logger, req *admission.Request) logr.Logger {

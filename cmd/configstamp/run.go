@@ -12,6 +12,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -133,7 +134,16 @@ func run(ctx context.Context, args []string) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 
-	webhook.SetupWithManager(mgr, webhook.Options{ReadTimeout: o.readTimeout})
+	// Admission reads get a client of their own, not throttled client-side: they are
+	// bounded by the API server's admission traffic and must never wait behind the
+	// watcher's reads.
+	admissionCfg := rest.CopyConfig(cfg)
+	admissionCfg.QPS = -1
+	admissionReader, err := client.New(admissionCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("create admission client: %w", err)
+	}
+	webhook.SetupWithManager(mgr, webhook.Options{ReadTimeout: o.readTimeout, Reader: admissionReader})
 	if err := watcher.SetupWithManager(ctx, mgr, watcher.Options{
 		Debounce: o.debounce, DebounceMax: o.debounceMax, ReadTimeout: o.readTimeout, Concurrency: o.concurrency,
 	}); err != nil {

@@ -61,6 +61,8 @@ type Cluster struct {
 	Config *rest.Config
 	// URL is the API server's address.
 	URL string
+	// BinDir holds the binaries the cluster runs (and helm, helmfile when built).
+	BinDir string
 
 	opts    Options
 	ownDir  bool
@@ -88,7 +90,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if opts.Nodes == 0 {
 		opts.Nodes = 3
 	}
-	c := &Cluster{opts: opts, Dir: opts.Dir}
+	c := &Cluster{opts: opts, Dir: opts.Dir, BinDir: opts.BinDir}
 	if c.Dir == "" {
 		if c.Dir, err = os.MkdirTemp("", "configstamp-cluster-"); err != nil {
 			return nil, err

@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -21,62 +20,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/test/framework"
 )
 
 var bg = context.Background()
 
-// eventually polls f until it returns nil or the deadline passes.
-func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
+func getDeployment(t *testing.T, ns, name string) *appsv1.Deployment {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, timeout, err)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var d appsv1.Deployment
+	if err := k8s.Get(bg, client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
+		t.Fatalf("get deployment %s/%s: %v", ns, name, err)
 	}
-}
-
-// consistently checks f over a whole period (a negative assertion needs a period).
-func consistently(t *testing.T, period time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(period)
-	for time.Now().Before(deadline) {
-		if err := f(); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	if err := f(); err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-}
-
-// newNamespace creates a fresh namespace for one test, opted in or not.
-func newNamespace(t *testing.T, optIn bool) string {
-	t.Helper()
-	name := fmt.Sprintf("t-%s-%04x", strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name())), rand.IntN(0xffff))
-	if len(name) > 63 {
-		name = name[len(name)-63:]
-		name = "t" + strings.TrimLeft(name[1:], "-")
-	}
-	createNamespace(t, name, optIn)
-	return name
-}
-
-func createNamespace(t *testing.T, name string, optIn bool) {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if optIn {
-		ns.Labels = map[string]string{stamp.InjectLabel: stamp.InjectValue}
-	}
-	if err := k8s.Create(bg, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("create namespace %s: %v", name, err)
-	}
+	return &d
 }
 
 func configMap(ns, name string, data map[string]string) *corev1.ConfigMap {
@@ -150,7 +105,7 @@ func hashOf(d *appsv1.Deployment) string { return d.Spec.Template.Annotations[st
 func waitStamp(t *testing.T, ns, name, want string) *appsv1.Deployment {
 	t.Helper()
 	var d *appsv1.Deployment
-	eventually(t, 30*time.Second, "stamp of "+name, func() error {
+	framework.Eventually(t, 30*time.Second, "stamp of "+name, func() error {
 		d = getDeployment(t, ns, name)
 		if got := hashOf(d); got != want {
 			return fmt.Errorf("hash %q, want %q", got, want)
@@ -164,7 +119,7 @@ func waitStamp(t *testing.T, ns, name, want string) *appsv1.Deployment {
 // resourceVersion: nothing was written at all.
 func unchanged(t *testing.T, period time.Duration, before *appsv1.Deployment) {
 	t.Helper()
-	consistently(t, period, "deployment "+before.Name+" untouched", func() error {
+	framework.Consistently(t, period, "deployment "+before.Name+" untouched", func() error {
 		d := getDeployment(t, before.Namespace, before.Name)
 		if d.Generation != before.Generation || d.ResourceVersion != before.ResourceVersion {
 			return fmt.Errorf("generation %d -> %d, resourceVersion %s -> %s",
@@ -177,7 +132,7 @@ func unchanged(t *testing.T, period time.Duration, before *appsv1.Deployment) {
 // keepsGeneration asserts over period that the Deployment stays at generation gen.
 func keepsGeneration(t *testing.T, period time.Duration, ns, name string, gen int64) {
 	t.Helper()
-	consistently(t, period, "generation of "+name, func() error {
+	framework.Consistently(t, period, "generation of "+name, func() error {
 		if g := getDeployment(t, ns, name).Generation; g != gen {
 			return fmt.Errorf("generation %d, want %d", g, gen)
 		}

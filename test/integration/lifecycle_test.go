@@ -13,6 +13,7 @@ import (
 
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/cluster"
+	"github.com/configstamp/configstamp/test/framework"
 	"github.com/configstamp/configstamp/watcher"
 	"github.com/configstamp/configstamp/webhook"
 )
@@ -21,8 +22,8 @@ import (
 // beside TestWithRunningConfigstamp (top-level tests here are not parallel).
 
 func TestRestartRollsNothing(t *testing.T) {
-	first := startConfigstamp(t, procOptions{})
-	ns := newNamespace(t, true)
+	first := env.Start(t, framework.Options{})
+	ns := env.NewNamespace(t, true)
 	createEveryFormConfig(t, ns)
 	var deps []*appsv1.Deployment
 	deps = append(deps, createDeployment(t, ns, "every", everyForm()))
@@ -35,7 +36,7 @@ func TestRestartRollsNothing(t *testing.T) {
 	}
 	first.Stop()
 
-	second := startConfigstamp(t, procOptions{})
+	second := env.Start(t, framework.Options{})
 	for _, d := range deps {
 		unchanged(t, time.Second, d)
 	}
@@ -50,7 +51,7 @@ func TestRestartRollsNothing(t *testing.T) {
 func TestFirstStartAdoptsLazily(t *testing.T) {
 	// No configstamp has ever run: no registration.
 	deleteRegistration(t)
-	ns := newNamespace(t, true)
+	ns := env.NewNamespace(t, true)
 	create(t, configMap(ns, "a-config", map[string]string{"k": "1"}))
 	create(t, configMap(ns, "b-config", map[string]string{"k": "1"}))
 	a := createDeployment(t, ns, "a", podWithVolumes("a-config"))
@@ -59,7 +60,7 @@ func TestFirstStartAdoptsLazily(t *testing.T) {
 		t.Fatal("stamped without configstamp running")
 	}
 
-	startConfigstamp(t, procOptions{})
+	env.Start(t, framework.Options{})
 	unchanged(t, settle, a)
 	unchanged(t, time.Second, b)
 
@@ -84,8 +85,8 @@ func TestFirstStartAdoptsLazily(t *testing.T) {
 }
 
 func TestChangeWhileStoppedRollsOnceOnStart(t *testing.T) {
-	first := startConfigstamp(t, procOptions{})
-	ns := newNamespace(t, true)
+	first := env.Start(t, framework.Options{})
+	ns := env.NewNamespace(t, true)
 	create(t, configMap(ns, "cfg", map[string]string{"k": "1"}))
 	create(t, configMap(ns, "other", map[string]string{"k": "1"}))
 	d := createDeployment(t, ns, "app", podWithVolumes("cfg"))
@@ -93,7 +94,7 @@ func TestChangeWhileStoppedRollsOnceOnStart(t *testing.T) {
 	first.Stop()
 
 	setData(t, ns, "cfg", "k", "2")
-	startConfigstamp(t, procOptions{})
+	env.Start(t, framework.Options{})
 	got := waitStamp(t, ns, "app", docHash(t, ns, docSource{name: "cfg"}))
 	if got.Generation != d.Generation+1 {
 		t.Fatalf("generation %d -> %d, want exactly one more", d.Generation, got.Generation)
@@ -107,9 +108,9 @@ func TestWebhookOutageIsHealed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	px := newProxy(t, fmt.Sprintf("127.0.0.1:%d", port))
-	startConfigstamp(t, procOptions{webhookURL: "https://" + px.addr, webhookPort: port})
-	ns := newNamespace(t, true)
+	px := framework.NewProxy(t, fmt.Sprintf("127.0.0.1:%d", port))
+	env.Start(t, framework.Options{WebhookURL: "https://" + px.Addr, WebhookPort: port})
+	ns := env.NewNamespace(t, true)
 	create(t, configMap(ns, "cfg", map[string]string{"k": "1"}))
 	existing := createDeployment(t, ns, "existing", podWithVolumes("cfg"))
 	if hashOf(existing) == "" {
@@ -122,7 +123,7 @@ func TestWebhookOutageIsHealed(t *testing.T) {
 		t.Fatal("stamped while the webhook is unreachable?")
 	}
 	setData(t, ns, "cfg", "k", "2")
-	eventually(t, 30*time.Second, "StampBypassed warning", func() error {
+	framework.Eventually(t, 30*time.Second, "StampBypassed warning", func() error {
 		return findEvent(ns, "existing", watcher.ReasonStampBypassed, "")
 	})
 	if hashOf(getDeployment(t, ns, "existing")) != hashOf(existing) {
@@ -132,7 +133,7 @@ func TestWebhookOutageIsHealed(t *testing.T) {
 	px.Start(t)
 	want := docHash(t, ns, docSource{name: "cfg"})
 	for _, name := range []string{"existing", "during"} {
-		eventually(t, 90*time.Second, "healed stamp of "+name, func() error {
+		framework.Eventually(t, 90*time.Second, "healed stamp of "+name, func() error {
 			d := getDeployment(t, ns, name)
 			if hashOf(d) != want {
 				return fmt.Errorf("hash %q, want %q", hashOf(d), want)
@@ -152,10 +153,9 @@ func deleteRegistration(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The API server's webhook informer drops the registration shortly after.
-	ns := probeNamespace(t)
-	eventually(t, 30*time.Second, "registration gone", func() error {
-		d := deployment("probe", podWithVolumes("probe"))
-		d.Namespace = ns
+	env.CreateNamespace(t, framework.ProbeNamespace, true)
+	framework.Eventually(t, 30*time.Second, "registration gone", func() error {
+		d := framework.ProbeDeployment()
 		if err := k8s.Create(bg, d, client.DryRunAll); err != nil && !strings.Contains(err.Error(), "failed calling webhook") {
 			return err
 		}

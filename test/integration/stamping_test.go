@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/test/framework"
 	"github.com/configstamp/configstamp/webhook"
 )
 
@@ -65,8 +66,8 @@ func createEveryFormConfig(t *testing.T, ns string) {
 	create(t, configMap(ns, "key-ref", map[string]string{"one": "1", "two": "2"}))
 }
 
-func testCreateStampsEveryForm(t *testing.T, cs *configstamp) {
-	ns := newNamespace(t, true)
+func testCreateStampsEveryForm(t *testing.T, cs *framework.Configstamp) {
+	ns := env.NewNamespace(t, true)
 	createEveryFormConfig(t, ns)
 	d := createDeployment(t, ns, "app", everyForm())
 	want := docHash(t, ns, everyFormSources...)
@@ -87,10 +88,10 @@ func testCreateStampsEveryForm(t *testing.T, cs *configstamp) {
 	}
 }
 
-func testOptOut(t *testing.T, cs *configstamp) {
+func testOptOut(t *testing.T, cs *framework.Configstamp) {
 	t.Run("unlabelled namespace", func(t *testing.T) {
 		t.Parallel()
-		ns := newNamespace(t, false)
+		ns := env.NewNamespace(t, false)
 		createEveryFormConfig(t, ns)
 		d := createDeployment(t, ns, "app", everyForm())
 		if len(d.Spec.Template.Annotations) != 0 {
@@ -101,7 +102,7 @@ func testOptOut(t *testing.T, cs *configstamp) {
 	})
 	t.Run("skip annotation", func(t *testing.T) {
 		t.Parallel()
-		ns := newNamespace(t, true)
+		ns := env.NewNamespace(t, true)
 		createEveryFormConfig(t, ns)
 		d := deployment("app", everyForm())
 		d.Namespace = ns
@@ -115,7 +116,7 @@ func testOptOut(t *testing.T, cs *configstamp) {
 	})
 	t.Run("ignored ConfigMap", func(t *testing.T) {
 		t.Parallel()
-		ns := newNamespace(t, true)
+		ns := env.NewNamespace(t, true)
 		ign := configMap(ns, "ignored", map[string]string{"k": "v"})
 		ign.Annotations = map[string]string{stamp.IgnoreAnnotation: "true"}
 		create(t, ign)
@@ -129,8 +130,8 @@ func testOptOut(t *testing.T, cs *configstamp) {
 	})
 }
 
-func testDryRun(t *testing.T, cs *configstamp) {
-	ns := newNamespace(t, true)
+func testDryRun(t *testing.T, cs *framework.Configstamp) {
+	ns := env.NewNamespace(t, true)
 	createEveryFormConfig(t, ns)
 	d := deployment("dry", everyForm())
 	d.Namespace = ns
@@ -153,8 +154,8 @@ func testDryRun(t *testing.T, cs *configstamp) {
 	}
 }
 
-func testAudit(t *testing.T, cs *configstamp) {
-	ns := newNamespace(t, true)
+func testAudit(t *testing.T, cs *framework.Configstamp) {
+	ns := env.NewNamespace(t, true)
 	create(t, configMap(ns, "audited", map[string]string{"k": "v1"}))
 	d := createDeployment(t, ns, "audited", podWithVolumes("audited"))
 	first := hashOf(d)
@@ -165,12 +166,12 @@ func testAudit(t *testing.T, cs *configstamp) {
 	// The API server's audit log carries the webhook's audit annotation, prefixed with
 	// the webhook entry's name.
 	for _, h := range []string{first, second} {
-		eventually(t, 20*time.Second, "audit event with config-hash "+h[:12], func() error {
+		framework.Eventually(t, 20*time.Second, "audit event with config-hash "+h[:12], func() error {
 			return findAudit(ns, "audited", webhook.EntryName+"/"+webhook.AuditHash, h)
 		})
 	}
 	// configstamp's own log has one line per stamp change, with who and old -> new.
-	eventually(t, 10*time.Second, "configstamp audit log line", func() error {
+	framework.Eventually(t, 10*time.Second, "configstamp audit log line", func() error {
 		var seen []string
 		for _, rec := range cs.Logs() {
 			if rec["msg"] != "Stamped config hash" || rec["namespace"] != ns || rec["name"] != "audited" {
@@ -188,7 +189,7 @@ func testAudit(t *testing.T, cs *configstamp) {
 
 // findAudit looks for a Deployment audit event in ns/name whose annotation key has value.
 func findAudit(ns, name, key, value string) error {
-	raw, err := os.ReadFile(env.AuditLog)
+	raw, err := os.ReadFile(env.Cluster.AuditLog)
 	if err != nil {
 		return err
 	}
@@ -210,7 +211,7 @@ func findAudit(ns, name, key, value string) error {
 	return fmt.Errorf("no audit event for deployments %s/%s with %s=%s", ns, name, key, value)
 }
 
-func testMalformedRequest(t *testing.T, cs *configstamp) {
+func testMalformedRequest(t *testing.T, cs *framework.Configstamp) {
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	url := fmt.Sprintf("https://127.0.0.1:%d%s", cs.WebhookPort, webhook.Path)
 	post := func(body string) (int, string) {
@@ -256,7 +257,7 @@ func testMalformedRequest(t *testing.T, cs *configstamp) {
 		t.Fatal("configstamp died on malformed requests")
 	}
 	// And it still stamps.
-	ns := newNamespace(t, true)
+	ns := env.NewNamespace(t, true)
 	create(t, configMap(ns, "c", map[string]string{"k": "v"}))
 	d := createDeployment(t, ns, "after", podWithVolumes("c"))
 	if hashOf(d) != docHash(t, ns, docSource{name: "c"}) {

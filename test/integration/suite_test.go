@@ -1,14 +1,18 @@
 package integration
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/configstamp/configstamp/test/framework"
+)
 
 // TestWithRunningConfigstamp runs the scenarios that share one configstamp process, in
 // parallel, each in its own namespace.
 func TestWithRunningConfigstamp(t *testing.T) {
-	cs := startConfigstamp(t, procOptions{})
+	cs := env.Start(t, framework.Options{})
 	for _, tc := range []struct {
 		name string
-		run  func(*testing.T, *configstamp)
+		run  func(*testing.T, *framework.Configstamp)
 	}{
 		{"CreateStampsEveryReferenceForm", testCreateStampsEveryForm},
 		{"OptOut", testOptOut},

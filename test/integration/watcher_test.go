@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/test/framework"
 	"github.com/configstamp/configstamp/watcher"
 )
 
@@ -17,8 +18,8 @@ import (
 // fired: long enough for a second, unwanted nudge to show.
 const settle = 6 * time.Second
 
-func testDataChangeRolls(t *testing.T, cs *configstamp) {
-	ns := newNamespace(t, true)
+func testDataChangeRolls(t *testing.T, cs *framework.Configstamp) {
+	ns := env.NewNamespace(t, true)
 	create(t, configMap(ns, "routes", map[string]string{"routes.yaml": "v1"}))
 	create(t, configMap(ns, "common", map[string]string{"log": "info"}))
 	d := createDeployment(t, ns, "gateway", podWithVolumes("routes", "common"))
@@ -35,7 +36,7 @@ func testDataChangeRolls(t *testing.T, cs *configstamp) {
 		t.Fatalf("sources annotation does not single out the changed ConfigMap: %v -> %v", before, now)
 	}
 	keepsGeneration(t, settle, ns, "gateway", after.Generation)
-	eventually(t, 10*time.Second, "ConfigChanged event", func() error {
+	framework.Eventually(t, 10*time.Second, "ConfigChanged event", func() error {
 		return findEvent(ns, "gateway", watcher.ReasonConfigChanged, "configmap/routes")
 	})
 }
@@ -66,8 +67,8 @@ func indexOf(s, sub string) int {
 	return -1
 }
 
-func testInvisibleChangesRollNothing(t *testing.T, cs *configstamp) {
-	ns := newNamespace(t, true)
+func testInvisibleChangesRollNothing(t *testing.T, cs *framework.Configstamp) {
+	ns := env.NewNamespace(t, true)
 	create(t, configMap(ns, "partial", map[string]string{"seen": "1", "unseen": "1"}))
 	create(t, configMap(ns, "whole", map[string]string{"k": "v"}))
 	spec := podWithVolumes("whole")
@@ -85,8 +86,8 @@ func testInvisibleChangesRollNothing(t *testing.T, cs *configstamp) {
 	unchanged(t, settle, d)
 }
 
-func testMissingCreatedDeleted(t *testing.T, cs *configstamp) {
-	ns := newNamespace(t, true)
+func testMissingCreatedDeleted(t *testing.T, cs *framework.Configstamp) {
+	ns := env.NewNamespace(t, true)
 	d := createDeployment(t, ns, "app", podWithVolumes("later"))
 	if got := d.Spec.Template.Annotations[stamp.SourcesAnnotation]; got != "configmap/later=missing" {
 		t.Fatalf("sources with a missing ConfigMap = %q", got)
@@ -108,8 +109,8 @@ func testMissingCreatedDeleted(t *testing.T, cs *configstamp) {
 	keepsGeneration(t, settle, ns, "app", d3.Generation)
 }
 
-func testBurstWithinDebounce(t *testing.T, cs *configstamp) {
-	ns := newNamespace(t, true)
+func testBurstWithinDebounce(t *testing.T, cs *framework.Configstamp) {
+	ns := env.NewNamespace(t, true)
 	create(t, configMap(ns, "hot", map[string]string{"n": "0"}))
 	d := createDeployment(t, ns, "app", podWithVolumes("hot"))
 	for i := 1; i <= 10; i++ {
@@ -122,8 +123,8 @@ func testBurstWithinDebounce(t *testing.T, cs *configstamp) {
 	keepsGeneration(t, settle, ns, "app", final.Generation)
 }
 
-func testSpacedWritesUnderDebounce(t *testing.T, cs *configstamp) {
-	ns := newNamespace(t, true)
+func testSpacedWritesUnderDebounce(t *testing.T, cs *framework.Configstamp) {
+	ns := env.NewNamespace(t, true)
 	create(t, configMap(ns, "drip", map[string]string{"n": "0"}))
 	d := createDeployment(t, ns, "app", podWithVolumes("drip"))
 	// 8 writes 1s apart span 7s, several debounce windows of 2s: a fixed window from the
@@ -147,8 +148,8 @@ func testSpacedWritesUnderDebounce(t *testing.T, cs *configstamp) {
 // testConfigThenDeployment is what one helm upgrade does: it writes the ConfigMap, then
 // the Deployment half a second later. The webhook stamps the new config on the
 // Deployment update; the watcher's later check finds nothing to do.
-func testConfigThenDeployment(t *testing.T, cs *configstamp) {
-	ns := newNamespace(t, true)
+func testConfigThenDeployment(t *testing.T, cs *framework.Configstamp) {
+	ns := env.NewNamespace(t, true)
 	create(t, configMap(ns, "cfg", map[string]string{"v": "1"}))
 	d := createDeployment(t, ns, "app", podWithVolumes("cfg"))
 	setData(t, ns, "cfg", "v", "2")

@@ -1,0 +1,120 @@
+package e2e
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/configstamp/configstamp/test/cluster"
+)
+
+const kubectlManifests = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+data:
+  mode: blue
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: svc
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: svc}
+  template:
+    metadata:
+      labels: {app: svc}
+    spec:
+      containers:
+      - name: svc
+        image: registry.example/svc:1.0
+        volumeMounts:
+        - {name: settings, mountPath: /etc/svc}
+      volumes:
+      - name: settings
+        configMap: {name: settings}
+`
+
+// TestKubectlOutsideGit: edits made by hand, with kubectl edit and kubectl apply, roll
+// once each.
+func TestKubectlOutsideGit(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ns := env.NewNamespace(t, true)
+	kubectl := func(extraEnv []string, args ...string) string {
+		return tool(t, dir, extraEnv, "kubectl", append([]string{"--namespace", ns}, args...)...)
+	}
+	writeFile(t, filepath.Join(dir, "app.yaml"), kubectlManifests)
+	kubectl(nil, "apply", "-f", "app.yaml")
+	first := expectReplicaSets(t, ns, "svc", 1)
+
+	// kubectl edit, with sed as the editor.
+	kubectl([]string{"KUBE_EDITOR=sed -i s/mode:\\ blue/mode:\\ green/"}, "edit", "configmap", "settings")
+	edited := expectReplicaSets(t, ns, "svc", 2)
+	if hashOf(edited) == hashOf(first) {
+		t.Fatal("stamp unchanged after kubectl edit")
+	}
+	audited(t, ns, "svc", cluster.ConfigstampUser, hashOf(first), hashOf(edited))
+
+	// kubectl apply of a changed ConfigMap.
+	writeFile(t, filepath.Join(dir, "cm.yaml"), "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  mode: red\n")
+	kubectl(nil, "apply", "-f", "cm.yaml")
+	applied := expectReplicaSets(t, ns, "svc", 3)
+	audited(t, ns, "svc", cluster.ConfigstampUser, hashOf(edited), hashOf(applied))
+}
+
+// TestKustomizeGenerator: kubectl apply -k of a configMapGenerator without name suffix
+// hash and a changed literal rolls once.
+func TestKustomizeGenerator(t *testing.T) {
+	t.Parallel()
+	dir := copyTestdata(t)
+	kdir := filepath.Join(dir, "kustomize")
+	ns := env.NewNamespace(t, true)
+	tool(t, kdir, nil, "kubectl", "--namespace", ns, "apply", "-k", ".")
+	first := expectReplicaSets(t, ns, "web", 1)
+
+	writeFile(t, filepath.Join(kdir, "kustomization.yaml"), `resources:
+- deployment.yaml
+configMapGenerator:
+- name: web-config
+  literals:
+  - GREETING=bonjour
+generatorOptions:
+  disableNameSuffixHash: true
+`)
+	tool(t, kdir, nil, "kubectl", "--namespace", ns, "apply", "-k", ".")
+	changed := expectReplicaSets(t, ns, "web", 2)
+	if hashOf(changed) == hashOf(first) {
+		t.Fatal("stamp unchanged after a generator literal change")
+	}
+	audited(t, ns, "web", cluster.ConfigstampUser, hashOf(first), hashOf(changed))
+}
+
+// TestNoFightsWithDeployTools: a repeated server-side apply keeps the stamp and rolls
+// nothing; kubectl rollout restart rolls exactly once and keeps the stamp.
+func TestNoFightsWithDeployTools(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ns := env.NewNamespace(t, true)
+	kubectl := func(args ...string) string {
+		return tool(t, dir, nil, "kubectl", append([]string{"--namespace", ns}, args...)...)
+	}
+	writeFile(t, filepath.Join(dir, "app.yaml"), kubectlManifests)
+	kubectl("apply", "--server-side", "-f", "app.yaml")
+	first := expectReplicaSets(t, ns, "svc", 1)
+	if hashOf(first) == "" {
+		t.Fatal("not stamped on a server-side apply")
+	}
+	kubectl("apply", "--server-side", "-f", "app.yaml")
+	again := expectReplicaSets(t, ns, "svc", 1)
+	if hashOf(again) != hashOf(first) || again.Generation != first.Generation {
+		t.Fatalf("second server-side apply: generation %d -> %d, hash %s -> %s", first.Generation, again.Generation, short(hashOf(first)), short(hashOf(again)))
+	}
+
+	kubectl("rollout", "restart", "deployment/svc")
+	restarted := expectReplicaSets(t, ns, "svc", 2)
+	if hashOf(restarted) != hashOf(first) {
+		t.Fatalf("rollout restart changed the stamp: %s -> %s", short(hashOf(first)), short(hashOf(restarted)))
+	}
+}
