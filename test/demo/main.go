@@ -141,6 +141,9 @@ func run(ctx context.Context) error {
 	if err := showReplicaSets(ctx, cs); err != nil {
 		return err
 	}
+	if err := waitRolledOut(ctx, cs, 2); err != nil {
+		return fmt.Errorf("a metadata-only edit changed the rollout: %w", err)
+	}
 
 	step("The API server's audit log: the webhook's audit annotations on Deployment writes")
 	if err := showAPIAudit(c.AuditLog); err != nil {
@@ -255,12 +258,13 @@ func showAPIAudit(path string) error {
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for sc.Scan() {
 		var ev struct {
-			Verb, Stage string
+			Verb, Stage, RequestURI string
 			User        struct{ Username string }
 			ObjectRef   struct{ Namespace, Name, Resource string }
 			Annotations map[string]string
 		}
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.ObjectRef.Namespace != ns || ev.ObjectRef.Resource != "deployments" {
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.ObjectRef.Namespace != ns || ev.ObjectRef.Resource != "deployments" ||
+			strings.Contains(ev.RequestURI, "dryRun") {
 			continue
 		}
 		h := ev.Annotations["deployments.configstamp.io/config-hash"]
