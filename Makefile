@@ -51,6 +51,11 @@ demo: ## A local control plane, configstamp on it, a ConfigMap edit rolling a De
 	CONFIGSTAMP_BIN_DIR=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) e2e | tail -1)} \
 	  $(GO) run ./test/demo
 
+IMG ?= configstamp:dev
+.PHONY: docker-build
+docker-build: ## Build the container image (needs a Docker engine).
+	docker build -t $(IMG) .
+
 .PHONY: run
 run: ## Run configstamp against KUBECONFIG (dev mode: registers itself at https://127.0.0.1:9443).
 	$(GO) run ./cmd/configstamp --kubeconfig $${KUBECONFIG:-$$HOME/.kube/config} \

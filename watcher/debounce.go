@@ -42,6 +42,7 @@ func (d *debouncer[K]) touch(key K, changed bool) {
 	w.last = now
 	w.changed = w.changed || changed
 	d.burst[key] = w
+	debouncePending.Set(float64(len(d.burst)))
 }
 
 // ready reports whether key's burst is over (quiet for long enough, or capped), ending
@@ -64,6 +65,7 @@ func (d *debouncer[K]) ready(key K) (over, changed bool, wait time.Duration) {
 		return false, false, wait
 	}
 	delete(d.burst, key)
+	debouncePending.Set(float64(len(d.burst)))
 	return true, w.changed, 0
 }
 

@@ -97,10 +97,12 @@ func (r *deploymentReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 		if adopt {
 			r.adopt.add(req.NamespacedName) // keep the intent for the retry
 		}
+		checks.WithLabelValues("error").Inc()
 		return reconcile.Result{}, err
 	}
 	if want.Hash == stored && want.SourcesAnnotation() == dep.Spec.Template.Annotations[stamp.SourcesAnnotation] {
 		log.V(1).Info("Stamp up to date", "hash", stored)
+		checks.WithLabelValues("current").Inc()
 		return reconcile.Result{}, nil
 	}
 
@@ -112,15 +114,20 @@ func (r *deploymentReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 		if adopt {
 			r.adopt.add(req.NamespacedName)
 		}
+		checks.WithLabelValues("error").Inc()
 		return reconcile.Result{}, fmt.Errorf("nudge deployment %s: %w", req, err)
 	}
+	nudges.Inc()
 	got := dep.Spec.Template.Annotations[stamp.HashAnnotation]
 	if got != want.Hash {
 		// The config may have moved on since we read it: compare with a fresh read
 		// before calling it a bypass.
 		if again, err := r.expected(ctx, &dep); err == nil && again.Hash == got {
+			checks.WithLabelValues("nudged").Inc()
 			return reconcile.Result{}, nil
 		}
+		bypasses.Inc()
+		checks.WithLabelValues("bypassed").Inc()
 		r.recorder.Eventf(&dep, nil, corev1.EventTypeWarning, ReasonStampBypassed, "Verify",
 			"Stored config hash %q differs from the expected %q after a nudge: the configstamp webhook was not called (failurePolicy Ignore); retrying",
 			short(got), short(want.Hash))
@@ -130,6 +137,7 @@ func (r *deploymentReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 		}
 		return reconcile.Result{}, fmt.Errorf("deployment %s: stamp %q, want %q: webhook bypassed", req, short(got), short(want.Hash))
 	}
+	checks.WithLabelValues("nudged").Inc()
 	changed := changedSources(before, dep.Spec.Template.Annotations[stamp.SourcesAnnotation])
 	r.recorder.Eventf(&dep, nil, corev1.EventTypeNormal, ReasonConfigChanged, "Nudge",
 		"Config changed (%s): config hash %s -> %s", strings.Join(changed, ", "), short(stored), short(got))

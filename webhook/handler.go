@@ -54,27 +54,34 @@ var _ admission.Handler = &Stamper{}
 // Handle stamps CREATE and UPDATE of apps/v1 Deployments. Whatever goes wrong short of an
 // undecodable object, it admits the request: it never blocks a deploy.
 func (s *Stamper) Handle(ctx context.Context, req admission.Request) admission.Response {
+	start := time.Now()
+	resp, result := s.handle(ctx, req)
+	observe(result, start)
+	return resp
+}
+
+func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.Response, string) {
 	log := logf.FromContext(ctx)
 	if req.UID == "" {
 		log.Error(errNoRequest, "Rejected malformed admission review")
-		return admission.Errored(http.StatusBadRequest, errNoRequest)
+		return admission.Errored(http.StatusBadRequest, errNoRequest), resultRejected
 	}
 	if req.Kind.Group != "apps" || req.Kind.Kind != "Deployment" {
-		return admission.Allowed("configstamp only stamps apps/v1 Deployments")
+		return admission.Allowed("configstamp only stamps apps/v1 Deployments"), resultSkipped
 	}
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
-		return admission.Allowed("")
+		return admission.Allowed(""), resultSkipped
 	}
 	dep, err := decode(req.Object.Raw)
 	if err != nil {
 		log.Error(err, "Rejected undecodable Deployment", "namespace", req.Namespace, "name", req.Name)
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode object: %w", err))
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode object: %w", err)), resultRejected
 	}
 	var old *appsv1.Deployment
 	if req.Operation == admissionv1.Update {
 		if old, err = decode(req.OldObject.Raw); err != nil {
 			log.Error(err, "Rejected undecodable old Deployment", "namespace", req.Namespace, "name", req.Name)
-			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode oldObject: %w", err))
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode oldObject: %w", err)), resultRejected
 		}
 	}
 
@@ -84,7 +91,7 @@ func (s *Stamper) Handle(ctx context.Context, req admission.Request) admission.R
 		patches = append(patches, jsonpatch.NewOperation("remove", "/metadata/annotations/"+escape(stamp.NudgeAnnotation), nil))
 	}
 	if stamp.IsTrue(dep.Annotations[stamp.SkipAnnotation]) || !shouldStamp(req.Operation, old, dep, nudged) {
-		return respond(patches, "")
+		return respond(patches, ""), resultSkipped
 	}
 
 	namespace := dep.Namespace
@@ -94,7 +101,7 @@ func (s *Stamper) Handle(ctx context.Context, req admission.Request) admission.R
 	want, err := configread.Stamp(ctx, s.Reader, namespace, &dep.Spec.Template.Spec, s.readTimeout())
 	if err != nil {
 		log.Error(err, "Admitted without stamping: could not read config", "namespace", namespace, "name", dep.Name)
-		return respond(patches, "configstamp: could not read config, Deployment admitted without a new config hash: "+err.Error())
+		return respond(patches, "configstamp: could not read config, Deployment admitted without a new config hash: "+err.Error()), resultReadError
 	}
 
 	patches = append(patches, templatePatch(&dep.Spec.Template.ObjectMeta, want)...)
@@ -106,13 +113,18 @@ func (s *Stamper) Handle(ctx context.Context, req admission.Request) admission.R
 	if old != nil {
 		oldHash = old.Spec.Template.Annotations[stamp.HashAnnotation]
 	}
-	if want.Hash != oldHash {
-		log.Info("Stamped config hash",
-			"namespace", namespace, "name", dep.Name, "operation", string(req.Operation),
-			"user", req.UserInfo.Username, "oldHash", oldHash, "newHash", want.Hash,
-			"sources", want.SourcesAnnotation(), "dryRun", req.DryRun != nil && *req.DryRun)
+	if want.Hash == oldHash {
+		return resp, resultUnchanged
 	}
-	return resp
+	dryRun := req.DryRun != nil && *req.DryRun
+	log.Info("Stamped config hash",
+		"namespace", namespace, "name", dep.Name, "operation", string(req.Operation),
+		"user", req.UserInfo.Username, "oldHash", oldHash, "newHash", want.Hash,
+		"sources", want.SourcesAnnotation(), "dryRun", dryRun)
+	if !dryRun {
+		stampsChanged.Inc()
+	}
+	return resp, resultStamped
 }
 
 func (s *Stamper) readTimeout() time.Duration {

@@ -259,9 +259,9 @@ func showAPIAudit(path string) error {
 	for sc.Scan() {
 		var ev struct {
 			Verb, Stage, RequestURI string
-			User        struct{ Username string }
-			ObjectRef   struct{ Namespace, Name, Resource string }
-			Annotations map[string]string
+			User                    struct{ Username string }
+			ObjectRef               struct{ Namespace, Name, Resource string }
+			Annotations             map[string]string
 		}
 		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.ObjectRef.Namespace != ns || ev.ObjectRef.Resource != "deployments" ||
 			strings.Contains(ev.RequestURI, "dryRun") {

@@ -1,15 +1,22 @@
 package integration
 
 import (
+	"fmt"
 	"testing"
 
+	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/test/framework"
 )
 
 // TestWithRunningConfigstamp runs the scenarios that share one configstamp process, in
 // parallel, each in its own namespace.
 func TestWithRunningConfigstamp(t *testing.T) {
-	cs := env.Start(t, framework.Options{})
+	port, err := cluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", port)
+	cs := env.Start(t, framework.Options{Args: []string{"--metrics-bind-address", metricsAddr}})
 	for _, tc := range []struct {
 		name string
 		run  func(*testing.T, *framework.Configstamp)
@@ -25,6 +32,7 @@ func TestWithRunningConfigstamp(t *testing.T) {
 		{"BurstWithinDebounce", testBurstWithinDebounce},
 		{"SpacedWritesUnderDebounce", testSpacedWritesUnderDebounce},
 		{"ConfigThenDeployment", testConfigThenDeployment},
+		{"Metrics", func(t *testing.T, cs *framework.Configstamp) { testMetrics(t, cs, metricsAddr) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

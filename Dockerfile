@@ -1,0 +1,21 @@
+# Two stages: a static binary built with the Go toolchain, then distroless (no shell, no
+# package manager), running as the distroless nonroot user.
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY cmd/ cmd/
+COPY certs/ certs/
+COPY internal/ internal/
+COPY stamp/ stamp/
+COPY watcher/ watcher/
+COPY webhook/ webhook/
+ARG TARGETOS=linux
+ARG TARGETARCH=amd64
+RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
+    go build -trimpath -ldflags="-s -w" -o /out/configstamp ./cmd/configstamp
+
+FROM gcr.io/distroless/static:nonroot
+COPY --from=build /out/configstamp /configstamp
+USER 65532:65532
+ENTRYPOINT ["/configstamp"]

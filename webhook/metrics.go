@@ -1,0 +1,42 @@
+package webhook
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Admission results, the label of the admission metrics.
+const (
+	resultStamped   = "stamped"   // the stamp was written or changed
+	resultUnchanged = "unchanged" // stamp computed, already current
+	resultSkipped   = "skipped"   // not stamped: opted out, lazy adoption, other kind or operation
+	resultReadError = "read_error"
+	resultRejected  = "rejected" // malformed request
+)
+
+var (
+	admissionRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "configstamp_admission_requests_total",
+		Help: "Deployment admission requests handled, by result (stamped, unchanged, skipped, read_error, rejected).",
+	}, []string{"result"})
+	admissionDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "configstamp_admission_duration_seconds",
+		Help:    "Time to handle one admission request, live ConfigMap reads included, by result.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+	}, []string{"result"})
+	stampsChanged = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "configstamp_stamps_changed_total",
+		Help: "Admissions that wrote a new or changed config hash (dry runs excluded).",
+	})
+)
+
+func init() {
+	metrics.Registry.MustRegister(admissionRequests, admissionDuration, stampsChanged)
+}
+
+func observe(result string, start time.Time) {
+	admissionRequests.WithLabelValues(result).Inc()
+	admissionDuration.WithLabelValues(result).Observe(time.Since(start).Seconds())
+}
