@@ -14,15 +14,30 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 )
 
-// File names controller-runtime's webhook server reads from its cert dir.
+// File names controller-runtime's webhook server reads from its cert dir, and the CA
+// that signed the certificate (the registration's caBundle), as cert-manager names them.
 const (
 	CertName = "tls.crt"
 	KeyName  = "tls.key"
+	CAName   = "ca.crt"
 )
 
+// EnsureSelfSigned returns the CA of the certificate in dir, generating a CA and a
+// serving certificate for hosts first unless dir already holds tls.crt, tls.key and
+// ca.crt (so several processes, or a restart, can share one certificate).
+func EnsureSelfSigned(dir string, hosts ...string) ([]byte, error) {
+	ca, errCA := os.ReadFile(filepath.Join(dir, CAName))
+	_, errCert := os.Stat(filepath.Join(dir, CertName))
+	_, errKey := os.Stat(filepath.Join(dir, KeyName))
+	if errCA == nil && errCert == nil && errKey == nil {
+		return ca, nil
+	}
+	return WriteSelfSigned(dir, hosts...)
+}
+
 // WriteSelfSigned generates a fresh CA and a serving certificate signed by it for hosts
-// (IP addresses or DNS names), writes tls.crt (certificate, then CA) and tls.key into
-// dir, and returns the CA certificate in PEM for the registration's caBundle.
+// (IP addresses or DNS names), writes tls.crt (certificate, then CA), tls.key and ca.crt
+// into dir, and returns the CA certificate in PEM for the registration's caBundle.
 func WriteSelfSigned(dir string, hosts ...string) ([]byte, error) {
 	if len(hosts) == 0 {
 		return nil, fmt.Errorf("no host for the serving certificate")
@@ -48,6 +63,9 @@ func WriteSelfSigned(dir string, hosts ...string) ([]byte, error) {
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create cert dir: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, CAName), ca, 0o644); err != nil {
+		return nil, fmt.Errorf("write CA: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, KeyName), key, 0o600); err != nil {
 		return nil, fmt.Errorf("write key: %w", err)

@@ -40,4 +40,12 @@ func TestWriteSelfSigned(t *testing.T) {
 	if _, err := WriteSelfSigned(dir); err == nil {
 		t.Error("no hosts: want an error")
 	}
+	again, err := EnsureSelfSigned(dir, "127.0.0.1")
+	if err != nil || string(again) != string(ca) {
+		t.Errorf("EnsureSelfSigned over a complete dir must reuse its CA (err %v)", err)
+	}
+	fresh, err := EnsureSelfSigned(t.TempDir(), "127.0.0.1")
+	if err != nil || len(fresh) == 0 || string(fresh) == string(ca) {
+		t.Errorf("EnsureSelfSigned over an empty dir must generate a new CA (err %v)", err)
+	}
 }

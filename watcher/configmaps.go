@@ -29,6 +29,8 @@ type configMapReconciler struct {
 	adopt      *keySet
 	// recentSince is when configstamp started, less a margin for clock skew.
 	recentSince time.Time
+	// namespaceLabel opts a namespace in (value "enabled").
+	namespaceLabel string
 }
 
 // events maps ConfigMap watch events into the debounced queue. The initial list on start
@@ -80,7 +82,7 @@ func (r *configMapReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 	if !over {
 		return reconcile.Result{RequeueAfter: wait}, nil // zero: nothing pending
 	}
-	if ok, err := optedIn(ctx, r.client, req.Namespace); err != nil || !ok {
+	if ok, err := optedIn(ctx, r.client, req.Namespace, r.namespaceLabel); err != nil || !ok {
 		return reconcile.Result{}, err
 	}
 	var deps appsv1.DeploymentList

@@ -43,6 +43,8 @@ type deploymentReconciler struct {
 	recorder    recorder.EventRecorder
 	readTimeout time.Duration
 	adopt       *keySet
+	// namespaceLabel opts a namespace in (value "enabled").
+	namespaceLabel string
 }
 
 // events re-checks stamped Deployments from the initial list (config may have changed
@@ -85,7 +87,7 @@ func (r *deploymentReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 	if !dep.DeletionTimestamp.IsZero() || stamp.IsTrue(dep.Annotations[stamp.SkipAnnotation]) {
 		return reconcile.Result{}, nil
 	}
-	if ok, err := optedIn(ctx, r.client, dep.Namespace); err != nil || !ok {
+	if ok, err := optedIn(ctx, r.client, dep.Namespace, r.namespaceLabel); err != nil || !ok {
 		return reconcile.Result{}, err
 	}
 	stored := dep.Spec.Template.Annotations[stamp.HashAnnotation]

@@ -14,9 +14,9 @@ import (
 	"github.com/configstamp/configstamp/stamp"
 )
 
-// optedIn reports whether namespace carries the opt-in label. It reads Namespace
-// metadata from the manager's cache.
-func optedIn(ctx context.Context, c client.Reader, namespace string) (bool, error) {
+// optedIn reports whether namespace carries the opt-in label (label=enabled). It reads
+// Namespace metadata from the manager's cache.
+func optedIn(ctx context.Context, c client.Reader, namespace, label string) (bool, error) {
 	ns := &metav1.PartialObjectMetadata{}
 	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
 	if err := c.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
@@ -25,7 +25,7 @@ func optedIn(ctx context.Context, c client.Reader, namespace string) (bool, erro
 		}
 		return false, fmt.Errorf("get namespace %s: %w", namespace, err)
 	}
-	return ns.Labels[stamp.InjectLabel] == stamp.InjectValue, nil
+	return ns.Labels[label] == stamp.InjectValue, nil
 }
 
 // keySet is a concurrent set of object keys.

@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/configstamp/configstamp/stamp"
 )
 
 // Options configure the watcher.
@@ -33,6 +35,9 @@ type Options struct {
 	// RetryBase and RetryMax bound the exponential backoff of a failed check or a
 	// stamp that bypassed the webhook.
 	RetryBase, RetryMax time.Duration
+	// NamespaceLabel is the label (value "enabled") that opts a namespace in; it must
+	// match the registration's namespaceSelector. Default configstamp.io/inject.
+	NamespaceLabel string
 }
 
 // startupMargin widens "written since configstamp started" for ConfigMaps in the
@@ -62,6 +67,9 @@ func (o *Options) defaults() {
 	if o.RetryMax == 0 {
 		o.RetryMax = 30 * time.Second
 	}
+	if o.NamespaceLabel == "" {
+		o.NamespaceLabel = stamp.InjectLabel
+	}
 }
 
 // SetupWithManager registers the field index and both controllers. They run on the
@@ -75,7 +83,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	dependents := make(chan event.GenericEvent, 1024)
 	deps := &deploymentReconciler{
 		client: mgr.GetClient(), live: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder("configstamp"),
-		readTimeout: opts.ReadTimeout, adopt: adopt,
+		readTimeout: opts.ReadTimeout, adopt: adopt, namespaceLabel: opts.NamespaceLabel,
 	}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("deployment").
@@ -93,7 +101,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	cms := &configMapReconciler{
 		client: mgr.GetClient(), debounce: newDebouncer[types.NamespacedName](opts.Debounce, opts.DebounceMax),
 		quiet: opts.Debounce, dependents: dependents, adopt: adopt,
-		recentSince: time.Now().Add(-startupMargin),
+		recentSince: time.Now().Add(-startupMargin), namespaceLabel: opts.NamespaceLabel,
 	}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("configmap").

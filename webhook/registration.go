@@ -28,9 +28,9 @@ const (
 )
 
 // Registration is the MutatingWebhookConfiguration that sends Deployment CREATE and
-// UPDATE in opted-in namespaces to configstamp. client is either a URL (dev mode) or a
-// Service reference, with the CA that signs the serving certificate.
-func Registration(cfg admissionregistrationv1.WebhookClientConfig) *admissionregistrationv1.MutatingWebhookConfiguration {
+// UPDATE in namespaces labelled namespaceLabel=enabled to configstamp. cfg is either a URL
+// (dev mode) or a Service reference, with the CA that signs the serving certificate.
+func Registration(cfg admissionregistrationv1.WebhookClientConfig, namespaceLabel string) *admissionregistrationv1.MutatingWebhookConfiguration {
 	return &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: ConfigurationName, Labels: map[string]string{"app.kubernetes.io/name": "configstamp"}},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
@@ -43,7 +43,13 @@ func Registration(cfg admissionregistrationv1.WebhookClientConfig) *admissionreg
 					Scope: ptr.To(admissionregistrationv1.NamespacedScope),
 				},
 			}},
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{stamp.InjectLabel: stamp.InjectValue}},
+			NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{namespaceLabel: stamp.InjectValue},
+				// Never configstamp's own namespace or the control plane's.
+				MatchExpressions: []metav1.LabelSelectorRequirement{{
+					Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system"},
+				}},
+			},
 			// Fail open: an outage of configstamp never blocks a deploy; the watcher
 			// notices the missed stamp and heals it.
 			FailurePolicy:           ptr.To(admissionregistrationv1.Ignore),

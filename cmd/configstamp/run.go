@@ -21,6 +21,7 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/configstamp/configstamp/certs"
+	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/watcher"
 	"github.com/configstamp/configstamp/webhook"
 )
@@ -39,6 +40,7 @@ type options struct {
 	debounceMax             time.Duration
 	readTimeout             time.Duration
 	concurrency             int
+	namespaceLabel          string
 	qps                     float64
 	burst                   int
 	zap                     zap.Options
@@ -51,7 +53,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.devWebhookURL, "dev-webhook-url", "", "Run against a cluster outside it (local use, tests): generate a CA and serving certificate, and create or update the MutatingWebhookConfiguration \"configstamp\" to call this URL (e.g. https://127.0.0.1:9443). Empty in a cluster, where the chart registers the webhook.")
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "Port the admission webhook server listens on.")
 	fs.StringVar(&o.webhookHost, "webhook-host", "", "Address the admission webhook server binds to (empty: all).")
-	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "", "Directory holding tls.crt and tls.key for the webhook server; reloaded when they change. Default: a fresh temporary directory with --dev-webhook-url, else /tmp/k8s-webhook-server/serving-certs.")
+	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "", "Directory holding tls.crt and tls.key for the webhook server; reloaded when they change. With --dev-webhook-url: reused if it also holds ca.crt, else a CA and certificate are generated into it (default: a fresh temporary directory). Default otherwise: /tmp/k8s-webhook-server/serving-certs.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; \"0\" disables it.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints; \"0\" disables them.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one replica runs the watcher; every replica serves admission.")
@@ -60,6 +62,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.debounce, "debounce", watcher.DefaultDebounce, "How long a ConfigMap must be quiet before the Deployments consuming it are nudged (0: at once).")
 	fs.DurationVar(&o.debounceMax, "debounce-max", watcher.DefaultDebounceMax, "Longest wait from the first change of a ConfigMap that never stops changing.")
 	fs.DurationVar(&o.readTimeout, "read-timeout", webhook.DefaultReadTimeout, "Deadline for the live ConfigMap reads of one admission or one check.")
+	fs.StringVar(&o.namespaceLabel, "namespace-label", stamp.InjectLabel, "Label (value \"enabled\") that opts a namespace in; must match the registration's namespaceSelector.")
 	fs.IntVar(&o.concurrency, "concurrency", watcher.DefaultConcurrency, "How many Deployments the watcher checks and nudges at once.")
 	fs.Float64Var(&o.qps, "kube-api-qps", 20, "Client-side rate limit of requests to the API server, per second.")
 	fs.IntVar(&o.burst, "kube-api-burst", 30, "Client-side burst of requests to the API server.")
@@ -103,13 +106,13 @@ func run(ctx context.Context, args []string) error {
 			}
 			defer os.RemoveAll(o.webhookCertDir)
 		}
-		ca, err := certs.WriteSelfSigned(o.webhookCertDir, u.Hostname(), "localhost", "127.0.0.1")
+		ca, err := certs.EnsureSelfSigned(o.webhookCertDir, u.Hostname(), "localhost", "127.0.0.1")
 		if err != nil {
 			return err
 		}
 		u.Path = webhook.Path
-		registration = webhook.Registration(admissionregistrationv1.WebhookClientConfig{URL: new(u.String()), CABundle: ca})
-		log.Info("Generated a self-signed serving certificate", "dir", o.webhookCertDir, "url", u.String())
+		registration = webhook.Registration(admissionregistrationv1.WebhookClientConfig{URL: new(u.String()), CABundle: ca}, o.namespaceLabel)
+		log.Info("Using a self-signed serving certificate", "dir", o.webhookCertDir, "url", u.String())
 	}
 
 	scheme := runtime.NewScheme()
@@ -146,6 +149,7 @@ func run(ctx context.Context, args []string) error {
 	webhook.SetupWithManager(mgr, webhook.Options{ReadTimeout: o.readTimeout, Reader: admissionReader})
 	if err := watcher.SetupWithManager(ctx, mgr, watcher.Options{
 		Debounce: o.debounce, DebounceMax: o.debounceMax, ReadTimeout: o.readTimeout, Concurrency: o.concurrency,
+		NamespaceLabel: o.namespaceLabel,
 	}); err != nil {
 		return err
 	}

@@ -55,8 +55,18 @@ func (p *Proxy) Start(t testing.TB) {
 	}()
 }
 
+// SetTarget sends new connections to target.
+func (p *Proxy) SetTarget(target string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = target
+}
+
 func (p *Proxy) forward(c net.Conn) {
-	up, err := net.Dial("tcp", p.target)
+	p.mu.Lock()
+	target := p.target
+	p.mu.Unlock()
+	up, err := net.Dial("tcp", target)
 	if err != nil {
 		c.Close()
 		return
