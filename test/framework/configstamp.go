@@ -40,6 +40,10 @@ type Options struct {
 	WebhookURL string
 	// WebhookPort is where the webhook server listens (default: a free port).
 	WebhookPort int
+	// Kubeconfig is the identity configstamp runs as (default: the configstamp user).
+	Kubeconfig string
+	// SkipRegistration runs without --dev-webhook-url: the test registers the webhook.
+	SkipRegistration bool
 	// Args are extra flags.
 	Args []string
 }
@@ -58,11 +62,18 @@ func (e *Env) Run(ctx context.Context, o Options) (*Configstamp, error) {
 	if p.URL == "" {
 		p.URL = fmt.Sprintf("https://127.0.0.1:%d", port)
 	}
-	args := append([]string{
-		"--kubeconfig", e.Cluster.ConfigstampKubeconfig, "--dev-webhook-url", p.URL,
-		"--webhook-port", fmt.Sprint(port), "--webhook-host", "127.0.0.1",
+	kubeconfig := o.Kubeconfig
+	if kubeconfig == "" {
+		kubeconfig = e.Cluster.ConfigstampKubeconfig
+	}
+	args := []string{
+		"--kubeconfig", kubeconfig, "--webhook-port", fmt.Sprint(port), "--webhook-host", "127.0.0.1",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--zap-log-level", "debug",
-	}, o.Args...)
+	}
+	if !o.SkipRegistration {
+		args = append(args, "--dev-webhook-url", p.URL)
+	}
+	args = append(args, o.Args...)
 	p.cmd = exec.Command(e.Binary, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

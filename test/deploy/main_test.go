@@ -1,0 +1,74 @@
+// Package deploy tests the Helm chart: rendered objects (registration, RBAC, security
+// context, PDB, certificates) and, against a real API server with cert-manager's CRDs,
+// that the chart installs with the real helm and that configstamp works under the
+// chart's ServiceAccount and nothing more.
+package deploy
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/configstamp/configstamp/test/cluster"
+	"github.com/configstamp/configstamp/test/framework"
+)
+
+var (
+	env   *framework.Env
+	chart = filepath.Join(cluster.RepoRoot(), "deploy", "helm", "configstamp")
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if testing.Short() {
+		fmt.Println("skipping chart tests in -short mode")
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	bins, err := cluster.BinDir(true)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if env, err = framework.Setup(ctx, cluster.Options{BinDir: bins}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer env.Teardown()
+	return m.Run()
+}
+
+// tool runs helm or kubectl against the test cluster as admin.
+func tool(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := toolErr(name, args...)
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func toolErr(name string, args ...string) (string, error) {
+	path := name
+	if name == "helm" {
+		path = filepath.Join(env.Cluster.BinDir, "helm")
+	}
+	cmd := exec.Command(path, args...)
+	home := filepath.Join(os.TempDir(), "configstamp-deploy-home")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Cluster.Kubeconfig,
+		"HELM_CACHE_HOME="+filepath.Join(home, "cache"), "HELM_CONFIG_HOME="+filepath.Join(home, "config"),
+		"HELM_DATA_HOME="+filepath.Join(home, "data"))
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
