@@ -41,6 +41,7 @@ type options struct {
 	readTimeout             time.Duration
 	concurrency             int
 	namespaceLabel          string
+	selfSigned              selfSignedOptions
 	qps                     float64
 	burst                   int
 	zap                     zap.Options
@@ -66,6 +67,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.concurrency, "concurrency", watcher.DefaultConcurrency, "How many Deployments the watcher checks and nudges at once.")
 	fs.Float64Var(&o.qps, "kube-api-qps", 20, "Client-side rate limit of requests to the API server, per second.")
 	fs.IntVar(&o.burst, "kube-api-burst", 30, "Client-side burst of requests to the API server.")
+	o.selfSigned.bindFlags(fs)
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -75,6 +77,9 @@ func parseFlags(args []string) (*options, error) {
 	}
 	if o.debounce < 0 || o.debounceMax < 0 {
 		return nil, errors.New("--debounce and --debounce-max must not be negative")
+	}
+	if o.selfSigned.secret != "" && o.devWebhookURL != "" {
+		return nil, errors.New("--self-signed-secret and --dev-webhook-url exclude each other")
 	}
 	return o, nil
 }
@@ -152,6 +157,19 @@ func run(ctx context.Context, args []string) error {
 		NamespaceLabel: o.namespaceLabel,
 	}); err != nil {
 		return err
+	}
+	if o.selfSigned.secret != "" {
+		rot, err := o.selfSigned.rotator(cfg, scheme, o.webhookCertDir)
+		if err != nil {
+			return err
+		}
+		// The webhook server needs its files before it starts.
+		if _, err := rot.Ensure(ctx); err != nil {
+			return fmt.Errorf("self-signed certificate: %w", err)
+		}
+		if err := mgr.Add(rot); err != nil {
+			return err
+		}
 	}
 	if registration != nil {
 		c, err := client.New(cfg, client.Options{Scheme: scheme})

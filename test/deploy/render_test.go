@@ -2,8 +2,10 @@ package deploy
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -117,47 +119,68 @@ func TestChartRegistration(t *testing.T) {
 }
 
 func TestChartRBACLeastPrivilege(t *testing.T) {
-	objs := render(t)
-	cr := typed[rbacv1.ClusterRole](t, objs, "ClusterRole/configstamp")
-	role := typed[rbacv1.Role](t, objs, "Role/configstamp")
-	allowed := map[string][]string{
-		"/configmaps":          {"get", "list", "watch"},
-		"apps/deployments":     {"get", "list", "watch", "patch"},
-		"/namespaces":          {"get", "list", "watch"},
-		"events.k8s.io/events": {"create", "patch"},
-		"/events":              {"create", "patch"},
-	}
-	for _, r := range cr.Rules {
-		for _, g := range r.APIGroups {
-			for _, res := range r.Resources {
-				want, ok := allowed[g+"/"+res]
-				if !ok {
-					t.Errorf("ClusterRole grants %s/%s", g, res)
+	for _, mode := range []string{"cert-manager", "self-signed"} {
+		t.Run(mode, func(t *testing.T) {
+			objs := render(t, "--set", "certificates.mode="+mode)
+			cr := typed[rbacv1.ClusterRole](t, objs, "ClusterRole/configstamp")
+			role := typed[rbacv1.Role](t, objs, "Role/configstamp")
+			type grant struct {
+				verbs []string
+				names []string
+			}
+			clusterWide := map[string]grant{
+				"/configmaps":          {verbs: []string{"get", "list", "watch"}},
+				"apps/deployments":     {verbs: []string{"get", "list", "watch", "patch"}},
+				"/namespaces":          {verbs: []string{"get", "list", "watch"}},
+				"events.k8s.io/events": {verbs: []string{"create", "patch"}},
+				"/events":              {verbs: []string{"create", "patch"}},
+			}
+			namespaced := map[string]grant{"coordination.k8s.io/leases": {verbs: []string{"get", "create", "update"}}}
+			if mode == "self-signed" {
+				clusterWide["admissionregistration.k8s.io/mutatingwebhookconfigurations"] = grant{verbs: []string{"get", "update"}, names: []string{"configstamp"}}
+				namespaced["/secrets"] = grant{verbs: []string{"get", "update"}, names: []string{"configstamp-webhook-tls"}}
+			}
+			checkRules := func(kind string, rules []rbacv1.PolicyRule, allowed map[string]grant) {
+				seen := map[string]bool{}
+				for _, r := range rules {
+					for _, g := range r.APIGroups {
+						for _, res := range r.Resources {
+							key := g + "/" + res
+							seen[key] = true
+							want, ok := allowed[key]
+							if !ok {
+								t.Errorf("%s grants %s", kind, key)
+								continue
+							}
+							if !slices.Equal(r.Verbs, want.verbs) || !slices.Equal(r.ResourceNames, want.names) {
+								t.Errorf("%s on %s: verbs %v names %v, want %v %v", kind, key, r.Verbs, r.ResourceNames, want.verbs, want.names)
+							}
+						}
+					}
+				}
+				for key := range allowed {
+					if !seen[key] {
+						t.Errorf("%s lacks %s", kind, key)
+					}
+				}
+			}
+			checkRules("ClusterRole", cr.Rules, clusterWide)
+			checkRules("Role", role.Rules, namespaced)
+			if role.Namespace != releaseNS {
+				t.Errorf("Role in %s, want %s", role.Namespace, releaseNS)
+			}
+			for key, u := range objs {
+				if u.GetKind() != "ClusterRole" && u.GetKind() != "Role" {
 					continue
 				}
-				if !slices.Equal(r.Verbs, want) {
-					t.Errorf("ClusterRole verbs on %s/%s = %v, want %v", g, res, r.Verbs, want)
+				rules, _, _ := unstructured.NestedSlice(u.Object, "rules")
+				for _, r := range rules {
+					if s := strings.Join(flatten(r), " "); strings.Contains(s, "*") {
+						t.Errorf("%s has a wildcard: %v", key, r)
+					}
 				}
 			}
-		}
-	}
-	if len(role.Rules) != 1 || !slices.Equal(role.Rules[0].Resources, []string{"leases"}) || role.Namespace != releaseNS {
-		t.Errorf("namespaced Role: %+v, want leases in %s only", role.Rules, releaseNS)
-	}
-	for key, u := range objs {
-		if u.GetKind() != "ClusterRole" && u.GetKind() != "Role" {
-			continue
-		}
-		rules, _, _ := unstructured.NestedSlice(u.Object, "rules")
-		for _, r := range rules {
-			s := strings.ToLower(strings.Join(flatten(r), " "))
-			if strings.Contains(s, "*") {
-				t.Errorf("%s has a wildcard: %v", key, r)
-			}
-			if strings.Contains(s, "secrets") {
-				t.Errorf("%s grants Secrets (cert-manager mode needs none): %v", key, r)
-			}
-		}
+		})
 	}
 }
 
@@ -244,6 +267,52 @@ func TestChartCertificates(t *testing.T) {
 	if out, err := toolErr("helm", "template", "configstamp", chart, "--set", "certificates.mode=bogus"); err == nil {
 		t.Errorf("an unknown certificates.mode renders:\n%s", out)
 	}
+
+	// self-signed mode: no cert-manager objects; an empty Secret kept across upgrades
+	// and uninstall; configstamp manages it and the caBundle.
+	objs = render(t, "--set", "certificates.mode=self-signed")
+	for key := range objs {
+		if strings.HasPrefix(key, "Certificate/") || strings.HasPrefix(key, "Issuer/") {
+			t.Errorf("self-signed mode renders %s", key)
+		}
+	}
+	secret, ok := objs["Secret/configstamp-webhook-tls"]
+	if !ok || secret.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
+		t.Errorf("self-signed mode: the certificate Secret must be rendered with resource-policy keep")
+	}
+	if _, hasData := secret.Object["data"]; hasData {
+		t.Errorf("self-signed mode: the chart must not set the Secret's data (an upgrade would reset the CA)")
+	}
+	mwc := typed[admissionregistrationv1.MutatingWebhookConfiguration](t, objs, "MutatingWebhookConfiguration/configstamp")
+	if _, ok := mwc.Annotations["cert-manager.io/inject-ca-from"]; ok {
+		t.Error("self-signed mode: registration still asks cert-manager for its CA")
+	}
+	c := typed[appsv1.Deployment](t, objs, "Deployment/configstamp").Spec.Template.Spec.Containers[0]
+	if !slices.Contains(c.Args, "--self-signed-secret="+releaseNS+"/configstamp-webhook-tls") ||
+		!slices.Contains(c.Args, "--self-signed-hosts=configstamp."+releaseNS+".svc,configstamp."+releaseNS+".svc.cluster.local") {
+		t.Errorf("self-signed mode: process args %v", c.Args)
+	}
+
+	// The namespaced objects of self-signed mode are accepted by the API server (server-side
+	// dry run; cert-manager mode is installed for real in TestChartInstallsAndWorksUnderItsRBAC,
+	// and the cluster-scoped objects exist there already).
+	dryNS := "dry-run-" + releaseNS
+	tool(t, "kubectl", "create", "namespace", dryNS)
+	var items []any
+	for _, u := range render(t, "--namespace", dryNS, "--set", "certificates.mode=self-signed") {
+		if u.GetNamespace() == dryNS {
+			items = append(items, u.Object)
+		}
+	}
+	if len(items) < 6 {
+		t.Fatalf("only %d namespaced objects rendered", len(items))
+	}
+	list, _ := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
+	path := filepath.Join(t.TempDir(), "self-signed.json")
+	if err := os.WriteFile(path, list, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tool(t, "kubectl", "create", "--dry-run=server", "-f", path)
 }
 
 // TestKustomizeBaseMatchesChart keeps deploy/kustomize in step with the chart

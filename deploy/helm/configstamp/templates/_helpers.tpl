@@ -12,8 +12,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 {{- define "configstamp.certSecret" -}}configstamp-webhook-tls{{- end }}
 {{- define "configstamp.validate" -}}
-{{- if not (has .Values.certificates.mode (list "cert-manager")) }}
-{{- fail (printf "certificates.mode %q is not supported: use cert-manager" .Values.certificates.mode) }}
+{{- if not (has .Values.certificates.mode (list "cert-manager" "self-signed")) }}
+{{- fail (printf "certificates.mode %q is not supported: use cert-manager or self-signed" .Values.certificates.mode) }}
 {{- end }}
 {{- if not (has .Values.webhook.failurePolicy (list "Ignore" "Fail")) }}
 {{- fail "webhook.failurePolicy must be Ignore or Fail" }}
