@@ -1,0 +1,69 @@
+package deploy
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/configstamp/configstamp/test/cluster"
+)
+
+// TestDockerfile checks what can be checked without a Docker engine: two stages, a
+// static build, the distroless nonroot base and user, and that every package the binary
+// is built from is copied into the build stage.
+func TestDockerfile(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(cluster.RepoRoot(), "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var from, copies []string
+	var user string
+	static := false
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		switch strings.ToUpper(f[0]) {
+		case "FROM":
+			from = append(from, f[1])
+		case "COPY":
+			if !strings.HasPrefix(f[1], "--from") {
+				copies = append(copies, f[1:len(f)-1]...)
+			}
+		case "USER":
+			user = f[1]
+		case "RUN":
+			static = static || strings.Contains(line, "CGO_ENABLED=0")
+		}
+	}
+	if len(from) != 2 || from[1] != "gcr.io/distroless/static:nonroot" {
+		t.Errorf("stages %v: want a build stage and gcr.io/distroless/static:nonroot", from)
+	}
+	if user != "65532:65532" {
+		t.Errorf("USER %q, want 65532:65532", user)
+	}
+	if !static {
+		t.Error("the binary is not built with CGO_ENABLED=0")
+	}
+	root := cluster.RepoRoot()
+	list := exec.Command("go", "list", "-deps", "-f", "{{if .Module}}{{if .Module.Main}}{{.Dir}}{{end}}{{end}}", "./cmd/configstamp")
+	list.Dir = root
+	out, err := list.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range strings.Fields(string(out)) {
+		rel, _ := filepath.Rel(root, dir)
+		top := strings.Split(rel, string(filepath.Separator))[0] + "/"
+		found := false
+		for _, c := range copies {
+			found = found || c == top
+		}
+		if !found {
+			t.Errorf("package %s is not copied into the build stage (COPY %s)", rel, top)
+		}
+	}
+}
