@@ -57,6 +57,11 @@ manifests: ## Regenerate the kustomize base from the Helm chart.
 .PHONY: test
 test: lint test-unit test-integration test-e2e test-deploy ## Everything: lint, unit, integration, end-to-end and chart tests.
 
+BENCH_COUNT ?= 6
+.PHONY: bench
+bench: ## Go benchmarks (benchstat-friendly): references, hashing, the admission handler.
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./stamp/... ./webhook/...
+
 .PHONY: demo
 demo: ## A local control plane, configstamp on it, a ConfigMap edit rolling a Deployment.
 	CONFIGSTAMP_BIN_DIR=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) e2e | tail -1)} \

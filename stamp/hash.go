@@ -65,13 +65,15 @@ func (s Stamp) SourcesAnnotation() string {
 // Compute reads every source through lookup and hashes what the pod can see. ConfigMaps
 // annotated configstamp.io/ignore=true are left out as if not referenced. A missing
 // ConfigMap, or a missing selected key, is hashed as an explicit marker, so that its later
-// creation changes the hash. See README.md, "The hash", for the encoding.
+// creation changes the hash. See README.md, "The hash", for the encoding: each source is
+// hashed on its own, and the config hash covers the sources' digests, so every byte of
+// config is hashed once.
 func Compute(ctx context.Context, sources []Source, lookup Lookup) (Stamp, error) {
 	var st Stamp
 	total := sha256.New()
-	writeString(total, EncodingVersion)
-	per := sha256.New()
-	both := pair{total, per}
+	writeStr(total, EncodingVersion)
+	enc := &encoder{h: sha256.New()}
+	var sum [sha256.Size]byte
 	for _, src := range sources {
 		cm, err := lookup(ctx, src.Name)
 		if err != nil {
@@ -80,17 +82,16 @@ func Compute(ctx context.Context, sources []Source, lookup Lookup) (Stamp, error
 		if cm != nil && IsTrue(cm.Annotations[IgnoreAnnotation]) {
 			continue
 		}
-		per.Reset()
-		encodeSource(both, src, cm)
-		st.Sources = append(st.Sources, Digest{
-			Kind: src.Kind, Name: src.Name, Missing: cm == nil,
-			Hex: hex.EncodeToString(per.Sum(nil)),
-		})
+		enc.h.Reset()
+		enc.source(src, cm)
+		digest := enc.h.Sum(sum[:0])
+		total.Write(digest)
+		st.Sources = append(st.Sources, Digest{Kind: src.Kind, Name: src.Name, Missing: cm == nil, Hex: hex.EncodeToString(digest)})
 	}
 	if len(st.Sources) == 0 {
 		return Stamp{}, nil
 	}
-	st.Hash = hex.EncodeToString(total.Sum(nil))
+	st.Hash = hex.EncodeToString(total.Sum(sum[:0]))
 	return st, nil
 }
 
@@ -102,7 +103,39 @@ const (
 	markerBinary  = "binary"
 )
 
-// encodeSource writes one source's encoding:
+// encoder writes the length-prefixed encoding into a hash without allocating per field.
+type encoder struct {
+	h   hash.Hash
+	buf [8]byte
+}
+
+func (e *encoder) u64(n uint64) {
+	binary.BigEndian.PutUint64(e.buf[:], n)
+	e.h.Write(e.buf[:])
+}
+
+// str writes str(s) without copying s: hash writers never modify their input.
+func (e *encoder) str(s string) {
+	e.u64(uint64(len(s)))
+	if len(s) > 0 {
+		e.h.Write(unsafe.Slice(unsafe.StringData(s), len(s)))
+	}
+}
+
+func (e *encoder) bytes(b []byte) {
+	e.u64(uint64(len(b)))
+	e.h.Write(b)
+}
+
+// writeStr writes str(s) into h (for the few fields outside the per-source encoder).
+func writeStr(h hash.Hash, s string) {
+	var buf [8]byte
+	binary.BigEndian.PutUint64(buf[:], uint64(len(s)))
+	h.Write(buf[:])
+	h.Write([]byte(s))
+}
+
+// source writes one source's encoding:
 //
 //	str(kind) str(name) str("missing")                         ConfigMap absent
 //	str(kind) str(name) str("present") u64(n) n × entry         otherwise
@@ -111,14 +144,14 @@ const (
 // where str(x) is x's length as a big-endian uint64 followed by x's bytes, and the n keys
 // are sorted bytewise: every key of data and binaryData when the pod sees all keys, else
 // the selected keys.
-func encodeSource(w pair, src Source, cm *corev1.ConfigMap) {
-	writeString(w, src.Kind)
-	writeString(w, src.Name)
+func (e *encoder) source(src Source, cm *corev1.ConfigMap) {
+	e.str(src.Kind)
+	e.str(src.Name)
 	if cm == nil {
-		writeString(w, markerMissing)
+		e.str(markerMissing)
 		return
 	}
-	writeString(w, markerPresent)
+	e.str(markerPresent)
 	keys := src.Keys
 	if src.AllKeys {
 		keys = make([]string, 0, len(cm.Data)+len(cm.BinaryData))
@@ -132,43 +165,17 @@ func encodeSource(w pair, src Source, cm *corev1.ConfigMap) {
 		}
 		slices.Sort(keys)
 	}
-	writeUint64(w, uint64(len(keys)))
+	e.u64(uint64(len(keys)))
 	for _, k := range keys {
-		writeString(w, k)
+		e.str(k)
 		if v, ok := cm.Data[k]; ok {
-			writeString(w, markerData)
-			writeString(w, v)
+			e.str(markerData)
+			e.str(v)
 		} else if b, ok := cm.BinaryData[k]; ok {
-			writeString(w, markerBinary)
-			writeUint64(w, uint64(len(b)))
-			w.Write(b)
+			e.str(markerBinary)
+			e.bytes(b)
 		} else {
-			writeString(w, markerMissing)
+			e.str(markerMissing)
 		}
-	}
-}
-
-// pair feeds the total hash and the per-source hash in one pass.
-type pair [2]hash.Hash
-
-func (p pair) Write(b []byte) (int, error) {
-	p[0].Write(b)
-	p[1].Write(b)
-	return len(b), nil
-}
-
-type writer interface{ Write([]byte) (int, error) }
-
-func writeUint64(w writer, n uint64) {
-	var buf [8]byte
-	binary.BigEndian.PutUint64(buf[:], n)
-	w.Write(buf[:])
-}
-
-// writeString writes str(s) without copying s: hash writers never modify their input.
-func writeString(w writer, s string) {
-	writeUint64(w, uint64(len(s)))
-	if len(s) > 0 {
-		w.Write(unsafe.Slice(unsafe.StringData(s), len(s)))
 	}
 }

@@ -42,48 +42,49 @@ func mustCompute(t *testing.T, srcs []Source, cms ...*corev1.ConfigMap) Stamp {
 // refEncode is an independent, buffer-based rendering of the encoding documented in
 // README.md, to check Compute against the written contract rather than against itself.
 func refEncode(srcs []Source, cms map[string]*corev1.ConfigMap) string {
-	var buf bytes.Buffer
-	str := func(s string) {
-		binary.Write(&buf, binary.BigEndian, uint64(len(s)))
-		buf.WriteString(s)
-	}
-	str("configstamp/v1")
+	var top bytes.Buffer
+	u64 := func(buf *bytes.Buffer, n int) { binary.Write(buf, binary.BigEndian, uint64(n)) }
+	str := func(buf *bytes.Buffer, s string) { u64(buf, len(s)); buf.WriteString(s) }
+	str(&top, "configstamp/v1")
 	for _, s := range srcs {
-		str(s.Kind)
-		str(s.Name)
+		var buf bytes.Buffer
+		str(&buf, s.Kind)
+		str(&buf, s.Name)
 		c := cms[s.Name]
 		if c == nil {
-			str("missing")
-			continue
-		}
-		str("present")
-		keys := s.Keys
-		if s.AllKeys {
-			keys = nil
-			for k := range c.Data {
-				keys = append(keys, k)
+			str(&buf, "missing")
+		} else {
+			str(&buf, "present")
+			keys := s.Keys
+			if s.AllKeys {
+				keys = nil
+				for k := range c.Data {
+					keys = append(keys, k)
+				}
+				for k := range c.BinaryData {
+					keys = append(keys, k)
+				}
+				slices.Sort(keys)
+				keys = slices.Compact(keys)
 			}
-			for k := range c.BinaryData {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys)
-			keys = slices.Compact(keys)
-		}
-		binary.Write(&buf, binary.BigEndian, uint64(len(keys)))
-		for _, k := range keys {
-			str(k)
-			if v, ok := c.Data[k]; ok {
-				str("data")
-				str(v)
-			} else if b, ok := c.BinaryData[k]; ok {
-				str("binary")
-				str(string(b))
-			} else {
-				str("missing")
+			u64(&buf, len(keys))
+			for _, k := range keys {
+				str(&buf, k)
+				if v, ok := c.Data[k]; ok {
+					str(&buf, "data")
+					str(&buf, v)
+				} else if b, ok := c.BinaryData[k]; ok {
+					str(&buf, "binary")
+					str(&buf, string(b))
+				} else {
+					str(&buf, "missing")
+				}
 			}
 		}
+		d := sha256.Sum256(buf.Bytes())
+		top.Write(d[:])
 	}
-	sum := sha256.Sum256(buf.Bytes())
+	sum := sha256.Sum256(top.Bytes())
 	return hex.EncodeToString(sum[:])
 }
 

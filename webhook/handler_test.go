@@ -33,7 +33,7 @@ func dep(annotations map[string]string, image string, cms ...string) *appsv1.Dep
 	return d
 }
 
-func request(t *testing.T, op admissionv1.Operation, obj, old *appsv1.Deployment) admission.Request {
+func request(t testing.TB, op admissionv1.Operation, obj, old *appsv1.Deployment) admission.Request {
 	t.Helper()
 	raw := func(d *appsv1.Deployment) runtime.RawExtension {
 		if d == nil {
@@ -51,7 +51,7 @@ func request(t *testing.T, op admissionv1.Operation, obj, old *appsv1.Deployment
 	}}
 }
 
-func stamper(t *testing.T, objs ...client.Object) *Stamper {
+func stamper(t testing.TB, objs ...client.Object) *Stamper {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	return &Stamper{Reader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()}

@@ -151,45 +151,47 @@ type docSource struct {
 func docHash(t *testing.T, ns string, srcs ...docSource) string {
 	t.Helper()
 	slices.SortFunc(srcs, func(a, b docSource) int { return strings.Compare(a.name, b.name) })
-	var buf bytes.Buffer
-	u64 := func(n int) { _ = binary.Write(&buf, binary.BigEndian, uint64(n)) }
-	str := func(s string) { u64(len(s)); buf.WriteString(s) }
-	str("configstamp/v1")
+	u64 := func(buf *bytes.Buffer, n int) { _ = binary.Write(buf, binary.BigEndian, uint64(n)) }
+	str := func(buf *bytes.Buffer, s string) { u64(buf, len(s)); buf.WriteString(s) }
+	var top bytes.Buffer
+	str(&top, "configstamp/v1")
 	for _, s := range srcs {
-		str("configmap")
-		str(s.name)
-		cm := getConfigMap(t, ns, s.name)
-		if cm == nil {
-			str("missing")
-			continue
-		}
-		str("present")
-		keys := s.keys
-		if keys == nil {
-			for k := range cm.Data {
-				keys = append(keys, k)
+		var buf bytes.Buffer
+		str(&buf, "configmap")
+		str(&buf, s.name)
+		if cm := getConfigMap(t, ns, s.name); cm == nil {
+			str(&buf, "missing")
+		} else {
+			str(&buf, "present")
+			keys := s.keys
+			if keys == nil {
+				for k := range cm.Data {
+					keys = append(keys, k)
+				}
+				for k := range cm.BinaryData {
+					keys = append(keys, k)
+				}
 			}
-			for k := range cm.BinaryData {
-				keys = append(keys, k)
+			slices.Sort(keys)
+			keys = slices.Compact(keys)
+			u64(&buf, len(keys))
+			for _, k := range keys {
+				str(&buf, k)
+				if v, ok := cm.Data[k]; ok {
+					str(&buf, "data")
+					str(&buf, v)
+				} else if b, ok := cm.BinaryData[k]; ok {
+					str(&buf, "binary")
+					str(&buf, string(b))
+				} else {
+					str(&buf, "missing")
+				}
 			}
 		}
-		slices.Sort(keys)
-		keys = slices.Compact(keys)
-		u64(len(keys))
-		for _, k := range keys {
-			str(k)
-			if v, ok := cm.Data[k]; ok {
-				str("data")
-				str(v)
-			} else if b, ok := cm.BinaryData[k]; ok {
-				str("binary")
-				str(string(b))
-			} else {
-				str("missing")
-			}
-		}
+		digest := sha256.Sum256(buf.Bytes())
+		top.Write(digest[:])
 	}
-	sum := sha256.Sum256(buf.Bytes())
+	sum := sha256.Sum256(top.Bytes())
 	return hex.EncodeToString(sum[:])
 }
 
