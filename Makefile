@@ -31,7 +31,7 @@ tools-e2e: ## Build every binary the end-to-end tests and the demo need.
 
 .PHONY: test-unit
 test-unit: ## Unit tests of the pure logic.
-	$(GO) test -short -count=1 ./stamp/... ./webhook/... ./watcher/... ./certs/... ./cmd/...
+	$(GO) test -short -count=1 ./stamp/... ./webhook/... ./watcher/... ./certs/... ./internal/... ./cmd/...
 
 .PHONY: test-integration
 test-integration: ## Integration tests against a real kube-apiserver + etcd.
@@ -61,6 +61,12 @@ BENCH_COUNT ?= 6
 .PHONY: bench
 bench: ## Go benchmarks (benchstat-friendly): references, hashing, the admission handler.
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./stamp/... ./webhook/...
+
+SCALE_FLAGS ?=
+.PHONY: bench-scale
+bench-scale: ## Scale measurements against a local control plane (see BENCHMARKS.md); SCALE_FLAGS=-quick for a short run.
+	CONFIGSTAMP_BIN_DIR=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) control-plane | tail -1)} \
+	  $(GO) run ./test/scale $(SCALE_FLAGS)
 
 .PHONY: demo
 demo: ## A local control plane, configstamp on it, a ConfigMap edit rolling a Deployment.

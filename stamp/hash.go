@@ -29,9 +29,12 @@ type Digest struct {
 	Kind    string
 	Name    string
 	Missing bool
-	// Hex is the full hex SHA-256 of the source's encoding.
-	Hex string
+	// Sum is the SHA-256 of the source's encoding.
+	Sum [sha256.Size]byte
 }
+
+// Hex is Sum in lowercase hex.
+func (d Digest) Hex() string { return hex.EncodeToString(d.Sum[:]) }
 
 // Stamp is what the webhook writes into a pod template.
 type Stamp struct {
@@ -57,7 +60,7 @@ func (s Stamp) SourcesAnnotation() string {
 			b.WriteString("missing")
 			continue
 		}
-		b.WriteString(d.Hex[:digestChars])
+		b.WriteString(d.Hex()[:digestChars])
 	}
 	return b.String()
 }
@@ -66,33 +69,49 @@ func (s Stamp) SourcesAnnotation() string {
 // annotated configstamp.io/ignore=true are left out as if not referenced. A missing
 // ConfigMap, or a missing selected key, is hashed as an explicit marker, so that its later
 // creation changes the hash. See README.md, "The hash", for the encoding: each source is
-// hashed on its own, and the config hash covers the sources' digests, so every byte of
-// config is hashed once.
+// hashed on its own (SourceDigest), and the config hash covers the sources' digests
+// (Combine), so every byte of config is hashed once.
 func Compute(ctx context.Context, sources []Source, lookup Lookup) (Stamp, error) {
-	var st Stamp
-	total := sha256.New()
-	writeStr(total, EncodingVersion)
-	enc := &encoder{h: sha256.New()}
-	var sum [sha256.Size]byte
+	digests := make([]Digest, 0, len(sources))
 	for _, src := range sources {
 		cm, err := lookup(ctx, src.Name)
 		if err != nil {
 			return Stamp{}, fmt.Errorf("read %s %s: %w", src.Kind, src.Name, err)
 		}
-		if cm != nil && IsTrue(cm.Annotations[IgnoreAnnotation]) {
+		if Ignored(cm) {
 			continue
 		}
-		enc.h.Reset()
-		enc.source(src, cm)
-		digest := enc.h.Sum(sum[:0])
-		total.Write(digest)
-		st.Sources = append(st.Sources, Digest{Kind: src.Kind, Name: src.Name, Missing: cm == nil, Hex: hex.EncodeToString(digest)})
+		digests = append(digests, SourceDigest(src, cm))
 	}
-	if len(st.Sources) == 0 {
-		return Stamp{}, nil
+	return Combine(digests), nil
+}
+
+// Ignored reports whether a ConfigMap is annotated configstamp.io/ignore=true.
+func Ignored(cm *corev1.ConfigMap) bool {
+	return cm != nil && IsTrue(cm.Annotations[IgnoreAnnotation])
+}
+
+// SourceDigest hashes one source as the pod sees it; cm is nil when it does not exist.
+func SourceDigest(src Source, cm *corev1.ConfigMap) Digest {
+	enc := encoder{h: sha256.New()}
+	enc.source(src, cm)
+	d := Digest{Kind: src.Kind, Name: src.Name, Missing: cm == nil}
+	enc.h.Sum(d.Sum[:0])
+	return d
+}
+
+// Combine makes the stamp from the digests of the (non-ignored) sources, in
+// References order.
+func Combine(digests []Digest) Stamp {
+	if len(digests) == 0 {
+		return Stamp{}
 	}
-	st.Hash = hex.EncodeToString(total.Sum(sum[:0]))
-	return st, nil
+	total := sha256.New()
+	writeStr(total, EncodingVersion)
+	for i := range digests {
+		total.Write(digests[i].Sum[:])
+	}
+	return Stamp{Hash: hex.EncodeToString(total.Sum(nil)), Sources: digests}
 }
 
 // Markers used by the encoding.

@@ -45,6 +45,7 @@ type deploymentReconciler struct {
 	adopt       *keySet
 	// namespaceLabel opts a namespace in (value "enabled").
 	namespaceLabel string
+	cache          *configread.DigestCache
 }
 
 // events re-checks stamped Deployments from the initial list (config may have changed
@@ -148,7 +149,7 @@ func (r *deploymentReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 }
 
 func (r *deploymentReconciler) expected(ctx context.Context, dep *appsv1.Deployment) (stamp.Stamp, error) {
-	st, err := configread.Stamp(ctx, r.live, dep.Namespace, &dep.Spec.Template.Spec, r.readTimeout)
+	st, err := configread.Stamp(ctx, r.live, r.cache, dep.Namespace, &dep.Spec.Template.Spec, r.readTimeout)
 	if err != nil {
 		return stamp.Stamp{}, fmt.Errorf("compute stamp of deployment %s/%s: %w", dep.Namespace, dep.Name, err)
 	}

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/configstamp/configstamp/internal/configread"
 	"github.com/configstamp/configstamp/stamp"
 )
 
@@ -38,6 +39,8 @@ type Options struct {
 	// NamespaceLabel is the label (value "enabled") that opts a namespace in; it must
 	// match the registration's namespaceSelector. Default configstamp.io/inject.
 	NamespaceLabel string
+	// Cache of source digests shared with the webhook (optional).
+	Cache *configread.DigestCache
 }
 
 // startupMargin widens "written since configstamp started" for ConfigMaps in the
@@ -83,7 +86,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	dependents := make(chan event.GenericEvent, 1024)
 	deps := &deploymentReconciler{
 		client: mgr.GetClient(), live: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder("configstamp"),
-		readTimeout: opts.ReadTimeout, adopt: adopt, namespaceLabel: opts.NamespaceLabel,
+		readTimeout: opts.ReadTimeout, adopt: adopt, namespaceLabel: opts.NamespaceLabel, cache: opts.Cache,
 	}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("deployment").

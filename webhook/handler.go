@@ -47,6 +47,8 @@ type Stamper struct {
 	Reader client.Reader
 	// ReadTimeout bounds the reads of one admission.
 	ReadTimeout time.Duration
+	// Cache, when set, lets an unchanged ConfigMap be checked with a metadata-only read.
+	Cache *configread.DigestCache
 }
 
 var _ admission.Handler = &Stamper{}
@@ -98,7 +100,7 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	if namespace == "" {
 		namespace = req.Namespace
 	}
-	want, err := configread.Stamp(ctx, s.Reader, namespace, &dep.Spec.Template.Spec, s.readTimeout())
+	want, err := configread.Stamp(ctx, s.Reader, s.Cache, namespace, &dep.Spec.Template.Spec, s.readTimeout())
 	if err != nil {
 		log.Error(err, "Admitted without stamping: could not read config", "namespace", namespace, "name", dep.Name)
 		return respond(patches, "configstamp: could not read config, Deployment admitted without a new config hash: "+err.Error()), resultReadError

@@ -7,6 +7,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/configstamp/configstamp/internal/configread"
 )
 
 // Options configure the admission webhook.
@@ -18,6 +20,8 @@ type Options struct {
 	// API server, and it must not queue behind the watcher's reads past the webhook's
 	// timeout.
 	Reader client.Reader
+	// Cache of source digests shared with the watcher (optional).
+	Cache *configread.DigestCache
 }
 
 // SetupWithManager registers the Deployment stamper on the manager's webhook server.
@@ -27,7 +31,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) {
 		opts.Reader = mgr.GetAPIReader()
 	}
 	wh := &admission.Webhook{
-		Handler: &Stamper{Reader: opts.Reader, ReadTimeout: opts.ReadTimeout},
+		Handler: &Stamper{Reader: opts.Reader, ReadTimeout: opts.ReadTimeout, Cache: opts.Cache},
 		// The handler logs namespace, name and user itself; the default constructor
 		// would add them a second time under the same keys.
 		LogConstructor: func(base logr.Logger, req *admission.Request) logr.Logger {

@@ -4,10 +4,15 @@ package configread
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/lru"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/stamp"
@@ -29,9 +34,31 @@ func Lookup(r client.Reader, namespace string) stamp.Lookup {
 	}
 }
 
+// DigestCache remembers source digests by ConfigMap uid and resourceVersion (which
+// changes with every write) and the keys selected, so an unchanged ConfigMap is checked
+// with a live metadata-only read instead of a read of its content. It holds 32-byte
+// digests, never content, and is bounded: its memory does not grow with config size.
+type DigestCache struct{ lru *lru.Cache }
+
+// NewDigestCache holds up to size digests.
+func NewDigestCache(size int) *DigestCache { return &DigestCache{lru: lru.New(size)} }
+
+func cacheKey(meta metav1.Object, src stamp.Source) string {
+	sel := "*"
+	if !src.AllKeys {
+		sel = strings.Join(src.Keys, "\x00")
+	}
+	return string(meta.GetUID()) + "/" + meta.GetResourceVersion() + "/" + sel
+}
+
+// maxParallelReads bounds the concurrent reads of one stamp computation.
+const maxParallelReads = 8
+
 // Stamp computes the stamp a pod spec in namespace should carry, reading its ConfigMaps
-// through r under timeout (no deadline when timeout is 0).
-func Stamp(ctx context.Context, r client.Reader, namespace string, spec *corev1.PodSpec, timeout time.Duration) (stamp.Stamp, error) {
+// live through r under timeout (no deadline when timeout is 0). With a cache, each
+// ConfigMap is first read metadata-only; its content is read only when its
+// resourceVersion has no digest in the cache.
+func Stamp(ctx context.Context, r client.Reader, cache *DigestCache, namespace string, spec *corev1.PodSpec, timeout time.Duration) (stamp.Stamp, error) {
 	srcs := stamp.References(spec)
 	if len(srcs) == 0 {
 		return stamp.Stamp{}, nil
@@ -41,5 +68,64 @@ func Stamp(ctx context.Context, r client.Reader, namespace string, spec *corev1.
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	return stamp.Compute(ctx, srcs, Lookup(r, namespace))
+	// Read every source at once (each read waits on the API server), then combine.
+	digests := make([]*stamp.Digest, len(srcs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(maxParallelReads)
+	for i, src := range srcs {
+		g.Go(func() error {
+			d, err := digest(gctx, r, cache, namespace, src)
+			if err != nil {
+				return fmt.Errorf("read %s %s/%s: %w", src.Kind, namespace, src.Name, err)
+			}
+			digests[i] = d
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return stamp.Stamp{}, err
+	}
+	kept := make([]stamp.Digest, 0, len(srcs))
+	for _, d := range digests {
+		if d != nil {
+			kept = append(kept, *d)
+		}
+	}
+	return stamp.Combine(kept), nil
+}
+
+// digest returns one source's digest, or nil when the ConfigMap is ignored.
+func digest(ctx context.Context, r client.Reader, cache *DigestCache, namespace string, src stamp.Source) (*stamp.Digest, error) {
+	key := client.ObjectKey{Namespace: namespace, Name: src.Name}
+	if cache != nil {
+		meta := &metav1.PartialObjectMetadata{}
+		meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+		err := r.Get(ctx, key, meta)
+		if apierrors.IsNotFound(err) {
+			d := stamp.SourceDigest(src, nil)
+			return &d, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if stamp.IsTrue(meta.Annotations[stamp.IgnoreAnnotation]) {
+			return nil, nil
+		}
+		if v, ok := cache.lru.Get(cacheKey(meta, src)); ok {
+			sum := v.([32]byte)
+			return &stamp.Digest{Kind: src.Kind, Name: src.Name, Sum: sum}, nil
+		}
+	}
+	cm, err := Lookup(r, namespace)(ctx, src.Name)
+	if err != nil {
+		return nil, err
+	}
+	if stamp.Ignored(cm) {
+		return nil, nil
+	}
+	d := stamp.SourceDigest(src, cm)
+	if cache != nil && cm != nil {
+		cache.lru.Add(cacheKey(cm, src), d.Sum)
+	}
+	return &d, nil
 }

@@ -196,6 +196,9 @@ func (c *Cluster) writePKI() (pkiFiles, error) {
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
+# Every request configstamp makes, to count them.
+- level: Metadata
+  users: ["` + ConfigstampUser + `"]
 - level: Metadata
   resources:
   - group: apps

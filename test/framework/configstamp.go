@@ -165,6 +165,9 @@ func (p *Configstamp) Stop() {
 	}
 }
 
+// PID is the process id.
+func (p *Configstamp) PID() int { return p.cmd.Process.Pid }
+
 // Alive reports whether the process still runs.
 func (p *Configstamp) Alive() bool {
 	select {

@@ -1,0 +1,85 @@
+package configread
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/configstamp/configstamp/stamp"
+)
+
+func spec(names ...string) *corev1.PodSpec {
+	s := &corev1.PodSpec{}
+	for _, n := range names {
+		s.Volumes = append(s.Volumes, corev1.Volume{Name: n, VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: n}}}})
+	}
+	return s
+}
+
+func TestStampWithDigestCache(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	contentReads := 0
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", UID: "ua"}, Data: map[string]string{"k": "1"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b", UID: "ub"}, Data: map[string]string{"k": "1"}},
+	).WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		if _, ok := obj.(*corev1.ConfigMap); ok {
+			contentReads++
+		}
+		return c.Get(ctx, key, obj, opts...)
+	}}).Build()
+	ctx := context.Background()
+	cache := NewDigestCache(16)
+	uncached := func() stamp.Stamp {
+		st, err := Stamp(ctx, c, nil, "ns", spec("a", "b", "missing"), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+
+	first, err := Stamp(ctx, c, cache, "ns", spec("a", "b", "missing"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Hash == "" || first.Hash != uncached().Hash || first.SourcesAnnotation() != uncached().SourcesAnnotation() {
+		t.Fatalf("cached path computes %q, uncached %q", first.Hash, uncached().Hash)
+	}
+	contentReads = 0
+	again, _ := Stamp(ctx, c, cache, "ns", spec("a", "b", "missing"), 0)
+	if contentReads != 0 || again.Hash != first.Hash {
+		t.Fatalf("unchanged ConfigMaps: %d content reads (want 0), hash %q vs %q", contentReads, again.Hash, first.Hash)
+	}
+
+	// A write changes the resourceVersion: that one ConfigMap is read again.
+	var a corev1.ConfigMap
+	_ = c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "a"}, &a)
+	a.Data["k"] = "2"
+	if err := c.Update(ctx, &a); err != nil {
+		t.Fatal(err)
+	}
+	contentReads = 0
+	changed, _ := Stamp(ctx, c, cache, "ns", spec("a", "b", "missing"), 0)
+	if contentReads != 1 || changed.Hash == first.Hash || changed.Hash != uncached().Hash {
+		t.Fatalf("after a write: %d content reads (want 1), hash changed %v, equals uncached %v", contentReads, changed.Hash != first.Hash, changed.Hash == uncached().Hash)
+	}
+
+	// An ignore annotation (metadata) is seen without a content read.
+	a.Annotations = map[string]string{stamp.IgnoreAnnotation: "true"}
+	if err := c.Update(ctx, &a); err != nil {
+		t.Fatal(err)
+	}
+	ign, _ := Stamp(ctx, c, cache, "ns", spec("a", "b", "missing"), 0)
+	if len(ign.Sources) != 2 || ign.Hash != uncached().Hash {
+		t.Fatalf("ignored ConfigMap: %d sources, hash equals uncached %v", len(ign.Sources), ign.Hash == uncached().Hash)
+	}
+}

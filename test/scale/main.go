@@ -1,0 +1,119 @@
+// Command scale measures configstamp against a real local control plane (etcd and
+// kube-apiserver from test/cluster) and prints one table: memory with large ConfigMaps,
+// admission overhead through the API server, change-to-stamp latency, fan-out, API
+// requests per change, cold start and restart cost. See BENCHMARKS.md for the method.
+//
+//	make bench-scale            (SCALE_FLAGS="-quick" for a smaller run)
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/configstamp/configstamp/test/cluster"
+	"github.com/configstamp/configstamp/test/framework"
+)
+
+type config struct {
+	configMaps  int // for memory
+	deployments int // for memory, fan-out, restart
+	coldStart   int // Deployments present at cold start
+	edits       int // change-to-stamp samples
+	writers     int // concurrent writers for admission overhead
+	updates     int // updates per writer
+}
+
+func main() {
+	quick := flag.Bool("quick", false, "a smaller run (100 objects instead of 1,000; 500 instead of 5,000)")
+	only := flag.String("only", "", "comma-separated subset: memory,admission,latency,fanout,restart,coldstart")
+	out := flag.String("out", "", "also write the table to this file")
+	flag.StringVar(&profileDir, "profile", "", "write CPU profiles of configstamp and kube-apiserver taken during the admission measurement into this directory")
+	writers := flag.Int("writers", 0, "concurrent writers for the admission overhead (default 20)")
+	flag.Parse()
+	log.SetLogger(logr.Discard())
+	cfg := config{configMaps: 1000, deployments: 1000, coldStart: 5000, edits: 50, writers: 20, updates: 50}
+	if *quick {
+		cfg = config{configMaps: 100, deployments: 100, coldStart: 500, edits: 20, writers: 20, updates: 10}
+	}
+	if *writers > 0 {
+		cfg.writers = *writers
+	}
+	want := func(name string) bool { return *only == "" || strings.Contains(*only, name) }
+	ctx := context.Background()
+	var rows []row
+	report := func(r ...row) {
+		for _, x := range r {
+			fmt.Printf("  %-58s %s\n", x.name, x.value)
+		}
+		rows = append(rows, r...)
+	}
+	run := func(name string, f func(*framework.Env) ([]row, error)) {
+		fmt.Printf("== %s\n", name)
+		env, err := framework.Setup(ctx, cluster.Options{Log: func(string, ...any) {}})
+		if err != nil {
+			fail(err)
+		}
+		defer env.Teardown()
+		r, err := f(env)
+		if err != nil {
+			fail(fmt.Errorf("%s: %w", name, err))
+		}
+		report(r...)
+	}
+	if want("memory") {
+		for _, size := range []int{100 << 10, 1000 << 10} {
+			run(fmt.Sprintf("memory, %d ConfigMaps of %s", cfg.configMaps, sizeName(size)), func(env *framework.Env) ([]row, error) {
+				return memory(ctx, env, cfg, size)
+			})
+		}
+	}
+	if want("admission") {
+		run("admission overhead", func(env *framework.Env) ([]row, error) { return admission(ctx, env, cfg) })
+	}
+	if want("latency") {
+		run("change to stamp", func(env *framework.Env) ([]row, error) { return latency(ctx, env, cfg) })
+	}
+	if want("fanout") {
+		run("fan-out", func(env *framework.Env) ([]row, error) { return fanout(ctx, env, cfg) })
+	}
+	if want("restart") {
+		run("restart", func(env *framework.Env) ([]row, error) { return restart(ctx, env, cfg) })
+	}
+	if want("coldstart") {
+		run("cold start", func(env *framework.Env) ([]row, error) { return coldStart(ctx, env, cfg) })
+	}
+	table := "| measurement | result |\n|---|---|\n"
+	for _, r := range rows {
+		table += fmt.Sprintf("| %s | %s |\n", r.name, r.value)
+	}
+	fmt.Println()
+	fmt.Print(table)
+	if *out != "" {
+		if err := os.WriteFile(*out, []byte(table), 0o644); err != nil {
+			fail(err)
+		}
+	}
+}
+
+type row struct{ name, value string }
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "scale:", err)
+	os.Exit(1)
+}
+
+func sizeName(size int) string {
+	if size >= 1000<<10 {
+		return "~1 MiB"
+	}
+	return fmt.Sprintf("%d KiB", size>>10)
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }

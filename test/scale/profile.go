@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/configstamp/configstamp/test/framework"
+)
+
+// profileDir, when set (-profile DIR), receives CPU profiles of configstamp and of
+// kube-apiserver taken during the admission measurement.
+var profileDir string
+
+// profile waits for configstamp's pprof endpoint, then takes both CPU profiles at once.
+func profile(ctx context.Context, env *framework.Env, d time.Duration) {
+	if err := waitFor(time.Minute, "pprof endpoint", func() (bool, error) {
+		resp, err := http.Get("http://127.0.0.1:6060/debug/pprof/")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil, err
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, "profile:", err)
+		return
+	}
+	time.Sleep(3 * time.Second) // into the measurement
+	secs := fmt.Sprint(int(d.Seconds()))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, err := http.Get("http://127.0.0.1:6060/debug/pprof/profile?seconds=" + secs)
+		if err == nil {
+			save(resp.Body, "configstamp.pprof")
+			resp.Body.Close()
+		}
+	}()
+	tr, err := rest.TransportFor(env.Cluster.Config)
+	if err == nil {
+		hc := &http.Client{Transport: tr}
+		if resp, err := hc.Get(env.Cluster.URL + "/debug/pprof/profile?seconds=" + secs); err == nil {
+			save(resp.Body, "kube-apiserver.pprof")
+			resp.Body.Close()
+		}
+	}
+	<-done
+}
+
+func save(r io.Reader, name string) {
+	f, err := os.Create(filepath.Join(profileDir, name))
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	_, _ = io.Copy(f, r)
+}
