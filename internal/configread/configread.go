@@ -34,21 +34,27 @@ func Lookup(r client.Reader, namespace string) stamp.Lookup {
 	}
 }
 
-// DigestCache remembers source digests by ConfigMap uid and resourceVersion (which
-// changes with every write) and the keys selected, so an unchanged ConfigMap is checked
-// with a live metadata-only read instead of a read of its content. It holds 32-byte
-// digests, never content, and is bounded: its memory does not grow with config size.
+// DigestCache remembers, per ConfigMap and key selection, the digest of the content at
+// one resourceVersion (which changes with every write), so an unchanged ConfigMap is
+// checked with a live metadata-only read instead of a read of its content. It holds
+// 32-byte digests, never content, and is bounded: its memory does not grow with config
+// size.
 type DigestCache struct{ lru *lru.Cache }
+
+type cached struct {
+	uid, resourceVersion string
+	sum                  [32]byte
+}
 
 // NewDigestCache holds up to size digests.
 func NewDigestCache(size int) *DigestCache { return &DigestCache{lru: lru.New(size)} }
 
-func cacheKey(meta metav1.Object, src stamp.Source) string {
+func cacheKey(namespace string, src stamp.Source) string {
 	sel := "*"
 	if !src.AllKeys {
 		sel = strings.Join(src.Keys, "\x00")
 	}
-	return string(meta.GetUID()) + "/" + meta.GetResourceVersion() + "/" + sel
+	return namespace + "/" + src.Name + "/" + sel
 }
 
 // maxParallelReads bounds the concurrent reads of one stamp computation.
@@ -94,26 +100,30 @@ func Stamp(ctx context.Context, r client.Reader, cache *DigestCache, namespace s
 	return stamp.Combine(kept), nil
 }
 
-// digest returns one source's digest, or nil when the ConfigMap is ignored.
+// digest returns one source's digest, or nil when the ConfigMap is ignored. A source
+// seen before is first read metadata-only; its content is read when it is new, or when
+// its resourceVersion moved.
 func digest(ctx context.Context, r client.Reader, cache *DigestCache, namespace string, src stamp.Source) (*stamp.Digest, error) {
-	key := client.ObjectKey{Namespace: namespace, Name: src.Name}
+	key := cacheKey(namespace, src)
 	if cache != nil {
-		meta := &metav1.PartialObjectMetadata{}
-		meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
-		err := r.Get(ctx, key, meta)
-		if apierrors.IsNotFound(err) {
-			d := stamp.SourceDigest(src, nil)
-			return &d, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if stamp.IsTrue(meta.Annotations[stamp.IgnoreAnnotation]) {
-			return nil, nil
-		}
-		if v, ok := cache.lru.Get(cacheKey(meta, src)); ok {
-			sum := v.([32]byte)
-			return &stamp.Digest{Kind: src.Kind, Name: src.Name, Sum: sum}, nil
+		if v, ok := cache.lru.Get(key); ok {
+			prev := v.(cached)
+			meta := &metav1.PartialObjectMetadata{}
+			meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+			err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: src.Name}, meta)
+			if apierrors.IsNotFound(err) {
+				d := stamp.SourceDigest(src, nil)
+				return &d, nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			if stamp.IsTrue(meta.Annotations[stamp.IgnoreAnnotation]) {
+				return nil, nil
+			}
+			if string(meta.UID) == prev.uid && meta.ResourceVersion == prev.resourceVersion {
+				return &stamp.Digest{Kind: src.Kind, Name: src.Name, Sum: prev.sum}, nil
+			}
 		}
 	}
 	cm, err := Lookup(r, namespace)(ctx, src.Name)
@@ -125,7 +135,7 @@ func digest(ctx context.Context, r client.Reader, cache *DigestCache, namespace 
 	}
 	d := stamp.SourceDigest(src, cm)
 	if cache != nil && cm != nil {
-		cache.lru.Add(cacheKey(cm, src), d.Sum)
+		cache.lru.Add(key, cached{uid: string(cm.UID), resourceVersion: cm.ResourceVersion, sum: d.Sum})
 	}
 	return &d, nil
 }

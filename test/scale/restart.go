@@ -56,7 +56,15 @@ func restart(ctx context.Context, env *framework.Env, cfg config) ([]row, error)
 		return nil, err
 	}
 	defer second.Stop()
-	time.Sleep(20 * time.Second)
+	restarted := time.Now()
+	if err := waitFor(10*time.Minute, "start-up re-check done", func() (bool, error) {
+		v, err := metric(metricsAddr, `configstamp_checks_total{result="current"}`)
+		return v >= float64(n), err
+	}); err != nil {
+		return nil, err
+	}
+	recheck := time.Since(restarted)
+	time.Sleep(5 * time.Second)
 	after, err := generations()
 	if err != nil {
 		return nil, err
@@ -81,7 +89,8 @@ func restart(ctx context.Context, env *framework.Env, cfg config) ([]row, error)
 	}
 	label := fmt.Sprintf("restart over %d up-to-date stamped Deployments", n)
 	return []row{
-		{label + ": requests sent (20 s)", formatRequests(reqs)},
+		{label + ": re-check of every stamped Deployment done after", recheck.Round(100 * time.Millisecond).String()},
+		{label + ": requests sent", formatRequests(reqs)},
 		{label + ": nudges / stamp changes / generations changed", fmt.Sprintf("%.0f / %d / %d", nudges, admissions, changed)},
 	}, nil
 }
