@@ -1,18 +1,15 @@
 package stamp
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
-	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configstamp/configstamp/test/hashdoc"
 )
 
 func cm(name string, data map[string]string, bin map[string][]byte) *corev1.ConfigMap {
@@ -39,53 +36,13 @@ func mustCompute(t *testing.T, srcs []Source, cms ...*corev1.ConfigMap) Stamp {
 	return st
 }
 
-// refEncode is an independent, buffer-based rendering of the encoding documented in
-// README.md, to check Compute against the written contract rather than against itself.
+// refEncode renders the documented encoding with test/hashdoc, independently of Compute.
 func refEncode(srcs []Source, cms map[string]*corev1.ConfigMap) string {
-	var top bytes.Buffer
-	u64 := func(buf *bytes.Buffer, n int) { binary.Write(buf, binary.BigEndian, uint64(n)) }
-	str := func(buf *bytes.Buffer, s string) { u64(buf, len(s)); buf.WriteString(s) }
-	str(&top, "configstamp/v1")
+	var doc []hashdoc.Source
 	for _, s := range srcs {
-		var buf bytes.Buffer
-		str(&buf, s.Kind)
-		str(&buf, s.Name)
-		c := cms[s.Name]
-		if c == nil {
-			str(&buf, "missing")
-		} else {
-			str(&buf, "present")
-			keys := s.Keys
-			if s.AllKeys {
-				keys = nil
-				for k := range c.Data {
-					keys = append(keys, k)
-				}
-				for k := range c.BinaryData {
-					keys = append(keys, k)
-				}
-				slices.Sort(keys)
-				keys = slices.Compact(keys)
-			}
-			u64(&buf, len(keys))
-			for _, k := range keys {
-				str(&buf, k)
-				if v, ok := c.Data[k]; ok {
-					str(&buf, "data")
-					str(&buf, v)
-				} else if b, ok := c.BinaryData[k]; ok {
-					str(&buf, "binary")
-					str(&buf, string(b))
-				} else {
-					str(&buf, "missing")
-				}
-			}
-		}
-		d := sha256.Sum256(buf.Bytes())
-		top.Write(d[:])
+		doc = append(doc, hashdoc.Source{Name: s.Name, Keys: s.Keys})
 	}
-	sum := sha256.Sum256(top.Bytes())
-	return hex.EncodeToString(sum[:])
+	return hashdoc.Hash(doc, func(name string) *corev1.ConfigMap { return cms[name] })
 }
 
 func TestComputeMatchesDocumentedEncoding(t *testing.T) {

@@ -6,14 +6,12 @@ package deploy
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/test/framework"
@@ -25,28 +23,16 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	if testing.Short() {
-		fmt.Println("skipping chart tests in -short mode")
-		return 0
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
+	// helm comes with the end-to-end tool set.
 	bins, err := cluster.BinDir(true)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		return 1
+		os.Exit(1)
 	}
-	if env, err = framework.Setup(ctx, cluster.Options{BinDir: bins}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer env.Teardown()
-	return m.Run()
+	os.Exit(framework.Main(m, cluster.Options{BinDir: bins}, func(_ context.Context, e *framework.Env) (func(bool), error) {
+		env = e
+		return func(bool) {}, nil
+	}))
 }
 
 // tool runs helm or kubectl against the test cluster as admin.

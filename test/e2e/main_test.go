@@ -6,11 +6,9 @@ package e2e
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/test/framework"
@@ -22,31 +20,17 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	if testing.Short() {
-		fmt.Println("skipping end-to-end tests in -short mode")
-		return 0
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	var err error
-	if env, err = framework.Setup(ctx, cluster.Options{Controllers: true}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer env.Teardown()
-	if cs, err = env.Run(ctx, framework.Options{}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer cs.Stop()
-	code := m.Run()
-	if code != 0 {
-		fmt.Printf("configstamp log:\n%s\n", cs.Output())
-	}
-	return code
+	os.Exit(framework.Main(m, cluster.Options{Controllers: true}, func(ctx context.Context, e *framework.Env) (func(bool), error) {
+		env = e
+		var err error
+		if cs, err = e.Run(ctx, framework.Options{}); err != nil {
+			return nil, err
+		}
+		return func(failed bool) {
+			cs.Stop()
+			if failed {
+				fmt.Printf("configstamp log:\n%s\n", cs.Output())
+			}
+		}, nil
+	}))
 }

@@ -5,6 +5,7 @@ package framework
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -129,4 +130,37 @@ func (e *Env) CreateNamespace(t testing.TB, name string, optIn bool) {
 	if err := e.Client.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("create namespace %s: %v", name, err)
 	}
+}
+
+// Main is the body of a TestMain that needs a control plane: it skips everything in
+// -short mode, builds configstamp and starts the control plane, calls start (which may
+// start more and returns what to do after the tests, told whether they failed), runs
+// the tests and tears everything down. Its result is the exit code.
+func Main(m *testing.M, opts cluster.Options, start func(ctx context.Context, env *Env) (after func(failed bool), err error)) int {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("skipping tests that need a control plane in -short mode")
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	env, err := Setup(ctx, opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer env.Teardown()
+	after := func(bool) {}
+	if start != nil {
+		if after, err = start(ctx, env); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	code := m.Run()
+	after(code != 0)
+	if code != 0 {
+		fmt.Println("control plane logs:", filepath.Join(env.Cluster.Dir, "logs"), "(set CONFIGSTAMP_KEEP_CLUSTER=1 to keep them)")
+	}
+	return code
 }

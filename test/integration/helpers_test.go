@@ -1,13 +1,8 @@
 package integration
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +16,7 @@ import (
 
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
+	"github.com/configstamp/configstamp/test/hashdoc"
 )
 
 var bg = context.Background()
@@ -150,49 +146,11 @@ type docSource struct {
 // independently of the stamp package, from the ConfigMaps as they are now.
 func docHash(t *testing.T, ns string, srcs ...docSource) string {
 	t.Helper()
-	slices.SortFunc(srcs, func(a, b docSource) int { return strings.Compare(a.name, b.name) })
-	u64 := func(buf *bytes.Buffer, n int) { _ = binary.Write(buf, binary.BigEndian, uint64(n)) }
-	str := func(buf *bytes.Buffer, s string) { u64(buf, len(s)); buf.WriteString(s) }
-	var top bytes.Buffer
-	str(&top, "configstamp/v1")
+	var doc []hashdoc.Source
 	for _, s := range srcs {
-		var buf bytes.Buffer
-		str(&buf, "configmap")
-		str(&buf, s.name)
-		if cm := getConfigMap(t, ns, s.name); cm == nil {
-			str(&buf, "missing")
-		} else {
-			str(&buf, "present")
-			keys := s.keys
-			if keys == nil {
-				for k := range cm.Data {
-					keys = append(keys, k)
-				}
-				for k := range cm.BinaryData {
-					keys = append(keys, k)
-				}
-			}
-			slices.Sort(keys)
-			keys = slices.Compact(keys)
-			u64(&buf, len(keys))
-			for _, k := range keys {
-				str(&buf, k)
-				if v, ok := cm.Data[k]; ok {
-					str(&buf, "data")
-					str(&buf, v)
-				} else if b, ok := cm.BinaryData[k]; ok {
-					str(&buf, "binary")
-					str(&buf, string(b))
-				} else {
-					str(&buf, "missing")
-				}
-			}
-		}
-		digest := sha256.Sum256(buf.Bytes())
-		top.Write(digest[:])
+		doc = append(doc, hashdoc.Source{Name: s.name, Keys: s.keys})
 	}
-	sum := sha256.Sum256(top.Bytes())
-	return hex.EncodeToString(sum[:])
+	return hashdoc.Hash(doc, func(name string) *corev1.ConfigMap { return getConfigMap(t, ns, name) })
 }
 
 // digests parses a sources annotation into source -> digest.

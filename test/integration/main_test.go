@@ -5,12 +5,8 @@ package integration
 
 import (
 	"context"
-	"flag"
-	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,27 +20,8 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	if testing.Short() {
-		fmt.Println("skipping integration tests in -short mode")
-		return 0
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	var err error
-	if env, err = framework.Setup(ctx, cluster.Options{}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer env.Teardown()
-	k8s = env.Client
-	code := m.Run()
-	if code != 0 {
-		fmt.Println("control plane logs:", filepath.Join(env.Cluster.Dir, "logs"), "(set CONFIGSTAMP_KEEP_CLUSTER=1 to keep them)")
-	}
-	return code
+	os.Exit(framework.Main(m, cluster.Options{}, func(_ context.Context, e *framework.Env) (func(bool), error) {
+		env, k8s = e, e.Client
+		return func(bool) {}, nil
+	}))
 }
