@@ -4,8 +4,6 @@
 package certs
 
 import (
-	"bytes"
-	"encoding/pem"
 	"fmt"
 	"net"
 	"os"
@@ -57,10 +55,12 @@ func WriteSelfSigned(dir string, hosts ...string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("generate serving certificate: %w", err)
 	}
-	ca, err := lastPEMBlock(chain)
-	if err != nil {
-		return nil, err
+	// client-go puts the CA last in the chain.
+	chainCerts := parseCerts(chain)
+	if len(chainCerts) == 0 {
+		return nil, fmt.Errorf("no certificate in generated chain")
 	}
+	ca := pemCert(chainCerts[len(chainCerts)-1])
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create cert dir: %w", err)
 	}
@@ -74,25 +74,4 @@ func WriteSelfSigned(dir string, hosts ...string) ([]byte, error) {
 		return nil, fmt.Errorf("write certificate: %w", err)
 	}
 	return ca, nil
-}
-
-// lastPEMBlock returns the last certificate of a chain (client-go puts the CA last).
-func lastPEMBlock(chain []byte) ([]byte, error) {
-	var last *pem.Block
-	for rest := chain; ; {
-		var b *pem.Block
-		b, rest = pem.Decode(rest)
-		if b == nil {
-			break
-		}
-		last = b
-	}
-	if last == nil {
-		return nil, fmt.Errorf("no certificate in generated chain")
-	}
-	var buf bytes.Buffer
-	if err := pem.Encode(&buf, last); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }

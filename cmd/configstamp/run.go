@@ -52,10 +52,10 @@ type options struct {
 	zap                     zap.Options
 }
 
-func parseFlags(args []string) (*options, error) {
+// parseFlags defines configstamp's flags on fs and parses args. run passes
+// flag.CommandLine, where controller-runtime's config package has registered --kubeconfig.
+func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	o := &options{}
-	// controller-runtime's config package registers --kubeconfig on flag.CommandLine.
-	fs := flag.CommandLine
 	fs.StringVar(&o.devWebhookURL, "dev-webhook-url", "", "Run against a cluster outside it (local use, tests): generate a CA and serving certificate, and create or update the MutatingWebhookConfiguration \"configstamp\" to call this URL (e.g. https://127.0.0.1:9443). Empty in a cluster, where the chart registers the webhook.")
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "Port the admission webhook server listens on.")
 	fs.StringVar(&o.webhookHost, "webhook-host", "", "Address the admission webhook server binds to (empty: all).")
@@ -91,7 +91,7 @@ func parseFlags(args []string) (*options, error) {
 }
 
 func run(ctx context.Context, args []string) error {
-	o, err := parseFlags(args)
+	o, err := parseFlags(flag.CommandLine, args)
 	if err != nil {
 		return err
 	}

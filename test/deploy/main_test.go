@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -46,15 +45,6 @@ func tool(t *testing.T, name string, args ...string) string {
 }
 
 func toolErr(name string, args ...string) (string, error) {
-	path := name
-	if name == "helm" {
-		path = filepath.Join(env.Cluster.BinDir, "helm")
-	}
-	cmd := exec.Command(path, args...)
-	home := filepath.Join(os.TempDir(), "configstamp-deploy-home")
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.Cluster.Kubeconfig,
-		"HELM_CACHE_HOME="+filepath.Join(home, "cache"), "HELM_CONFIG_HOME="+filepath.Join(home, "config"),
-		"HELM_DATA_HOME="+filepath.Join(home, "data"))
-	out, err := cmd.CombinedOutput()
+	out, err := env.Command("", nil, name, args...).CombinedOutput()
 	return string(out), err
 }

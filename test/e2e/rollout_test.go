@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,21 +28,7 @@ const settle = 6 * time.Second
 // tool runs helm, helmfile or kubectl as a user would, against the test cluster.
 func tool(t *testing.T, dir string, extraEnv []string, name string, args ...string) string {
 	t.Helper()
-	path := name
-	if name != "kubectl" {
-		path = filepath.Join(env.Cluster.BinDir, name)
-	}
-	cmd := exec.Command(path, args...)
-	cmd.Dir = dir
-	home := filepath.Join(os.TempDir(), "configstamp-e2e-home")
-	cmd.Env = append(os.Environ(),
-		"KUBECONFIG="+env.Cluster.Kubeconfig,
-		"PATH="+env.Cluster.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"HELM_CACHE_HOME="+filepath.Join(home, "cache"), "HELM_CONFIG_HOME="+filepath.Join(home, "config"),
-		"HELM_DATA_HOME="+filepath.Join(home, "data"),
-	)
-	cmd.Env = append(cmd.Env, extraEnv...)
-	out, err := cmd.CombinedOutput()
+	out, err := env.Command(dir, extraEnv, name, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}

@@ -164,3 +164,24 @@ func Main(m *testing.M, opts cluster.Options, start func(ctx context.Context, en
 	}
 	return code
 }
+
+// Command prepares a run of kubectl (from PATH) or of a tool built beside the control
+// plane (helm, helmfile) against the cluster as admin, with helm's state in a scratch
+// directory rather than the user's home.
+func (e *Env) Command(dir string, extraEnv []string, name string, args ...string) *exec.Cmd {
+	path := name
+	if name != "kubectl" {
+		path = filepath.Join(e.Cluster.BinDir, name)
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Dir = dir
+	home := filepath.Join(e.tmp, "home")
+	cmd.Env = append(os.Environ(),
+		"KUBECONFIG="+e.Cluster.Kubeconfig,
+		"PATH="+e.Cluster.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"HELM_CACHE_HOME="+filepath.Join(home, "cache"), "HELM_CONFIG_HOME="+filepath.Join(home, "config"),
+		"HELM_DATA_HOME="+filepath.Join(home, "data"),
+	)
+	cmd.Env = append(cmd.Env, extraEnv...)
+	return cmd
+}

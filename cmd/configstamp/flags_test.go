@@ -1,0 +1,55 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func parse(args ...string) (*options, error) {
+	fs := flag.NewFlagSet("configstamp", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return parseFlags(fs, args)
+}
+
+func TestFlagsDefaults(t *testing.T) {
+	o, err := parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.debounce != 2*time.Second || o.debounceMax != 30*time.Second || o.webhookPort != 9443 ||
+		o.namespaceLabel != "configstamp.io/inject" || o.leaderElect || o.selfSigned.secret != "" {
+		t.Fatalf("defaults: %+v", o)
+	}
+}
+
+func TestFlagsKebabCaseAndHelp(t *testing.T) {
+	fs := flag.NewFlagSet("configstamp", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	if _, err := parseFlags(fs, nil); err != nil {
+		t.Fatal(err)
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name != strings.ToLower(f.Name) || strings.Contains(f.Name, "_") {
+			t.Errorf("flag %q is not kebab-case", f.Name)
+		}
+		if len(f.Usage) < 10 {
+			t.Errorf("flag %q has no real help text", f.Name)
+		}
+	})
+}
+
+func TestFlagsRejectBadInput(t *testing.T) {
+	for _, args := range [][]string{
+		{"--debounce", "-1s"},
+		{"--self-signed-secret", "ns/s", "--dev-webhook-url", "https://127.0.0.1:9443"},
+		{"stray"},
+		{"--no-such-flag"},
+	} {
+		if _, err := parse(args...); err == nil {
+			t.Errorf("%v: want an error", args)
+		}
+	}
+}
