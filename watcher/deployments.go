@@ -79,46 +79,48 @@ func (r *deploymentReconciler) events(quiet time.Duration) handler.Funcs {
 // the Deployment when they differ. An unstamped Deployment is only adopted when its
 // config really changed (lazy adoption: installing configstamp rolls nothing).
 func (r *deploymentReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	log := logf.FromContext(ctx)
 	adopt := r.adopt.take(req.NamespacedName)
+	err := r.check(ctx, req, adopt)
+	if err != nil && adopt {
+		r.adopt.add(req.NamespacedName) // keep the intent for the retry
+	}
+	return reconcile.Result{}, err
+}
+
+func (r *deploymentReconciler) check(ctx context.Context, req reconcile.Request, adopt bool) error {
+	log := logf.FromContext(ctx)
 	var dep appsv1.Deployment
 	if err := r.client.Get(ctx, req.NamespacedName, &dep); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+		return client.IgnoreNotFound(err)
 	}
 	if !dep.DeletionTimestamp.IsZero() || stamp.IsTrue(dep.Annotations[stamp.SkipAnnotation]) {
-		return reconcile.Result{}, nil
+		return nil
 	}
 	if ok, err := optedIn(ctx, r.client, dep.Namespace, r.namespaceLabel); err != nil || !ok {
-		return reconcile.Result{}, err
+		return err
 	}
 	stored := dep.Spec.Template.Annotations[stamp.HashAnnotation]
 	if stored == "" && !adopt {
-		return reconcile.Result{}, nil
+		return nil
 	}
 	want, err := r.expected(ctx, &dep)
 	if err != nil {
-		if adopt {
-			r.adopt.add(req.NamespacedName) // keep the intent for the retry
-		}
 		checks.WithLabelValues("error").Inc()
-		return reconcile.Result{}, err
+		return err
 	}
 	if want.Hash == stored && want.SourcesAnnotation() == dep.Spec.Template.Annotations[stamp.SourcesAnnotation] {
 		log.V(1).Info("Stamp up to date", "hash", stored)
 		checks.WithLabelValues("current").Inc()
-		return reconcile.Result{}, nil
+		return nil
 	}
 
 	before := dep.Spec.Template.Annotations[stamp.SourcesAnnotation]
 	if err := r.client.Patch(ctx, &dep, nudgePatch); err != nil {
 		if apierrors.IsNotFound(err) {
-			return reconcile.Result{}, nil
-		}
-		if adopt {
-			r.adopt.add(req.NamespacedName)
+			return nil
 		}
 		checks.WithLabelValues("error").Inc()
-		return reconcile.Result{}, fmt.Errorf("nudge deployment %s: %w", req, err)
+		return fmt.Errorf("nudge deployment %s: %w", req, err)
 	}
 	nudges.Inc()
 	got := dep.Spec.Template.Annotations[stamp.HashAnnotation]
@@ -127,7 +129,7 @@ func (r *deploymentReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 		// before calling it a bypass.
 		if again, err := r.expected(ctx, &dep); err == nil && again.Hash == got {
 			checks.WithLabelValues("nudged").Inc()
-			return reconcile.Result{}, nil
+			return nil
 		}
 		bypasses.Inc()
 		checks.WithLabelValues("bypassed").Inc()
@@ -135,17 +137,14 @@ func (r *deploymentReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 			"Stored config hash %q differs from the expected %q after a nudge: the configstamp webhook was not called (failurePolicy Ignore); retrying",
 			short(got), short(want.Hash))
 		log.Info("Detected a stamp that bypassed the webhook; retrying", "storedHash", got, "expectedHash", want.Hash)
-		if adopt {
-			r.adopt.add(req.NamespacedName)
-		}
-		return reconcile.Result{}, fmt.Errorf("deployment %s: stamp %q, want %q: webhook bypassed", req, short(got), short(want.Hash))
+		return fmt.Errorf("deployment %s: stamp %q, want %q: webhook bypassed", req, short(got), short(want.Hash))
 	}
 	checks.WithLabelValues("nudged").Inc()
 	changed := changedSources(before, dep.Spec.Template.Annotations[stamp.SourcesAnnotation])
 	r.recorder.Eventf(&dep, nil, corev1.EventTypeNormal, ReasonConfigChanged, "Nudge",
 		"Config changed (%s): config hash %s -> %s", strings.Join(changed, ", "), short(stored), short(got))
 	log.Info("Nudged Deployment after a config change", "oldHash", stored, "newHash", got, "changed", changed)
-	return reconcile.Result{}, nil
+	return nil
 }
 
 func (r *deploymentReconciler) expected(ctx context.Context, dep *appsv1.Deployment) (stamp.Stamp, error) {
