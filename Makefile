@@ -70,7 +70,7 @@ bench-scale: ## Scale measurements against a local control plane (see BENCHMARKS
 
 .PHONY: demo
 demo: ## A local control plane, configstamp on it, a ConfigMap edit rolling a Deployment.
-	CONFIGSTAMP_BIN_DIR=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) e2e | tail -1)} \
+	CONFIGSTAMP_BIN_DIR=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) controllers | tail -1)} \
 	  $(GO) run ./test/demo
 
 IMG ?= configstamp:dev

@@ -2,7 +2,11 @@
 # tools.sh builds the Kubernetes binaries the tests need from the Go module proxy and
 # caches them outside the clone, keyed by version, so a fresh clone reuses them.
 #
-#   hack/tools.sh [control-plane|e2e|all]   (default: control-plane)
+#   hack/tools.sh [control-plane|controllers|e2e]   (default: control-plane)
+#
+#   control-plane  etcd, kube-apiserver (integration tests, bench-scale)
+#   controllers    + kube-controller-manager, kube-scheduler, kwok (demo)
+#   e2e            + helm, helmfile (end-to-end and chart tests)
 #
 # Prints the directory holding the binaries on its last line. When KUBEBUILDER_ASSETS is
 # set and holds etcd and kube-apiserver, the control-plane set is taken from there.
@@ -125,8 +129,8 @@ control_plane() {
 
 case "${1:-control-plane}" in
   control-plane) control_plane ;;
+  controllers) control_plane; kube kube-controller-manager kube-scheduler; kwok ;;
   e2e) control_plane; kube kube-controller-manager kube-scheduler; kwok; helm; helmfile ;;
-  all) control_plane; kube kube-controller-manager kube-scheduler; kwok; helm; helmfile ;;
-  *) echo "usage: $0 [control-plane|e2e|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [control-plane|controllers|e2e]" >&2; exit 2 ;;
 esac
 echo "$BIN"
