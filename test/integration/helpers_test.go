@@ -97,6 +97,18 @@ func createDeployment(t *testing.T, ns, name string, spec corev1.PodSpec) *appsv
 
 func hashOf(d *appsv1.Deployment) string { return d.Spec.Template.Annotations[stamp.HashAnnotation] }
 
+// rollsOnce waits until the Deployment carries want as its config hash, asserts that
+// this took exactly one new generation since before, and that no second one follows.
+func rollsOnce(t *testing.T, before *appsv1.Deployment, want string) *appsv1.Deployment {
+	t.Helper()
+	got := waitStamp(t, before.Namespace, before.Name, want)
+	if got.Generation != before.Generation+1 {
+		t.Fatalf("%s: generation %d -> %d, want exactly one more", before.Name, before.Generation, got.Generation)
+	}
+	keepsGeneration(t, settle, before.Namespace, before.Name, got.Generation)
+	return got
+}
+
 // waitStamp waits until the Deployment carries want as its config hash.
 func waitStamp(t *testing.T, ns, name, want string) *appsv1.Deployment {
 	t.Helper()
