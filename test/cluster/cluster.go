@@ -297,17 +297,27 @@ func (c *Cluster) Stop() {
 	}
 	c.stopped = true
 	for i := len(c.procs) - 1; i >= 0; i-- {
-		p := c.procs[i]
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(15 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
+		Terminate(c.procs[i].cmd.Process, c.procs[i].done, 15*time.Second)
 	}
 	if c.ownDir && os.Getenv("CONFIGSTAMP_KEEP_CLUSTER") == "" {
 		os.RemoveAll(c.Dir)
+	}
+}
+
+// Terminate sends SIGTERM to a process, kills it if it has not exited (done closed)
+// within grace, and waits for it.
+func Terminate(p *os.Process, done <-chan struct{}, grace time.Duration) {
+	select {
+	case <-done:
+		return
+	default:
+	}
+	_ = p.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(grace):
+		_ = p.Kill()
+		<-done
 	}
 }
 

@@ -150,20 +150,7 @@ func ProbeDeployment() *appsv1.Deployment {
 }
 
 // Stop sends SIGTERM and waits for the process to exit.
-func (p *Configstamp) Stop() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
+func (p *Configstamp) Stop() { cluster.Terminate(p.cmd.Process, p.done, 20*time.Second) }
 
 // PID is the process id.
 func (p *Configstamp) PID() int { return p.cmd.Process.Pid }
