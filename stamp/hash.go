@@ -29,6 +29,9 @@ type Digest struct {
 	Kind    string
 	Name    string
 	Missing bool
+	// Unmet is what the pods would lack to start with this content (Source.Unmet); it
+	// is not part of the hash.
+	Unmet string
 	// Sum is the SHA-256 of the source's encoding.
 	Sum [sha256.Size]byte
 }
@@ -42,6 +45,18 @@ type Stamp struct {
 	// (non-ignored) ConfigMap, in which case nothing is stamped.
 	Hash    string
 	Sources []Digest
+}
+
+// Unmet lists what required config is missing (Source.Unmet), in source order: the
+// pods of a template stamped with it could not start.
+func (s Stamp) Unmet() []string {
+	var out []string
+	for _, d := range s.Sources {
+		if d.Unmet != "" {
+			out = append(out, d.Unmet)
+		}
+	}
+	return out
 }
 
 // SourcesAnnotation renders the per-source digests, e.g.
@@ -95,7 +110,7 @@ func Ignored(cm *corev1.ConfigMap) bool {
 func SourceDigest(src Source, cm *corev1.ConfigMap) Digest {
 	enc := encoder{h: sha256.New()}
 	enc.source(src, cm)
-	d := Digest{Kind: src.Kind, Name: src.Name, Missing: cm == nil}
+	d := Digest{Kind: src.Kind, Name: src.Name, Missing: cm == nil, Unmet: src.Unmet(cm)}
 	enc.h.Sum(d.Sum[:0])
 	return d
 }
@@ -161,8 +176,9 @@ func writeStr(h hash.Hash, s string) {
 //	entry = str(key) (str("data") str(value) | str("binary") str(bytes) | str("missing"))
 //
 // where str(x) is x's length as a big-endian uint64 followed by x's bytes, and the n keys
-// are sorted bytewise: every key of data and binaryData when the pod sees all keys, else
-// the selected keys.
+// are sorted bytewise: every key of data (and of binaryData, when a volume mounts the
+// source) when the pod sees all keys, else the selected keys. binaryData counts only
+// when a volume mounts the source: env and envFrom cannot see it.
 func (e *encoder) source(src Source, cm *corev1.ConfigMap) {
 	e.str(src.Kind)
 	e.str(src.Name)
@@ -177,9 +193,11 @@ func (e *encoder) source(src Source, cm *corev1.ConfigMap) {
 		for k := range cm.Data {
 			keys = append(keys, k)
 		}
-		for k := range cm.BinaryData {
-			if _, dup := cm.Data[k]; !dup {
-				keys = append(keys, k)
+		if src.Binary {
+			for k := range cm.BinaryData {
+				if _, dup := cm.Data[k]; !dup {
+					keys = append(keys, k)
+				}
 			}
 		}
 		slices.Sort(keys)
@@ -190,7 +208,7 @@ func (e *encoder) source(src Source, cm *corev1.ConfigMap) {
 		if v, ok := cm.Data[k]; ok {
 			e.str(markerData)
 			e.str(v)
-		} else if b, ok := cm.BinaryData[k]; ok {
+		} else if b, ok := cm.BinaryData[k]; ok && src.Binary {
 			e.str(markerBinary)
 			e.bytes(b)
 		} else {

@@ -40,16 +40,16 @@ func mustCompute(t *testing.T, srcs []Source, cms ...*corev1.ConfigMap) Stamp {
 func refEncode(srcs []Source, cms map[string]*corev1.ConfigMap) string {
 	var doc []hashdoc.Source
 	for _, s := range srcs {
-		doc = append(doc, hashdoc.Source{Name: s.Name, Keys: s.Keys})
+		doc = append(doc, hashdoc.Source{Name: s.Name, Keys: s.Keys, EnvOnly: !s.Binary})
 	}
 	return hashdoc.Hash(doc, func(name string) *corev1.ConfigMap { return cms[name] })
 }
 
 func TestComputeMatchesDocumentedEncoding(t *testing.T) {
 	srcs := []Source{
-		{Kind: KindConfigMap, Name: "a", AllKeys: true},
+		{Kind: KindConfigMap, Name: "a", AllKeys: true, Binary: true},
 		{Kind: KindConfigMap, Name: "b", Keys: []string{"k1", "nope"}},
-		{Kind: KindConfigMap, Name: "gone", AllKeys: true},
+		{Kind: KindConfigMap, Name: "gone", AllKeys: true, Binary: true},
 	}
 	cms := map[string]*corev1.ConfigMap{
 		"a": cm("a", map[string]string{"z": "1", "y": ""}, map[string][]byte{"bin": {0, 1, 2}}),
@@ -73,7 +73,8 @@ func TestComputeMatchesDocumentedEncoding(t *testing.T) {
 }
 
 func TestComputeSensitivity(t *testing.T) {
-	all := []Source{{Kind: KindConfigMap, Name: "c", AllKeys: true}}
+	all := []Source{{Kind: KindConfigMap, Name: "c", AllKeys: true, Binary: true}}
+	envAll := []Source{{Kind: KindConfigMap, Name: "c", AllKeys: true}}
 	one := []Source{{Kind: KindConfigMap, Name: "c", Keys: []string{"seen"}}}
 	base := cm("c", map[string]string{"seen": "1", "other": "2"}, nil)
 	h := func(srcs []Source, c *corev1.ConfigMap) string {
@@ -101,6 +102,8 @@ func TestComputeSensitivity(t *testing.T) {
 		{"new key counts", all, cm("c", map[string]string{"seen": "1", "other": "2", "new": ""}, nil), false},
 		{"missing differs from empty", all, nil, false},
 		{"data moved to binaryData counts", all, cm("c", map[string]string{"seen": "1"}, map[string][]byte{"other": []byte("2")}), false},
+		{"binaryData counts for a volume", all, cm("c", map[string]string{"seen": "1", "other": "2"}, map[string][]byte{"b": {1}}), false},
+		{"binaryData does not count for envFrom", envAll, cm("c", map[string]string{"seen": "1", "other": "2"}, map[string][]byte{"b": {1}}), true},
 		{"boundary shift counts", all, cm("c", map[string]string{"seen": "1o", "ther": "2"}, nil), false},
 	}
 	for _, tt := range tests {
@@ -110,6 +113,18 @@ func TestComputeSensitivity(t *testing.T) {
 				t.Fatalf("hash equal = %v, want %v (%s vs %s)", a == b, tt.equal, a, b)
 			}
 		})
+	}
+}
+
+func TestComputeEnvKeyInBinaryDataIsMissing(t *testing.T) {
+	env := []Source{{Kind: KindConfigMap, Name: "c", Keys: []string{"k"}, Required: true, RequiredKeys: []string{"k"}}}
+	missing := mustCompute(t, env, cm("c", nil, nil))
+	binary := mustCompute(t, env, cm("c", nil, map[string][]byte{"k": []byte("v")}))
+	if missing.Hash != binary.Hash {
+		t.Fatal("env sees a key that only binaryData holds")
+	}
+	if got := binary.Unmet(); len(got) != 1 || got[0] != "configmap/c lacks key k" {
+		t.Fatalf("Unmet() = %q", got)
 	}
 }
 

@@ -20,6 +20,17 @@ type Source struct {
 	AllKeys bool
 	// Keys are the keys the pod sees when AllKeys is false, sorted and unique.
 	Keys []string
+	// Binary is true when a volume mounts the source. Only files can carry binaryData:
+	// env and envFrom never see it, so for a source consumed through env alone,
+	// binaryData is not hashed. (A key selected by env whose value lives in binaryData
+	// of a source that a volume also mounts is hashed as the volume sees it.)
+	Binary bool
+	// Required is true when some reference is not optional: the pods cannot start
+	// while the source is missing.
+	Required bool
+	// RequiredKeys are the selected keys a non-optional reference needs, sorted and
+	// unique: the pods cannot start while one is missing.
+	RequiredKeys []string
 }
 
 // References returns the ConfigMaps a pod spec consumes, sorted by (kind, name), with the
@@ -33,12 +44,12 @@ func References(spec *corev1.PodSpec) []Source {
 	for i := range spec.Volumes {
 		v := &spec.Volumes[i]
 		if v.ConfigMap != nil {
-			c.addItems(v.ConfigMap.Name, v.ConfigMap.Items)
+			c.addVolume(v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.Optional)
 		}
 		if v.Projected != nil {
 			for j := range v.Projected.Sources {
 				if cm := v.Projected.Sources[j].ConfigMap; cm != nil {
-					c.addItems(cm.Name, cm.Items)
+					c.addVolume(cm.Name, cm.Items, cm.Optional)
 				}
 			}
 		}
@@ -53,33 +64,42 @@ func References(spec *corev1.PodSpec) []Source {
 
 type collector map[string]*Source
 
-func (c collector) source(name string) *Source {
+func (c collector) source(name string, optional *bool) *Source {
 	s, ok := c[name]
 	if !ok {
 		s = &Source{Kind: KindConfigMap, Name: name}
 		c[name] = s
 	}
+	if !isOptional(optional) {
+		s.Required = true
+	}
 	return s
 }
 
-func (c collector) addItems(name string, items []corev1.KeyToPath) {
+func isOptional(o *bool) bool { return o != nil && *o }
+
+func (c collector) addVolume(name string, items []corev1.KeyToPath, optional *bool) {
 	if name == "" {
 		return
 	}
-	s := c.source(name)
+	s := c.source(name, optional)
+	s.Binary = true
 	if len(items) == 0 {
 		s.AllKeys = true
 		return
 	}
 	for _, it := range items {
 		s.Keys = append(s.Keys, it.Key)
+		if !isOptional(optional) {
+			s.RequiredKeys = append(s.RequiredKeys, it.Key)
+		}
 	}
 }
 
 func (c collector) addContainer(ct *corev1.Container) {
 	for _, ef := range ct.EnvFrom {
 		if ef.ConfigMapRef != nil && ef.ConfigMapRef.Name != "" {
-			c.source(ef.ConfigMapRef.Name).AllKeys = true
+			c.source(ef.ConfigMapRef.Name, ef.ConfigMapRef.Optional).AllKeys = true
 		}
 	}
 	for _, e := range ct.Env {
@@ -87,8 +107,11 @@ func (c collector) addContainer(ct *corev1.Container) {
 			continue
 		}
 		ref := e.ValueFrom.ConfigMapKeyRef
-		s := c.source(ref.Name)
+		s := c.source(ref.Name, ref.Optional)
 		s.Keys = append(s.Keys, ref.Key)
+		if !isOptional(ref.Optional) {
+			s.RequiredKeys = append(s.RequiredKeys, ref.Key)
+		}
 	}
 }
 
@@ -101,13 +124,18 @@ func (c collector) sources() []Source {
 		if s.AllKeys {
 			s.Keys = nil
 		} else {
-			slices.Sort(s.Keys)
-			s.Keys = slices.Compact(s.Keys)
+			s.Keys = sortedUnique(s.Keys)
 		}
+		s.RequiredKeys = sortedUnique(s.RequiredKeys)
 		out = append(out, *s)
 	}
 	slices.SortFunc(out, compareSources)
 	return out
+}
+
+func sortedUnique(keys []string) []string {
+	slices.Sort(keys)
+	return slices.Compact(keys)
 }
 
 func compareSources(a, b Source) int {
@@ -121,4 +149,35 @@ func Names(sources []Source) []string {
 		out[i] = s.Name
 	}
 	return out
+}
+
+// Unmet says what the pods would lack to start if cm (nil: missing) were the source's
+// content: the source itself, or a selected key, that a non-optional reference needs.
+// Empty when nothing required is missing.
+func (s Source) Unmet(cm *corev1.ConfigMap) string {
+	if cm == nil {
+		if s.Required {
+			return s.Kind + "/" + s.Name + " is missing"
+		}
+		return ""
+	}
+	var missing []string
+	for _, k := range s.RequiredKeys {
+		if !s.sees(cm, k) {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) == 0 {
+		return ""
+	}
+	return s.Kind + "/" + s.Name + " lacks key " + strings.Join(missing, ", ")
+}
+
+// sees reports whether key k of cm is visible to the pods.
+func (s Source) sees(cm *corev1.ConfigMap, k string) bool {
+	if _, ok := cm.Data[k]; ok {
+		return true
+	}
+	_, ok := cm.BinaryData[k]
+	return ok && s.Binary
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 )
 
 func cmVolume(name string, keys ...string) corev1.Volume {
@@ -22,8 +23,18 @@ func keyRef(env, name, key string) corev1.EnvVar {
 }
 
 func TestReferences(t *testing.T) {
-	all := func(name string) Source { return Source{Kind: KindConfigMap, Name: name, AllKeys: true} }
-	some := func(name string, keys ...string) Source { return Source{Kind: KindConfigMap, Name: name, Keys: keys} }
+	// vol and env describe a required source seen by a volume or by env alone.
+	vol := func(name string, keys ...string) Source {
+		return Source{Kind: KindConfigMap, Name: name, AllKeys: keys == nil, Keys: keys, Binary: true, Required: true, RequiredKeys: keys}
+	}
+	env := func(name string, keys ...string) Source {
+		return Source{Kind: KindConfigMap, Name: name, AllKeys: keys == nil, Keys: keys, Required: true, RequiredKeys: keys}
+	}
+	optional := func(s Source) Source { s.Required, s.RequiredKeys = false, nil; return s }
+	optVolume := cmVolume("o", "k")
+	optVolume.ConfigMap.Optional = ptr.To(true)
+	optRef := keyRef("O", "oe", "k")
+	optRef.ValueFrom.ConfigMapKeyRef.Optional = ptr.To(true)
 	tests := []struct {
 		name string
 		spec *corev1.PodSpec
@@ -31,25 +42,55 @@ func TestReferences(t *testing.T) {
 	}{
 		{"nil spec", nil, nil},
 		{"no config", &corev1.PodSpec{Containers: []corev1.Container{{Name: "a", Env: []corev1.EnvVar{{Name: "X", Value: "1"}}}}}, nil},
-		{"volume without items sees all keys", &corev1.PodSpec{Volumes: []corev1.Volume{cmVolume("app")}}, []Source{all("app")}},
-		{"volume with items sees those keys", &corev1.PodSpec{Volumes: []corev1.Volume{cmVolume("app", "b.yaml", "a.yaml")}}, []Source{some("app", "a.yaml", "b.yaml")}},
+		{"volume without items sees all keys", &corev1.PodSpec{Volumes: []corev1.Volume{cmVolume("app")}}, []Source{vol("app")}},
+		{"volume with items sees those keys", &corev1.PodSpec{Volumes: []corev1.Volume{cmVolume("app", "b.yaml", "a.yaml")}}, []Source{vol("app", "a.yaml", "b.yaml")}},
 		{"projected sources", &corev1.PodSpec{Volumes: []corev1.Volume{{Name: "p", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
 			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "one"}}},
-			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "two"}, Items: []corev1.KeyToPath{{Key: "k", Path: "k"}}}},
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "two"}, Items: []corev1.KeyToPath{{Key: "k", Path: "k"}}, Optional: ptr.To(true)}},
 			{DownwardAPI: &corev1.DownwardAPIProjection{}},
-		}}}}}}, []Source{all("one"), some("two", "k")}},
-		{"envFrom in an init container", &corev1.PodSpec{InitContainers: []corev1.Container{{Name: "i", EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "init"}}}}}}}, []Source{all("init")}},
-		{"env keyRef", &corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Env: []corev1.EnvVar{keyRef("A", "env", "a"), keyRef("B", "env", "b"), keyRef("A2", "env", "a")}}}}, []Source{some("env", "a", "b")}},
-		{"union: items and keyRef", &corev1.PodSpec{Volumes: []corev1.Volume{cmVolume("m", "x")}, Containers: []corev1.Container{{Name: "c", Env: []corev1.EnvVar{keyRef("Y", "m", "y")}}}}, []Source{some("m", "x", "y")}},
-		{"any all-keys reference wins", &corev1.PodSpec{Volumes: []corev1.Volume{cmVolume("m", "x"), cmVolume("m")}}, []Source{all("m")}},
+		}}}}}}, []Source{vol("one"), optional(vol("two", "k"))}},
+		{"envFrom in an init container", &corev1.PodSpec{InitContainers: []corev1.Container{{Name: "i", EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "init"}}}}}}}, []Source{env("init")}},
+		{"env keyRef", &corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Env: []corev1.EnvVar{keyRef("A", "env", "a"), keyRef("B", "env", "b"), keyRef("A2", "env", "a")}}}}, []Source{env("env", "a", "b")}},
+		{"optional references", &corev1.PodSpec{Volumes: []corev1.Volume{optVolume}, Containers: []corev1.Container{{Name: "c", Env: []corev1.EnvVar{optRef}}}},
+			[]Source{optional(vol("o", "k")), optional(env("oe", "k"))}},
+		{"one required reference makes it required", &corev1.PodSpec{Volumes: []corev1.Volume{optVolume}, Containers: []corev1.Container{{Name: "c", Env: []corev1.EnvVar{keyRef("R", "o", "r")}}}},
+			[]Source{{Kind: KindConfigMap, Name: "o", Keys: []string{"k", "r"}, Binary: true, Required: true, RequiredKeys: []string{"r"}}}},
+		{"union: items and keyRef", &corev1.PodSpec{Volumes: []corev1.Volume{cmVolume("m", "x")}, Containers: []corev1.Container{{Name: "c", Env: []corev1.EnvVar{keyRef("Y", "m", "y")}}}}, []Source{vol("m", "x", "y")}},
+		{"any all-keys reference wins; required keys stay", &corev1.PodSpec{Volumes: []corev1.Volume{cmVolume("m", "x"), cmVolume("m")}},
+			[]Source{{Kind: KindConfigMap, Name: "m", AllKeys: true, Binary: true, Required: true, RequiredKeys: []string{"x"}}}},
 		{"secrets and empty names are not config", &corev1.PodSpec{Volumes: []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "s"}}}, cmVolume("")}}, nil},
-		{"sorted by name", &corev1.PodSpec{Volumes: []corev1.Volume{cmVolume("zeta"), cmVolume("alpha")}, Containers: []corev1.Container{{Name: "c", EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "mid"}}}}}}}, []Source{all("alpha"), all("mid"), all("zeta")}},
+		{"sorted by name", &corev1.PodSpec{Volumes: []corev1.Volume{cmVolume("zeta"), cmVolume("alpha")}, Containers: []corev1.Container{{Name: "c", EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "mid"}}}}}}}, []Source{vol("alpha"), env("mid"), vol("zeta")}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := References(tt.spec)
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("References() = %#v, want %#v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestUnmet(t *testing.T) {
+	c := cm("c", map[string]string{"a": "1"}, map[string][]byte{"bin": {1}})
+	tests := []struct {
+		name string
+		src  Source
+		cm   *corev1.ConfigMap
+		want string
+	}{
+		{"required and missing", Source{Kind: KindConfigMap, Name: "c", AllKeys: true, Required: true}, nil, "configmap/c is missing"},
+		{"optional and missing", Source{Kind: KindConfigMap, Name: "c", AllKeys: true}, nil, ""},
+		{"required key present", Source{Kind: KindConfigMap, Name: "c", Keys: []string{"a"}, Required: true, RequiredKeys: []string{"a"}}, c, ""},
+		{"required keys absent", Source{Kind: KindConfigMap, Name: "c", Keys: []string{"x", "y"}, Required: true, RequiredKeys: []string{"x", "y"}}, c, "configmap/c lacks key x, y"},
+		{"binary key seen by a volume", Source{Kind: KindConfigMap, Name: "c", Keys: []string{"bin"}, Binary: true, Required: true, RequiredKeys: []string{"bin"}}, c, ""},
+		{"binary key not seen by env", Source{Kind: KindConfigMap, Name: "c", Keys: []string{"bin"}, Required: true, RequiredKeys: []string{"bin"}}, c, "configmap/c lacks key bin"},
+		{"optional key absent", Source{Kind: KindConfigMap, Name: "c", Keys: []string{"x"}}, c, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.src.Unmet(tt.cm); got != tt.want {
+				t.Fatalf("Unmet() = %q, want %q", got, tt.want)
 			}
 		})
 	}

@@ -5,6 +5,7 @@ package configread
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,17 +45,45 @@ type DigestCache struct{ lru *lru.Cache }
 type cached struct {
 	uid, resourceVersion string
 	sum                  [32]byte
+	unmet                string
 }
 
 // NewDigestCache holds up to size digests.
 func NewDigestCache(size int) *DigestCache { return &DigestCache{lru: lru.New(size)} }
 
+// cacheKey names one source of one namespace with everything that decides its digest
+// and its unmet requirements (key selection, binaryData visibility, which keys are
+// required). Every field is length-prefixed, so no two sources share a key, whatever
+// their names and keys contain.
 func cacheKey(namespace string, src stamp.Source) string {
-	sel := "*"
-	if !src.AllKeys {
-		sel = strings.Join(src.Keys, "\x00")
+	var b strings.Builder
+	field := func(s string) {
+		b.WriteString(strconv.Itoa(len(s)))
+		b.WriteByte(':')
+		b.WriteString(s)
 	}
-	return namespace + "/" + src.Name + "/" + sel
+	flag := func(v bool) {
+		if v {
+			b.WriteByte('1')
+		} else {
+			b.WriteByte('0')
+		}
+	}
+	field(namespace)
+	field(src.Kind)
+	field(src.Name)
+	flag(src.AllKeys)
+	flag(src.Binary)
+	flag(src.Required)
+	field(strconv.Itoa(len(src.Keys)))
+	for _, k := range src.Keys {
+		field(k)
+	}
+	field(strconv.Itoa(len(src.RequiredKeys)))
+	for _, k := range src.RequiredKeys {
+		field(k)
+	}
+	return b.String()
 }
 
 // maxParallelReads bounds the concurrent reads of one stamp computation.
@@ -122,7 +151,7 @@ func digest(ctx context.Context, r client.Reader, cache *DigestCache, namespace 
 				return nil, nil
 			}
 			if string(meta.UID) == prev.uid && meta.ResourceVersion == prev.resourceVersion {
-				return &stamp.Digest{Kind: src.Kind, Name: src.Name, Sum: prev.sum}, nil
+				return &stamp.Digest{Kind: src.Kind, Name: src.Name, Sum: prev.sum, Unmet: prev.unmet}, nil
 			}
 		}
 	}
@@ -135,7 +164,7 @@ func digest(ctx context.Context, r client.Reader, cache *DigestCache, namespace 
 	}
 	d := stamp.SourceDigest(src, cm)
 	if cache != nil && cm != nil {
-		cache.lru.Add(key, cached{uid: string(cm.UID), resourceVersion: cm.ResourceVersion, sum: d.Sum})
+		cache.lru.Add(key, cached{uid: string(cm.UID), resourceVersion: cm.ResourceVersion, sum: d.Sum, unmet: d.Unmet})
 	}
 	return &d, nil
 }

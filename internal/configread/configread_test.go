@@ -83,3 +83,32 @@ func TestStampWithDigestCache(t *testing.T) {
 		t.Fatalf("ignored ConfigMap: %d sources, hash equals uncached %v", len(ign.Sources), ign.Hash == uncached().Hash)
 	}
 }
+
+func TestCacheKeyIsCollisionFree(t *testing.T) {
+	src := func(all bool, keys ...string) stamp.Source {
+		return stamp.Source{Kind: stamp.KindConfigMap, Name: "c", AllKeys: all, Keys: keys}
+	}
+	distinct := []struct {
+		ns  string
+		src stamp.Source
+	}{
+		{"ns", src(true)},
+		{"ns", src(false, "*")},
+		{"ns", src(false, "a\x00b")},
+		{"ns", src(false, "a", "b")},
+		{"ns", src(false, "a/b")},
+		{"ns/c", stamp.Source{Kind: stamp.KindConfigMap, Name: "", AllKeys: true}},
+		{"ns", stamp.Source{Kind: stamp.KindConfigMap, Name: "c", AllKeys: true, Binary: true}},
+		{"ns", stamp.Source{Kind: stamp.KindConfigMap, Name: "c", AllKeys: true, Required: true}},
+		{"ns", stamp.Source{Kind: stamp.KindConfigMap, Name: "c", Keys: []string{"a"}, RequiredKeys: []string{"a"}}},
+		{"ns", src(false, "a")},
+	}
+	seen := map[string]int{}
+	for i, d := range distinct {
+		k := cacheKey(d.ns, d.src)
+		if j, dup := seen[k]; dup {
+			t.Fatalf("sources %d and %d share the cache key %q", j, i, k)
+		}
+		seen[k] = i
+	}
+}

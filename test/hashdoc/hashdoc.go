@@ -14,10 +14,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Source is what a pod sees of one ConfigMap: Keys nil means all keys.
+// Source is what a pod sees of one ConfigMap: Keys nil means all keys. EnvOnly is true
+// when no volume mounts it: then binaryData is not seen.
 type Source struct {
-	Name string
-	Keys []string
+	Name    string
+	Keys    []string
+	EnvOnly bool
 }
 
 // Hash returns the config hash of srcs, reading each ConfigMap through get (nil: the
@@ -43,7 +45,9 @@ func Hash(srcs []Source, get func(name string) *corev1.ConfigMap) string {
 					keys = append(keys, k)
 				}
 				for k := range cm.BinaryData {
-					keys = append(keys, k)
+					if !s.EnvOnly {
+						keys = append(keys, k)
+					}
 				}
 			}
 			slices.Sort(keys)
@@ -54,7 +58,7 @@ func Hash(srcs []Source, get func(name string) *corev1.ConfigMap) string {
 				if v, ok := cm.Data[k]; ok {
 					str(&buf, "data")
 					str(&buf, v)
-				} else if b, ok := cm.BinaryData[k]; ok {
+				} else if b, ok := cm.BinaryData[k]; ok && !s.EnvOnly {
 					str(&buf, "binary")
 					str(&buf, string(b))
 				} else {
