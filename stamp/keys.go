@@ -22,6 +22,10 @@ const (
 	// stripped again by the webhook. It tells the webhook that the update is a nudge
 	// (so an unstamped Deployment may be adopted) rather than someone's no-op update.
 	NudgeAnnotation = "configstamp.io/nudge"
+	// ObservedAnnotation on a workload's metadata records, for a workload whose pod
+	// template carries no current stamp, the config hash its pods are judged to run and
+	// the template it was recorded for (see Observed). Writing metadata rolls nothing.
+	ObservedAnnotation = "configstamp.io/observed"
 )
 
 // IsTrue reports whether an annotation value means "true" (the contract uses "true").

@@ -14,7 +14,6 @@ import (
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -92,41 +91,121 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	if _, ok := dep.Annotations[stamp.NudgeAnnotation]; ok {
 		patches = append(patches, jsonpatch.NewOperation("remove", "/metadata/annotations/"+escape(stamp.NudgeAnnotation), nil))
 	}
-	if stamp.IsTrue(dep.Annotations[stamp.SkipAnnotation]) || !shouldStamp(req.Operation, old, dep, nudged) {
+	if stamp.IsTrue(dep.Annotations[stamp.SkipAnnotation]) {
 		return respond(patches, ""), resultSkipped
 	}
-
 	namespace := dep.Namespace
 	if namespace == "" {
 		namespace = req.Namespace
 	}
-	want, err := configread.Stamp(ctx, s.Reader, s.Cache, namespace, &dep.Spec.Template.Spec, s.readTimeout())
-	if err != nil {
-		log.Error(err, "Admitted without stamping: could not read config", "namespace", namespace, "name", dep.Name)
-		return respond(patches, "configstamp: could not read config, Deployment admitted without a new config hash: "+err.Error()), resultReadError
+	// The stamp the workload carries: an UPDATE that drops it (kubectl replace, helm
+	// upgrade --force) does not make it go away.
+	stored := &dep.Spec.Template.ObjectMeta
+	templateChanged := true
+	if old != nil {
+		stored = &old.Spec.Template.ObjectMeta
+		templateChanged = !equality.Semantic.DeepEqual(stamp.WithoutStamp(&old.Spec.Template), stamp.WithoutStamp(&dep.Spec.Template))
+	}
+	storedHash := stored.Annotations[stamp.HashAnnotation]
+	record := carriedRecord(old, dep)
+
+	if !templateChanged && !nudged {
+		// Someone else's update that leaves the pod template as it is. A workload judged
+		// by a record is the watcher's to roll (after the debounce); an unstamped one
+		// without a record is left alone: installing configstamp rolls nothing.
+		if _, ok := stamp.ObservedFor(record, &dep.Spec.Template); ok || storedHash == "" {
+			return respond(append(patches, keepRecord(old, dep)...), ""), resultSkipped
+		}
 	}
 
-	patches = append(patches, templatePatch(&dep.Spec.Template.ObjectMeta, want)...)
-	resp := respond(patches, "")
+	want, err := configread.Stamp(ctx, s.Reader, s.Cache, namespace, &dep.Spec.Template.Spec, s.readTimeout())
+	if err != nil {
+		log.Error(err, "Admitted with the stored config hash: could not read config", "namespace", namespace, "name", dep.Name, "storedHash", storedHash)
+		patches = append(patches, restoreStamp(stored, &dep.Spec.Template.ObjectMeta)...)
+		patches = append(patches, keepRecord(old, dep)...)
+		return respond(patches, "configstamp: could not read config; the Deployment keeps its stored config hash ("+short(storedHash)+
+			") and configstamp re-checks it shortly: "+err.Error()), resultReadError
+	}
+	unmet := want.Unmet()
+	if len(unmet) > 0 && !templateChanged && want.Hash != storedHash {
+		// A nudge, or someone's update that keeps the template: rolling now would start
+		// pods that cannot start. Keep what is stored; the watcher reports it.
+		log.Info("Kept the stored config hash: required config is missing", "namespace", namespace, "name", dep.Name,
+			"operation", string(req.Operation), "user", req.UserInfo.Username, "storedHash", storedHash, "missing", unmet)
+		patches = append(patches, restoreStamp(stored, &dep.Spec.Template.ObjectMeta)...)
+		patches = append(patches, keepRecord(old, dep)...)
+		return respond(patches, "configstamp: kept the stored config hash, not rolling into missing config: "+strings.Join(unmet, "; ")), resultHeld
+	}
+
+	// The template gets the stamp; a record is no longer needed once it has one.
+	patches = append(patches, templatePatch(&dep.Spec.Template.ObjectMeta, want.Hash, want.SourcesAnnotation())...)
+	if _, ok := dep.Annotations[stamp.ObservedAnnotation]; ok {
+		patches = append(patches, jsonpatch.NewOperation("remove", "/metadata/annotations/"+escape(stamp.ObservedAnnotation), nil))
+	}
+	warning := ""
+	if len(unmet) > 0 {
+		warning = "configstamp: required config is missing, the new pods cannot start until it exists: " + strings.Join(unmet, "; ")
+	}
+	resp := respond(patches, warning)
 	if want.Hash != "" {
 		resp.AuditAnnotations = map[string]string{AuditHash: want.Hash, AuditSources: want.SourcesAnnotation()}
 	}
-	oldHash := dep.Spec.Template.Annotations[stamp.HashAnnotation]
-	if old != nil {
-		oldHash = old.Spec.Template.Annotations[stamp.HashAnnotation]
-	}
-	if want.Hash == oldHash {
+	if want.Hash == storedHash {
 		return resp, resultUnchanged
 	}
 	dryRun := req.DryRun != nil && *req.DryRun
 	log.Info("Stamped config hash",
 		"namespace", namespace, "name", dep.Name, "operation", string(req.Operation),
-		"user", req.UserInfo.Username, "oldHash", oldHash, "newHash", want.Hash,
+		"user", req.UserInfo.Username, "oldHash", storedHash, "newHash", want.Hash,
 		"sources", want.SourcesAnnotation(), "dryRun", dryRun)
 	if !dryRun {
 		stampsChanged.Inc()
 	}
 	return resp, resultStamped
+}
+
+// carriedRecord returns the annotations holding the workload's record: the incoming
+// object's, or the stored object's when the update dropped the record.
+func carriedRecord(old, dep *appsv1.Deployment) map[string]string {
+	if _, ok := dep.Annotations[stamp.ObservedAnnotation]; ok || old == nil {
+		return dep.Annotations
+	}
+	return old.Annotations
+}
+
+// keepRecord puts the stored record back when an update dropped it.
+func keepRecord(old, dep *appsv1.Deployment) []jsonpatch.JsonPatchOperation {
+	if old == nil {
+		return nil
+	}
+	v, had := old.Annotations[stamp.ObservedAnnotation]
+	if _, has := dep.Annotations[stamp.ObservedAnnotation]; !had || has {
+		return nil
+	}
+	if dep.Annotations == nil {
+		return []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add", "/metadata/annotations", map[string]string{stamp.ObservedAnnotation: v})}
+	}
+	return []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add", "/metadata/annotations/"+escape(stamp.ObservedAnnotation), v)}
+}
+
+// restoreStamp puts the stored stamp back into an incoming template that dropped or
+// changed it: nothing when they agree or nothing was stored.
+func restoreStamp(stored, incoming *metav1.ObjectMeta) []jsonpatch.JsonPatchOperation {
+	hash := stored.Annotations[stamp.HashAnnotation]
+	if hash == "" {
+		return nil
+	}
+	return templatePatch(incoming, hash, stored.Annotations[stamp.SourcesAnnotation])
+}
+
+func short(h string) string {
+	if h == "" {
+		return "none"
+	}
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
 }
 
 func (s *Stamper) readTimeout() time.Duration {
@@ -147,36 +226,12 @@ func decode(raw []byte) (*appsv1.Deployment, error) {
 	return &d, nil
 }
 
-// shouldStamp implements lazy adoption: a CREATE is always stamped (it rolls out anyway);
-// an UPDATE is stamped when the Deployment already carries a stamp, when the watcher
-// nudged it, or when its pod template changes anyway. Someone else's no-op update of an
-// unstamped Deployment is left alone, so installing configstamp rolls nothing.
-func shouldStamp(op admissionv1.Operation, old, dep *appsv1.Deployment, nudged bool) bool {
-	if op == admissionv1.Create || nudged {
-		return true
-	}
-	if old.Spec.Template.Annotations[stamp.HashAnnotation] != "" || dep.Spec.Template.Annotations[stamp.HashAnnotation] != "" {
-		return true
-	}
-	return !equality.Semantic.DeepEqual(withoutStamp(&old.Spec.Template), withoutStamp(&dep.Spec.Template))
-}
-
-func withoutStamp(t *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
-	c := t.DeepCopy()
-	delete(c.Annotations, stamp.HashAnnotation)
-	delete(c.Annotations, stamp.SourcesAnnotation)
-	if len(c.Annotations) == 0 {
-		c.Annotations = nil
-	}
-	return c
-}
-
 // templatePatch returns the smallest JSON patch that makes the template's annotations
-// carry want: nothing when they already do.
-func templatePatch(meta *metav1.ObjectMeta, want stamp.Stamp) []jsonpatch.JsonPatchOperation {
+// carry hash and sources (none when hash is empty): nothing when they already do.
+func templatePatch(meta *metav1.ObjectMeta, hash, sources string) []jsonpatch.JsonPatchOperation {
 	const base = "/spec/template/metadata"
 	cur := meta.Annotations
-	if want.Hash == "" {
+	if hash == "" {
 		var ops []jsonpatch.JsonPatchOperation
 		for _, k := range []string{stamp.HashAnnotation, stamp.SourcesAnnotation} {
 			if _, ok := cur[k]; ok {
@@ -185,7 +240,7 @@ func templatePatch(meta *metav1.ObjectMeta, want stamp.Stamp) []jsonpatch.JsonPa
 		}
 		return ops
 	}
-	wanted := map[string]string{stamp.HashAnnotation: want.Hash, stamp.SourcesAnnotation: want.SourcesAnnotation()}
+	wanted := map[string]string{stamp.HashAnnotation: hash, stamp.SourcesAnnotation: sources}
 	switch {
 	case equality.Semantic.DeepEqual(*meta, metav1.ObjectMeta{}):
 		// The template has no metadata worth keeping (and the member may be absent).

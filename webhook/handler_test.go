@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -114,6 +115,13 @@ func TestHandlePatches(t *testing.T) {
 		{"no config any more: stamp removed", admissionv1.Update, dep(stamped(cur), "img"), dep(stamped(cur), "img", "cfg"),
 			[]string{"remove /spec/template/metadata/annotations/configstamp.io~1config-hash", "remove /spec/template/metadata/annotations/configstamp.io~1sources"}},
 		{"no config at all: nothing", admissionv1.Create, dep(nil, "img"), nil, nil},
+		{"replace dropped the stamp: recomputed", admissionv1.Update, dep(nil, "img", "cfg"), dep(stamped(cur), "img", "cfg"),
+			[]string{"add /spec/template/metadata/annotations"}},
+		{"valid record: someone's update passes through", admissionv1.Update, withRecord(dep(stamped(old), "img", "cfg"), "img"), withRecord(dep(stamped(old), "img", "cfg"), "img"), nil},
+		{"record dropped by an update: carried forward", admissionv1.Update, dep(nil, "img", "cfg"), withRecord(dep(nil, "img", "cfg"), "img"),
+			[]string{"add /metadata/annotations"}},
+		{"stamping removes the record", admissionv1.Update, withRecord(dep(nil, "img:2", "cfg"), "img"), withRecord(dep(nil, "img", "cfg"), "img"),
+			[]string{"add /spec/template/metadata/annotations", "remove /metadata/annotations/configstamp.io~1observed"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -134,6 +142,52 @@ func TestHandlePatches(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// withRecord gives d a record (of an arbitrary hash) made for d's template with image.
+func withRecord(d *appsv1.Deployment, image string) *appsv1.Deployment {
+	t := d.Spec.Template.DeepCopy()
+	t.Spec.Containers[0].Image = image
+	rec := stamp.Observed{Hash: strings.Repeat("0", 64), Template: stamp.TemplateFingerprint(t)}
+	d.Annotations = map[string]string{stamp.ObservedAnnotation: rec.String()}
+	return d
+}
+
+func TestHandleReadErrorKeepsTheStoredStamp(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	reader := fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+			return errors.New("etcdserver: request timed out")
+		},
+	}).Build()
+	cur := expected(t, "1")
+	// kubectl replace with a manifest that has no stamp, while reads fail.
+	resp := (&Stamper{Reader: reader}).Handle(context.Background(), request(t, admissionv1.Update, dep(nil, "img:2", "cfg"), dep(stamped(cur), "img", "cfg")))
+	if !resp.Allowed || len(resp.Patches) != 1 || len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "keeps its stored config hash") {
+		t.Fatalf("want allowed with the stored stamp and a warning; got %+v", resp)
+	}
+	if m := resp.Patches[0].Value.(map[string]string); m[stamp.HashAnnotation] != cur.Hash || m[stamp.SourcesAnnotation] != cur.SourcesAnnotation() {
+		t.Fatalf("restored %v, want %s", m, cur.Hash)
+	}
+}
+
+func TestHandleHoldsWhenRequiredConfigGoesMissing(t *testing.T) {
+	cur := expected(t, "1")
+	nudge := dep(stamped(cur), "img", "cfg")
+	nudge.Annotations = map[string]string{stamp.NudgeAnnotation: "true"}
+	resp := stamper(t).Handle(context.Background(), request(t, admissionv1.Update, nudge, dep(stamped(cur), "img", "cfg")))
+	if !resp.Allowed || len(resp.Patches) != 1 || resp.Patches[0].Path != "/metadata/annotations/configstamp.io~1nudge" {
+		t.Fatalf("a nudge into missing config changed more than the marker: %+v", resp.Patches)
+	}
+	if len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "configmap/cfg is missing") {
+		t.Fatalf("warnings %q", resp.Warnings)
+	}
+	// The user's own template change is stamped anyway, with a warning.
+	resp = stamper(t).Handle(context.Background(), request(t, admissionv1.Update, dep(stamped(cur), "img:2", "cfg"), dep(stamped(cur), "img", "cfg")))
+	if len(resp.Patches) != 2 || len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "cannot start") {
+		t.Fatalf("template change with missing config: %+v", resp)
 	}
 }
 

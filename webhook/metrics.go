@@ -12,6 +12,7 @@ const (
 	resultStamped   = "stamped"   // the stamp was written or changed
 	resultUnchanged = "unchanged" // stamp computed, already current
 	resultSkipped   = "skipped"   // not stamped: opted out, lazy adoption, other kind or operation
+	resultHeld      = "held"      // stored stamp kept: the new one would make required config missing
 	resultReadError = "read_error"
 	resultRejected  = "rejected" // malformed request
 )
@@ -19,7 +20,7 @@ const (
 var (
 	admissionRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configstamp_admission_requests_total",
-		Help: "Deployment admission requests handled, by result (stamped, unchanged, skipped, read_error, rejected).",
+		Help: "Deployment admission requests handled, by result (stamped, unchanged, skipped, held, read_error, rejected).",
 	}, []string{"result"})
 	admissionDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "configstamp_admission_duration_seconds",

@@ -1,0 +1,68 @@
+package stamp
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Observed is the evidence configstamp keeps, in a workload's metadata, of the config its
+// pods run when the pod template does not say (a workload that predates configstamp, or
+// one whose template changed while the webhook was bypassed): the config hash, and a
+// fingerprint of the template it was recorded for. It is valid only while the template
+// is the one it was recorded for: a new template means new pods.
+type Observed struct {
+	Hash     string
+	Template string
+}
+
+// String renders the annotation value, "<config hash> template=<fingerprint>".
+func (o Observed) String() string { return o.Hash + " template=" + o.Template }
+
+// ParseObserved reads an ObservedAnnotation value; ok is false when it is malformed.
+func ParseObserved(v string) (o Observed, ok bool) {
+	hash, rest, found := strings.Cut(v, " template=")
+	if !found || len(hash) != 2*sha256.Size || rest == "" {
+		return Observed{}, false
+	}
+	return Observed{Hash: hash, Template: rest}, true
+}
+
+// ObservedFor returns the record in annotations that is valid for template, if any.
+func ObservedFor(annotations map[string]string, template *corev1.PodTemplateSpec) (Observed, bool) {
+	o, ok := ParseObserved(annotations[ObservedAnnotation])
+	if !ok || o.Template != TemplateFingerprint(template) {
+		return Observed{}, false
+	}
+	return o, true
+}
+
+// fingerprintChars is how many hex characters of the template digest a record keeps.
+const fingerprintChars = 16
+
+// TemplateFingerprint identifies a pod template apart from configstamp's own stamp: two
+// templates that differ only in the stamp run the same pods' spec. It hashes the JSON
+// encoding of the typed template (map keys sorted), so the webhook and the watcher agree.
+func TemplateFingerprint(t *corev1.PodTemplateSpec) string {
+	c := WithoutStamp(t)
+	b, err := json.Marshal(c)
+	if err != nil { // a typed PodTemplateSpec always encodes
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])[:fingerprintChars]
+}
+
+// WithoutStamp returns a copy of t without configstamp's annotations.
+func WithoutStamp(t *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
+	c := t.DeepCopy()
+	delete(c.Annotations, HashAnnotation)
+	delete(c.Annotations, SourcesAnnotation)
+	if len(c.Annotations) == 0 {
+		c.Annotations = nil
+	}
+	return c
+}

@@ -1,0 +1,37 @@
+package stamp
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+func TestObservedRoundTripAndValidity(t *testing.T) {
+	tmpl := &corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "a:1"}}}}
+	o := Observed{Hash: strings.Repeat("ab", 32), Template: TemplateFingerprint(tmpl)}
+	got, ok := ParseObserved(o.String())
+	if !ok || got != o {
+		t.Fatalf("ParseObserved(%q) = %+v, %v", o.String(), got, ok)
+	}
+	ann := map[string]string{ObservedAnnotation: o.String()}
+	if _, ok := ObservedFor(ann, tmpl); !ok {
+		t.Fatal("record not valid for its own template")
+	}
+	// A stamp in the template does not change the fingerprint; any other change does.
+	stampedTmpl := tmpl.DeepCopy()
+	stampedTmpl.Annotations = map[string]string{HashAnnotation: "x", SourcesAnnotation: "y"}
+	if _, ok := ObservedFor(ann, stampedTmpl); !ok {
+		t.Fatal("the stamp changed the template fingerprint")
+	}
+	newImage := tmpl.DeepCopy()
+	newImage.Spec.Containers[0].Image = "a:2"
+	if _, ok := ObservedFor(ann, newImage); ok {
+		t.Fatal("record valid for another template")
+	}
+	for _, bad := range []string{"", "abc template=x", strings.Repeat("ab", 32), strings.Repeat("ab", 32) + " template="} {
+		if _, ok := ParseObserved(bad); ok {
+			t.Fatalf("ParseObserved(%q) accepted", bad)
+		}
+	}
+}
