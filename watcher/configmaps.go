@@ -14,32 +14,31 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/configstamp/configstamp/internal/scope"
 	"github.com/configstamp/configstamp/stamp"
 )
 
 // configMapReconciler turns ConfigMap events (metadata only: it never holds content) into
 // checks of the Deployments that consume them, once the ConfigMap has been quiet.
+// dependents feeds the Deployment controller; triggers tells it which of them saw a real
+// change.
 type configMapReconciler struct {
-	client   client.Reader // the manager's cache
-	debounce *debouncer[types.NamespacedName]
-	quiet    time.Duration
-	// dependents feeds the Deployment controller; adopt marks which of them may get a
-	// first stamp because their config really changed.
+	client     client.Reader // the manager's cache
+	debounce   *debouncer[types.NamespacedName]
+	quiet      time.Duration
 	dependents chan<- event.GenericEvent
-	adopt      *keySet
-	// recentSince is when configstamp started, less a margin for clock skew.
-	recentSince time.Time
-	// namespaceLabel opts a namespace in (value "enabled").
-	namespaceLabel string
+	triggers   *triggers
+	// replay decides which ConfigMaps of the initial list count as recent writes.
+	replay *replayWindow
+	scope  *scope.Scope
 }
 
 // events maps ConfigMap watch events into the debounced queue. The initial list on start
 // is skipped: replaying every ConfigMap as new would send a check to every dependent;
-// stamped Deployments are re-checked by the Deployment controller instead. Only a
-// ConfigMap written since configstamp started counts as changed even from the initial
-// list: a Deployment created while configstamp was starting may have missed that write
-// (the webhook stamped it before, the watch began after). A resync (same
-// resourceVersion) is no change.
+// every Deployment is checked from its own initial list instead. Only a ConfigMap
+// written since this replica became leader (less a margin) is replayed from the initial
+// list: a Deployment created meanwhile may have missed that write (the webhook stamped
+// it before, the watch began after). A resync (same resourceVersion) is no change.
 func (r *configMapReconciler) events() handler.Funcs {
 	enqueue := func(obj client.Object, changed bool, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		key := client.ObjectKeyFromObject(obj)
@@ -47,12 +46,12 @@ func (r *configMapReconciler) events() handler.Funcs {
 		q.AddAfter(reconcile.Request{NamespacedName: key}, r.quiet)
 	}
 	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if ignored(e.Object) || (e.IsInInitialList && lastWrite(e.Object).Before(r.recentSince)) {
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if ignored(e.Object) || (e.IsInInitialList && !r.replay.recent(ctx, e.Object)) {
 				return
 			}
-			// A replayed write may have been missed, but it does not adopt
-			// unstamped Deployments: installing configstamp rolls nothing.
+			// A replayed write is judged by evidence (times), not taken as a change
+			// seen live: installing configstamp rolls nothing.
 			enqueue(e.Object, !e.IsInInitialList, q)
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -75,14 +74,22 @@ func ignored(obj client.Object) bool {
 }
 
 // Reconcile waits for the ConfigMap to be quiet, then hands every Deployment that
-// consumes it (found through the field index, not a LIST) to the Deployment controller;
-// after a real change (not a replay from the initial list) unstamped ones may be adopted.
+// consumes it (found through the field index, not a LIST) to the Deployment controller,
+// telling it whether the change was seen live. On an error the change stays pending.
 func (r *configMapReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	over, changed, wait := r.debounce.ready(req.NamespacedName)
 	if !over {
 		return reconcile.Result{RequeueAfter: wait}, nil // zero: nothing pending
 	}
-	if ok, err := optedIn(ctx, r.client, req.Namespace, r.namespaceLabel); err != nil || !ok {
+	res, err := r.fanOut(ctx, req, changed)
+	if err != nil {
+		r.debounce.restore(req.NamespacedName, changed)
+	}
+	return res, err
+}
+
+func (r *configMapReconciler) fanOut(ctx context.Context, req reconcile.Request, changed bool) (reconcile.Result, error) {
+	if ok, err := inScope(ctx, r.client, r.scope, req.Namespace); err != nil || !ok {
 		return reconcile.Result{}, err
 	}
 	var deps appsv1.DeploymentList
@@ -93,9 +100,7 @@ func (r *configMapReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 	logf.FromContext(ctx).V(1).Info("ConfigMap quiet; checking its dependents", "dependents", len(deps.Items))
 	for i := range deps.Items {
 		key := client.ObjectKeyFromObject(&deps.Items[i])
-		if changed {
-			r.adopt.add(key)
-		}
+		r.triggers.add(key, trigger{changed: changed})
 		ref := &appsv1.Deployment{}
 		ref.Namespace, ref.Name = key.Namespace, key.Name
 		select {
@@ -105,16 +110,4 @@ func (r *configMapReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 		}
 	}
 	return reconcile.Result{}, nil
-}
-
-// lastWrite is when the object was last written, from its managed fields (metadata the
-// watch carries), or its creation time.
-func lastWrite(obj client.Object) time.Time {
-	t := obj.GetCreationTimestamp().Time
-	for _, mf := range obj.GetManagedFields() {
-		if mf.Time != nil && mf.Time.After(t) {
-			t = mf.Time.Time
-		}
-	}
-	return t
 }

@@ -69,6 +69,21 @@ func (d *debouncer[K]) ready(key K) (over, changed bool, wait time.Duration) {
 	return true, w.changed, 0
 }
 
+// restore puts back a burst that ready ended but whose work failed: it is due at once,
+// and remembers whether it held a real change; events since are kept.
+func (d *debouncer[K]) restore(key K, changed bool) {
+	now := d.now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	w, ok := d.burst[key]
+	if !ok {
+		w = window{first: now.Add(-d.max), last: now.Add(-d.quiet)}
+	}
+	w.changed = w.changed || changed
+	d.burst[key] = w
+	debouncePending.Set(float64(len(d.burst)))
+}
+
 // len returns the number of keys waiting for quiet.
 func (d *debouncer[K]) len() int {
 	d.mu.Lock()

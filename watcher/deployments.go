@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -19,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/configstamp/configstamp/internal/configread"
+	"github.com/configstamp/configstamp/internal/scope"
 	"github.com/configstamp/configstamp/stamp"
 )
 
@@ -26,6 +29,7 @@ import (
 const (
 	ReasonConfigChanged = "ConfigChanged"
 	ReasonStampBypassed = "StampBypassed"
+	ReasonConfigMissing = "ConfigMissing"
 )
 
 // nudgePatch is the watcher's "empty" update: it only sets the nudge marker, which the
@@ -35,116 +39,292 @@ const (
 var nudgePatch = client.RawPatch(types.MergePatchType,
 	[]byte(`{"metadata":{"annotations":{"`+stamp.NudgeAnnotation+`":"true"}}}`))
 
-// deploymentReconciler checks one Deployment's stamp against its config and, when they
-// differ, nudges it through the webhook, then verifies the result.
+// maxBypassRetries is how many times a stamp that bypassed the webhook is retried
+// (with backoff) before it is reported and left alone until the next event.
+const maxBypassRetries = 5
+
+// deploymentReconciler checks one Deployment's config against the evidence of the config
+// its pods run (its stamp, or its record) and, when they differ, either rolls it through
+// the webhook (a nudge) or, when its pods already run the current config, records that.
 type deploymentReconciler struct {
 	client      client.Client // cached reads, direct writes
 	live        client.Reader // live ConfigMap reads
 	recorder    recorder.EventRecorder
 	readTimeout time.Duration
-	adopt       *keySet
-	// namespaceLabel opts a namespace in (value "enabled").
-	namespaceLabel string
-	cache          *configread.DigestCache
+	scope       *scope.Scope
+	cache       *configread.DigestCache
+	evidence    *evidence
+	triggers    *triggers
+	// rollStale rolls unstamped workloads that predate configstamp when their config was
+	// written after their pods started; off by default: installing rolls nothing.
+	rollStale bool
+	// minInterval is the least time between two rollouts of one workload by configstamp.
+	minInterval time.Duration
+
+	mu       sync.Mutex
+	lastRoll map[types.NamespacedName]time.Time
+	bypasses map[types.NamespacedName]int
 }
 
-// events re-checks stamped Deployments from the initial list (config may have changed
-// while configstamp was down) and checks new unstamped ones after the debounce (a CREATE
-// that bypassed the webhook gets its stamp). Updates need no check: they go through the
-// webhook, and ConfigMap changes arrive through the ConfigMap controller.
+// events checks every Deployment in the initial list (a change while configstamp was
+// down; a workload seen for the first time gets its record), every new one after the
+// debounce (created while the webhook was unreachable, or racing a ConfigMap write), and
+// every update that changed the pod template or dropped the stamp (it may have bypassed
+// the webhook). Updates that only move the stamp are the webhook's own work.
 func (r *deploymentReconciler) events(quiet time.Duration) handler.Funcs {
+	consumes := func(dep *appsv1.Deployment) bool { return len(stamp.References(&dep.Spec.Template.Spec)) > 0 }
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			dep, ok := e.Object.(*appsv1.Deployment)
-			if !ok {
+			if !ok || !consumes(dep) {
 				return
 			}
-			req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(dep)}
-			stamped := dep.Spec.Template.Annotations[stamp.HashAnnotation] != ""
-			switch {
-			case e.IsInInitialList && stamped:
-				// Its config may have changed while configstamp was down.
-				q.Add(req)
-			case !e.IsInInitialList && !stamped && len(stamp.References(&dep.Spec.Template.Spec)) > 0:
-				// Created while the webhook was unreachable. A stamped new Deployment
-				// needs no check: ConfigMap events cover later changes, debounced.
-				r.adopt.add(req.NamespacedName)
-				q.AddAfter(req, quiet)
+			key := client.ObjectKeyFromObject(dep)
+			r.triggers.add(key, trigger{})
+			if e.IsInInitialList {
+				q.Add(reconcile.Request{NamespacedName: key})
+				return
 			}
+			q.AddAfter(reconcile.Request{NamespacedName: key}, quiet)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			old, ok1 := e.ObjectOld.(*appsv1.Deployment)
+			dep, ok2 := e.ObjectNew.(*appsv1.Deployment)
+			if !ok1 || !ok2 || !consumes(dep) {
+				return
+			}
+			dropped := old.Spec.Template.Annotations[stamp.HashAnnotation] != "" && dep.Spec.Template.Annotations[stamp.HashAnnotation] == ""
+			if !dropped && equality.Semantic.DeepEqual(stamp.WithoutStamp(&old.Spec.Template), stamp.WithoutStamp(&dep.Spec.Template)) {
+				return
+			}
+			key := client.ObjectKeyFromObject(dep)
+			r.triggers.add(key, trigger{})
+			q.AddAfter(reconcile.Request{NamespacedName: key}, quiet)
 		},
 	}
 }
 
-// Reconcile compares the stored stamp with the one the current config gives and nudges
-// the Deployment when they differ. An unstamped Deployment is only adopted when its
-// config really changed (lazy adoption: installing configstamp rolls nothing).
+// Reconcile checks the Deployment; the trigger that queued it is kept for a retry.
 func (r *deploymentReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	adopt := r.adopt.take(req.NamespacedName)
-	err := r.check(ctx, req, adopt)
-	if err != nil && adopt {
-		r.adopt.add(req.NamespacedName) // keep the intent for the retry
+	tr, fresh := r.triggers.take(req.NamespacedName)
+	if fresh {
+		r.resetBypasses(req.NamespacedName)
 	}
-	return reconcile.Result{}, err
+	res, err := r.check(ctx, req.NamespacedName, tr)
+	if err != nil || res.RequeueAfter > 0 {
+		r.triggers.add(req.NamespacedName, tr)
+	}
+	return res, err
 }
 
-func (r *deploymentReconciler) check(ctx context.Context, req reconcile.Request, adopt bool) error {
+func (r *deploymentReconciler) check(ctx context.Context, key types.NamespacedName, tr trigger) (reconcile.Result, error) {
 	log := logf.FromContext(ctx)
 	var dep appsv1.Deployment
-	if err := r.client.Get(ctx, req.NamespacedName, &dep); err != nil {
-		return client.IgnoreNotFound(err)
+	if err := r.client.Get(ctx, key, &dep); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(key)
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if !dep.DeletionTimestamp.IsZero() || stamp.IsTrue(dep.Annotations[stamp.SkipAnnotation]) {
-		return nil
+		return reconcile.Result{}, nil
 	}
-	if ok, err := optedIn(ctx, r.client, dep.Namespace, r.namespaceLabel); err != nil || !ok {
-		return err
+	if ok, err := inScope(ctx, r.client, r.scope, dep.Namespace); err != nil || !ok {
+		return reconcile.Result{}, err
 	}
-	stored := dep.Spec.Template.Annotations[stamp.HashAnnotation]
-	if stored == "" && !adopt {
-		return nil
+	refs := stamp.References(&dep.Spec.Template.Spec)
+	if len(refs) == 0 {
+		return reconcile.Result{}, nil
 	}
 	want, err := r.expected(ctx, &dep)
 	if err != nil {
 		checks.WithLabelValues("error").Inc()
-		return err
-	}
-	if want.Hash == stored && want.SourcesAnnotation() == dep.Spec.Template.Annotations[stamp.SourcesAnnotation] {
-		log.V(1).Info("Stamp up to date", "hash", stored)
-		checks.WithLabelValues("current").Inc()
-		return nil
+		return reconcile.Result{}, err
 	}
 
-	before := dep.Spec.Template.Annotations[stamp.SourcesAnnotation]
-	if err := r.client.Patch(ctx, &dep, nudgePatch); err != nil {
+	// The basis: what the pods are judged to run. A record made for this very template
+	// wins over the template's stamp (it was made because that stamp was stale).
+	stored := dep.Spec.Template.Annotations[stamp.HashAnnotation]
+	storedSources := dep.Spec.Template.Annotations[stamp.SourcesAnnotation]
+	basis, fromRecord := stored, false
+	if rec, ok := stamp.ObservedFor(dep.Annotations, &dep.Spec.Template); ok {
+		basis, fromRecord = rec.Hash, true
+	}
+	if basis == want.Hash && (fromRecord || want.SourcesAnnotation() == storedSources) {
+		log.V(1).Info("Config current", "hash", basis, "fromRecord", fromRecord)
+		checks.WithLabelValues("current").Inc()
+		r.resetBypasses(key)
+		return reconcile.Result{}, nil
+	}
+	if unmet := want.Unmet(); len(unmet) > 0 {
+		// Rolling now would start pods that cannot start: wait for the config to return
+		// (unchanged: nothing rolls; changed: one rollout).
+		checks.WithLabelValues("held").Inc()
+		r.recorder.Eventf(&dep, nil, corev1.EventTypeWarning, ReasonConfigMissing, "Hold",
+			"Not rolling: %s; new pods could not start. Waiting for it to return", strings.Join(unmet, "; "))
+		log.Info("Held a rollout: required config is missing", "missing", unmet, "basis", basis)
+		return reconcile.Result{}, nil
+	}
+
+	roll, err := r.shouldRoll(ctx, &dep, refs, basis, tr)
+	if err != nil {
+		checks.WithLabelValues("error").Inc()
+		return reconcile.Result{}, err
+	}
+	if !roll {
+		return reconcile.Result{}, r.record(ctx, &dep, want)
+	}
+	if wait := r.untilNextRoll(key); wait > 0 {
+		log.V(1).Info("Rollout deferred: minimum interval between rollouts", "wait", wait.String())
+		checks.WithLabelValues("deferred").Inc()
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
+	return reconcile.Result{}, r.nudge(ctx, &dep, want, basis, storedSources)
+}
+
+// shouldRoll decides, for a workload whose basis differs from its config, whether its
+// pods run older config (roll) or already run it (record). A change seen live always
+// rolls. Otherwise the times decide: config written at or after its current pods began
+// to be created. An unstamped workload that predates configstamp is only recorded,
+// unless rollStale.
+func (r *deploymentReconciler) shouldRoll(ctx context.Context, dep *appsv1.Deployment, refs []stamp.Source, basis string, tr trigger) (bool, error) {
+	if tr.changed {
+		return true, nil
+	}
+	if basis == "" && !r.rollStale {
+		bypassed, err := r.evidence.bypassed(ctx, dep)
+		if err != nil || !bypassed {
+			return false, err
+		}
+	}
+	since, ok, err := r.evidence.podsSince(ctx, dep)
+	if err != nil || !ok {
+		return false, err
+	}
+	return r.evidence.configNewer(ctx, dep.Namespace, refs, since, basis != "")
+}
+
+// record writes the config the pods run into the Deployment's metadata (no rollout),
+// conditional on the resourceVersion the decision was made on.
+func (r *deploymentReconciler) record(ctx context.Context, dep *appsv1.Deployment, want stamp.Stamp) error {
+	rec := stamp.Observed{Hash: want.Hash, Template: stamp.TemplateFingerprint(&dep.Spec.Template)}
+	patch := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"annotations":{%q:%q}}}`, dep.ResourceVersion, stamp.ObservedAnnotation, rec.String())
+	if err := r.client.Patch(ctx, dep, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		checks.WithLabelValues("error").Inc()
-		return fmt.Errorf("nudge deployment %s: %w", req, err)
+		return fmt.Errorf("record observed config of deployment %s/%s: %w", dep.Namespace, dep.Name, err)
+	}
+	checks.WithLabelValues("recorded").Inc()
+	logf.FromContext(ctx).Info("Recorded the config the pods run", "hash", want.Hash, "stamp", dep.Spec.Template.Annotations[stamp.HashAnnotation])
+	return nil
+}
+
+// nudge rolls the Deployment through the webhook and verifies the stamp it got.
+func (r *deploymentReconciler) nudge(ctx context.Context, dep *appsv1.Deployment, want stamp.Stamp, basis, before string) error {
+	log := logf.FromContext(ctx)
+	key := client.ObjectKeyFromObject(dep)
+	if err := r.client.Patch(ctx, dep, nudgePatch); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		checks.WithLabelValues("error").Inc()
+		return fmt.Errorf("nudge deployment %s: %w", key, err)
 	}
 	nudges.Inc()
 	got := dep.Spec.Template.Annotations[stamp.HashAnnotation]
 	if got != want.Hash {
 		// The config may have moved on since we read it: compare with a fresh read
 		// before calling it a bypass.
-		if again, err := r.expected(ctx, &dep); err == nil && again.Hash == got {
+		if again, err := r.expected(ctx, dep); err == nil && (again.Hash == got || len(again.Unmet()) > 0) {
 			checks.WithLabelValues("nudged").Inc()
 			return nil
 		}
-		bypasses.Inc()
-		checks.WithLabelValues("bypassed").Inc()
-		r.recorder.Eventf(&dep, nil, corev1.EventTypeWarning, ReasonStampBypassed, "Verify",
-			"Stored config hash %q differs from the expected %q after a nudge: the configstamp webhook was not called (failurePolicy Ignore); retrying",
-			short(got), short(want.Hash))
-		log.Info("Detected a stamp that bypassed the webhook; retrying", "storedHash", got, "expectedHash", want.Hash)
-		return fmt.Errorf("deployment %s: stamp %q, want %q: webhook bypassed", req, short(got), short(want.Hash))
+		return r.bypassed(ctx, dep, got, want.Hash)
 	}
+	r.resetBypasses(key)
+	r.rolled(key)
 	checks.WithLabelValues("nudged").Inc()
 	changed := changedSources(before, dep.Spec.Template.Annotations[stamp.SourcesAnnotation])
-	r.recorder.Eventf(&dep, nil, corev1.EventTypeNormal, ReasonConfigChanged, "Nudge",
-		"Config changed (%s): config hash %s -> %s", strings.Join(changed, ", "), short(stored), short(got))
-	log.Info("Nudged Deployment after a config change", "oldHash", stored, "newHash", got, "changed", changed)
+	r.recorder.Eventf(dep, nil, corev1.EventTypeNormal, ReasonConfigChanged, "Nudge",
+		"Config changed (%s): config hash %s -> %s", strings.Join(changed, ", "), short(basis), short(got))
+	log.Info("Nudged Deployment after a config change", "oldHash", basis, "newHash", got, "changed", changed)
 	return nil
+}
+
+// bypassed reports a nudge the webhook did not stamp, and retries it a bounded number of
+// times; then it is left alone until the next event.
+func (r *deploymentReconciler) bypassed(ctx context.Context, dep *appsv1.Deployment, got, want string) error {
+	key := client.ObjectKeyFromObject(dep)
+	r.mu.Lock()
+	if r.bypasses == nil {
+		r.bypasses = map[types.NamespacedName]int{}
+	}
+	r.bypasses[key]++
+	n := r.bypasses[key]
+	r.mu.Unlock()
+	bypasses.Inc()
+	if n > maxBypassRetries {
+		checks.WithLabelValues("bypass_abandoned").Inc()
+		r.recorder.Eventf(dep, nil, corev1.EventTypeWarning, ReasonStampBypassed, "Verify",
+			"Stored config hash %q still differs from the expected %q after %d nudges: the configstamp webhook is not called for this Deployment; left alone until its next change",
+			short(got), short(want), n)
+		logf.FromContext(ctx).Info("Stopped retrying a stamp that bypassed the webhook", "storedHash", got, "expectedHash", want, "attempts", n)
+		r.resetBypasses(key)
+		return nil
+	}
+	checks.WithLabelValues("bypassed").Inc()
+	r.recorder.Eventf(dep, nil, corev1.EventTypeWarning, ReasonStampBypassed, "Verify",
+		"Stored config hash %q differs from the expected %q after a nudge: the configstamp webhook was not called (failurePolicy Ignore); retrying",
+		short(got), short(want))
+	logf.FromContext(ctx).Info("Detected a stamp that bypassed the webhook; retrying", "storedHash", got, "expectedHash", want, "attempt", n)
+	return fmt.Errorf("deployment %s: stamp %q, want %q: webhook bypassed", key, short(got), short(want))
+}
+
+func (r *deploymentReconciler) resetBypasses(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.bypasses, key)
+}
+
+// untilNextRoll is how long until the workload may be rolled again (zero: now).
+func (r *deploymentReconciler) untilNextRoll(key types.NamespacedName) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	last, ok := r.lastRoll[key]
+	if !ok || r.minInterval <= 0 {
+		return 0
+	}
+	return max(0, r.minInterval-time.Since(last))
+}
+
+// rolled remembers a rollout; entries older than the interval are dropped as it goes.
+func (r *deploymentReconciler) rolled(key types.NamespacedName) {
+	if r.minInterval <= 0 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lastRoll == nil {
+		r.lastRoll = map[types.NamespacedName]time.Time{}
+	}
+	now := time.Now()
+	if len(r.lastRoll) > 256 {
+		for k, t := range r.lastRoll {
+			if now.Sub(t) >= r.minInterval {
+				delete(r.lastRoll, k)
+			}
+		}
+	}
+	r.lastRoll[key] = now
+}
+
+func (r *deploymentReconciler) forget(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.lastRoll, key)
+	delete(r.bypasses, key)
 }
 
 func (r *deploymentReconciler) expected(ctx context.Context, dep *appsv1.Deployment) (stamp.Stamp, error) {

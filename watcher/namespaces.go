@@ -3,38 +3,80 @@ package watcher
 import (
 	"context"
 	"fmt"
-	"sync"
+	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/internal/scope"
 )
 
-// optedIn reports whether namespace carries the opt-in label (label=enabled). It reads
-// Namespace metadata from the manager's cache.
-func optedIn(ctx context.Context, c client.Reader, namespace, label string) (bool, error) {
+// namespaceMeta reads a Namespace's metadata from the manager's cache; nil when it does
+// not exist.
+func namespaceMeta(ctx context.Context, c client.Reader, name string) (*metav1.PartialObjectMetadata, error) {
 	ns := &metav1.PartialObjectMetadata{}
 	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
-	if err := c.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
 		if apierrors.IsNotFound(err) {
-			return false, nil
+			return nil, nil
 		}
-		return false, fmt.Errorf("get namespace %s: %w", namespace, err)
+		return nil, fmt.Errorf("get namespace %s: %w", name, err)
 	}
-	return ns.Labels[label] == stamp.InjectValue, nil
+	return ns, nil
 }
 
-// keySet is a concurrent set of object keys.
-type keySet struct{ m sync.Map }
+// inScope reports whether the registration sends admissions for namespace: the watcher
+// acts nowhere else (a nudge there could never be stamped).
+func inScope(ctx context.Context, c client.Reader, sc *scope.Scope, namespace string) (bool, error) {
+	ns, err := namespaceMeta(ctx, c, namespace)
+	if err != nil || ns == nil {
+		return false, err
+	}
+	return sc.Includes(ns.Name, ns.Labels), nil
+}
 
-func (s *keySet) add(k types.NamespacedName) { s.m.Store(k, struct{}{}) }
+// namespaceEvents checks every Deployment of a namespace that comes into scope (the
+// opt-in label added), so each gets its record at once: the first config change after
+// that is then judged precisely. The initial list is covered by the Deployments' own.
+func namespaceEvents(sc *scope.Scope, c client.Reader, tr *triggers) handler.TypedEventHandler[client.Object, reconcile.Request] {
+	return handler.Funcs{
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			was := sc.Includes(e.ObjectOld.GetName(), e.ObjectOld.GetLabels())
+			is := sc.Includes(e.ObjectNew.GetName(), e.ObjectNew.GetLabels())
+			if was || !is {
+				return
+			}
+			var deps appsv1.DeploymentList
+			if err := c.List(ctx, &deps, client.InNamespace(e.ObjectNew.GetName()), client.UnsafeDisableDeepCopy); err != nil {
+				logf.FromContext(ctx).Error(err, "List Deployments of a namespace that opted in", "namespace", e.ObjectNew.GetName())
+				return
+			}
+			for i := range deps.Items {
+				key := client.ObjectKeyFromObject(&deps.Items[i])
+				tr.add(key, trigger{})
+				q.Add(reconcile.Request{NamespacedName: key})
+			}
+		},
+	}
+}
 
-// take removes k and reports whether it was present.
-func (s *keySet) take(k types.NamespacedName) bool {
-	_, ok := s.m.LoadAndDelete(k)
-	return ok
+// lastWrite is when the object was last written, from its managed fields (metadata the
+// watch carries, reduced to the latest time by the cache transform), or its creation
+// time. Both are the API server's clock.
+func lastWrite(obj client.Object) time.Time {
+	t := obj.GetCreationTimestamp().Time
+	for _, mf := range obj.GetManagedFields() {
+		if mf.Time != nil && mf.Time.After(t) {
+			t = mf.Time.Time
+		}
+	}
+	return t
 }

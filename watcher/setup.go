@@ -5,12 +5,14 @@ package watcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -20,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/configstamp/configstamp/internal/configread"
-	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/internal/scope"
 )
 
 // Options configure the watcher.
@@ -36,22 +38,27 @@ type Options struct {
 	// RetryBase and RetryMax bound the exponential backoff of a failed check or a
 	// stamp that bypassed the webhook.
 	RetryBase, RetryMax time.Duration
-	// NamespaceLabel is the label (value "enabled") that opts a namespace in; it must
-	// match the registration's namespaceSelector. Default configstamp.io/inject.
-	NamespaceLabel string
+	// Scope is where the registration sends admissions; the watcher acts nowhere else.
+	Scope *scope.Scope
+	// Registration is the name of the MutatingWebhookConfiguration: a workload created
+	// after it should have been stamped at creation.
+	Registration string
+	// MinRolloutInterval is the least time between two rollouts of one workload caused
+	// by configstamp (a flapping writer); the latest content always lands.
+	MinRolloutInterval time.Duration
+	// RollStaleAtInstall rolls unstamped workloads that predate configstamp when their
+	// config was written after their pods started. Off: installing rolls nothing.
+	RollStaleAtInstall bool
 	// Cache of source digests shared with the webhook (optional).
 	Cache *configread.DigestCache
 }
 
-// startupMargin widens "written since configstamp started" for ConfigMaps in the
-// informer's initial list, to allow for clock skew between configstamp and the API server.
-const startupMargin = time.Minute
-
 // Defaults for Options.
 const (
-	DefaultDebounce    = 2 * time.Second
-	DefaultDebounceMax = 30 * time.Second
-	DefaultConcurrency = 4
+	DefaultDebounce           = 2 * time.Second
+	DefaultDebounceMax        = 30 * time.Second
+	DefaultConcurrency        = 4
+	DefaultMinRolloutInterval = 10 * time.Second
 )
 
 func (o *Options) defaults() {
@@ -70,8 +77,8 @@ func (o *Options) defaults() {
 	if o.RetryMax == 0 {
 		o.RetryMax = 30 * time.Second
 	}
-	if o.NamespaceLabel == "" {
-		o.NamespaceLabel = stamp.InjectLabel
+	if o.Registration == "" {
+		o.Registration = "configstamp"
 	}
 }
 
@@ -79,19 +86,25 @@ func (o *Options) defaults() {
 // leader only.
 func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	opts.defaults()
+	if opts.Scope == nil {
+		return errors.New("watcher: no scope")
+	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &appsv1.Deployment{}, ConfigMapIndex, indexConfigMaps); err != nil {
 		return fmt.Errorf("index deployments by configmap: %w", err)
 	}
-	adopt := &keySet{}
+	tr := &triggers{}
 	dependents := make(chan event.GenericEvent, 1024)
 	deps := &deploymentReconciler{
 		client: mgr.GetClient(), live: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder("configstamp"),
-		readTimeout: opts.ReadTimeout, adopt: adopt, namespaceLabel: opts.NamespaceLabel, cache: opts.Cache,
+		readTimeout: opts.ReadTimeout, scope: opts.Scope, cache: opts.Cache, triggers: tr,
+		evidence:  &evidence{cache: mgr.GetClient(), live: mgr.GetAPIReader(), registration: opts.Registration},
+		rollStale: opts.RollStaleAtInstall, minInterval: opts.MinRolloutInterval,
 	}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("deployment").
 		Watches(&appsv1.Deployment{}, deps.events(opts.Debounce)).
 		WatchesRawSource(source.Channel(dependents, &handler.EnqueueRequestForObject{})).
+		WatchesMetadata(&corev1.Namespace{}, namespaceEvents(opts.Scope, mgr.GetClient(), tr)).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: opts.Concurrency,
 			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](opts.RetryBase, opts.RetryMax),
@@ -101,10 +114,14 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		return fmt.Errorf("set up deployment controller: %w", err)
 	}
 
+	server, _, err := rest.DefaultServerUrlFor(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("API server URL: %w", err)
+	}
 	cms := &configMapReconciler{
 		client: mgr.GetClient(), debounce: newDebouncer[types.NamespacedName](opts.Debounce, opts.DebounceMax),
-		quiet: opts.Debounce, dependents: dependents, adopt: adopt,
-		recentSince: time.Now().Add(-startupMargin), namespaceLabel: opts.NamespaceLabel,
+		quiet: opts.Debounce, dependents: dependents, triggers: tr, scope: opts.Scope,
+		replay: &replayWindow{serverNow: serverClock(mgr.GetHTTPClient(), server.String())},
 	}
 	err = ctrl.NewControllerManagedBy(mgr).
 		Named("configmap").

@@ -16,7 +16,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/internal/scope"
 )
 
 // Names in the registration. The entry name has three dot-separated parts because the API
@@ -28,9 +28,9 @@ const (
 )
 
 // Registration is the MutatingWebhookConfiguration that sends Deployment CREATE and
-// UPDATE in namespaces labelled namespaceLabel=enabled to configstamp. cfg is either a URL
-// (dev mode) or a Service reference, with the CA that signs the serving certificate.
-func Registration(cfg admissionregistrationv1.WebhookClientConfig, namespaceLabel string) *admissionregistrationv1.MutatingWebhookConfiguration {
+// UPDATE in the namespaces of sc to configstamp. cfg is either a URL (dev mode) or a
+// Service reference, with the CA that signs the serving certificate.
+func Registration(cfg admissionregistrationv1.WebhookClientConfig, sc *scope.Scope) *admissionregistrationv1.MutatingWebhookConfiguration {
 	return &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: ConfigurationName, Labels: map[string]string{"app.kubernetes.io/name": "configstamp"}},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
@@ -43,13 +43,8 @@ func Registration(cfg admissionregistrationv1.WebhookClientConfig, namespaceLabe
 					Scope: ptr.To(admissionregistrationv1.NamespacedScope),
 				},
 			}},
-			NamespaceSelector: &metav1.LabelSelector{
-				MatchLabels: map[string]string{namespaceLabel: stamp.InjectValue},
-				// Never configstamp's own namespace or the control plane's.
-				MatchExpressions: []metav1.LabelSelectorRequirement{{
-					Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system"},
-				}},
-			},
+			// The watcher acts in exactly these namespaces (same scope).
+			NamespaceSelector: sc.NamespaceSelector(),
 			// Fail open: an outage of configstamp never blocks a deploy; the watcher
 			// notices the missed stamp and heals it.
 			FailurePolicy:           ptr.To(admissionregistrationv1.Ignore),

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/configstamp/configstamp/certs"
 	"github.com/configstamp/configstamp/internal/configread"
+	"github.com/configstamp/configstamp/internal/scope"
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/watcher"
 	"github.com/configstamp/configstamp/webhook"
@@ -46,6 +48,9 @@ type options struct {
 	readTimeout             time.Duration
 	concurrency             int
 	namespaceLabel          string
+	excludeNamespaces       string
+	minRolloutInterval      time.Duration
+	rollStaleAtInstall      bool
 	selfSigned              selfSignedOptions
 	qps                     float64
 	burst                   int
@@ -70,6 +75,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	fs.DurationVar(&o.debounceMax, "debounce-max", watcher.DefaultDebounceMax, "Longest wait from the first change of a ConfigMap that never stops changing.")
 	fs.DurationVar(&o.readTimeout, "read-timeout", webhook.DefaultReadTimeout, "Deadline for the live ConfigMap reads of one admission or one check.")
 	fs.StringVar(&o.namespaceLabel, "namespace-label", stamp.InjectLabel, "Label (value \"enabled\") that opts a namespace in; must match the registration's namespaceSelector.")
+	fs.StringVar(&o.excludeNamespaces, "exclude-namespaces", strings.Join(scope.DefaultExcluded, ","), "Comma-separated namespaces never acted in, whatever their labels; must match the registration's namespaceSelector (the chart adds its own namespace).")
+	fs.DurationVar(&o.minRolloutInterval, "min-rollout-interval", watcher.DefaultMinRolloutInterval, "Least time between two rollouts of one workload caused by configstamp (a writer that never stops); the latest content always lands. 0: no limit.")
+	fs.BoolVar(&o.rollStaleAtInstall, "roll-stale-at-install", false, "Roll unstamped workloads that predate configstamp when their config was written after their pods started. Off: installing rolls nothing.")
 	fs.IntVar(&o.concurrency, "concurrency", watcher.DefaultConcurrency, "How many Deployments the watcher checks and nudges at once.")
 	fs.Float64Var(&o.qps, "kube-api-qps", 20, "Client-side rate limit of requests to the API server, per second.")
 	fs.IntVar(&o.burst, "kube-api-burst", 30, "Client-side burst of requests to the API server.")
@@ -81,8 +89,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	if o.debounce < 0 || o.debounceMax < 0 {
-		return nil, errors.New("--debounce and --debounce-max must not be negative")
+	if o.debounce < 0 || o.debounceMax < 0 || o.minRolloutInterval < 0 {
+		return nil, errors.New("--debounce, --debounce-max and --min-rollout-interval must not be negative")
 	}
 	if o.selfSigned.secret != "" && o.devWebhookURL != "" {
 		return nil, errors.New("--self-signed-secret and --dev-webhook-url exclude each other")
@@ -97,6 +105,11 @@ func run(ctx context.Context, args []string) error {
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	log := ctrl.Log.WithName("setup")
+
+	sc, err := scope.New(o.namespaceLabel, strings.Split(o.excludeNamespaces, ","))
+	if err != nil {
+		return err
+	}
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -122,7 +135,7 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		u.Path = webhook.Path
-		registration = webhook.Registration(admissionregistrationv1.WebhookClientConfig{URL: new(u.String()), CABundle: ca}, o.namespaceLabel)
+		registration = webhook.Registration(admissionregistrationv1.WebhookClientConfig{URL: new(u.String()), CABundle: ca}, sc)
 		log.Info("Using a self-signed serving certificate", "dir", o.webhookCertDir, "url", u.String())
 	}
 
@@ -164,7 +177,8 @@ func run(ctx context.Context, args []string) error {
 	webhook.SetupWithManager(mgr, webhook.Options{ReadTimeout: o.readTimeout, Reader: admissionReader, Cache: digests})
 	if err := watcher.SetupWithManager(ctx, mgr, watcher.Options{
 		Debounce: o.debounce, DebounceMax: o.debounceMax, ReadTimeout: o.readTimeout, Concurrency: o.concurrency,
-		NamespaceLabel: o.namespaceLabel, Cache: digests,
+		Scope: sc, Registration: webhook.ConfigurationName, MinRolloutInterval: o.minRolloutInterval,
+		RollStaleAtInstall: o.rollStaleAtInstall, Cache: digests,
 	}); err != nil {
 		return err
 	}

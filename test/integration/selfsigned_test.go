@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/certs"
+	"github.com/configstamp/configstamp/internal/scope"
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/test/framework"
@@ -31,8 +32,12 @@ func TestSelfSignedModeRotates(t *testing.T) {
 	}
 	// The registration as the chart installs it in this mode: no caBundle yet.
 	deleteRegistration(t)
+	sc, err := scope.New(stamp.InjectLabel, scope.DefaultExcluded)
+	if err != nil {
+		t.Fatal(err)
+	}
 	reg := webhook.Registration(admissionregistrationv1.WebhookClientConfig{
-		URL: new(fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.Path))}, stamp.InjectLabel)
+		URL: new(fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.Path))}, sc)
 	if err := k8s.Create(bg, reg); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,72 @@
+// Package scope says which namespaces configstamp acts in. The webhook registration's
+// namespaceSelector and the watcher are built from it, so the watcher never acts where
+// the API server does not send admissions (it could only ever see its nudges bypassed).
+package scope
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/configstamp/configstamp/stamp"
+)
+
+// DefaultExcluded are the namespaces configstamp never acts in, whatever their labels.
+var DefaultExcluded = []string{"kube-system"}
+
+// Scope is the opt-in label (value "enabled") and the namespaces excluded whatever
+// their labels.
+type Scope struct {
+	Label    string
+	Excluded []string
+	selector labels.Selector
+}
+
+// New returns the scope of label and excluded (sorted, unique, empty names dropped).
+func New(label string, excluded []string) (*Scope, error) {
+	s := &Scope{Label: label}
+	for _, n := range excluded {
+		if n = strings.TrimSpace(n); n != "" {
+			s.Excluded = append(s.Excluded, n)
+		}
+	}
+	slices.Sort(s.Excluded)
+	s.Excluded = slices.Compact(s.Excluded)
+	sel, err := metav1.LabelSelectorAsSelector(s.NamespaceSelector())
+	if err != nil {
+		return nil, fmt.Errorf("namespace selector: %w", err)
+	}
+	s.selector = sel
+	return s, nil
+}
+
+// NamespaceSelector is the registration's namespaceSelector: the opt-in label, and not
+// one of the excluded namespaces (by the kubernetes.io/metadata.name label the API
+// server sets on every namespace).
+func (s *Scope) NamespaceSelector() *metav1.LabelSelector {
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{s.Label: stamp.InjectValue}}
+	if len(s.Excluded) > 0 {
+		sel.MatchExpressions = []metav1.LabelSelectorRequirement{{
+			Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: slices.Clone(s.Excluded),
+		}}
+	}
+	return sel
+}
+
+// Includes reports whether the namespace named name, with these labels, is one the
+// registration sends admissions for.
+func (s *Scope) Includes(name string, nsLabels map[string]string) bool {
+	if slices.Contains(s.Excluded, name) {
+		return false
+	}
+	set := labels.Set{}
+	for k, v := range nsLabels {
+		set[k] = v
+	}
+	set[corev1.LabelMetadataName] = name
+	return s.selector.Matches(set)
+}
