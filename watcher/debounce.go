@@ -84,6 +84,14 @@ func (d *debouncer[K]) restore(key K, changed bool) {
 	debouncePending.Set(float64(len(d.burst)))
 }
 
+// pending reports whether key has a burst waiting to be quiet.
+func (d *debouncer[K]) pending(key K) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.burst[key]
+	return ok
+}
+
 // len returns the number of keys waiting for quiet.
 func (d *debouncer[K]) len() int {
 	d.mu.Lock()

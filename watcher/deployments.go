@@ -40,8 +40,9 @@ var nudgePatch = client.RawPatch(types.MergePatchType,
 	[]byte(`{"metadata":{"annotations":{"`+stamp.NudgeAnnotation+`":"true"}}}`))
 
 // maxBypassRetries is how many times a stamp that bypassed the webhook is retried
-// (with backoff) before it is reported and left alone until the next event.
-const maxBypassRetries = 5
+// (with backoff, about two and a half minutes in all at the default backoff) before it
+// is reported and left alone until the next event.
+const maxBypassRetries = 10
 
 // deploymentReconciler checks one Deployment's config against the evidence of the config
 // its pods run (its stamp, or its record) and, when they differ, either rolls it through
@@ -60,6 +61,9 @@ type deploymentReconciler struct {
 	rollStale bool
 	// minInterval is the least time between two rollouts of one workload by configstamp.
 	minInterval time.Duration
+	// pending reports a ConfigMap still waiting to be quiet: its dependents are checked
+	// when it is, not before (a burst ends in one rollout).
+	pending func(types.NamespacedName) bool
 
 	mu       sync.Mutex
 	lastRoll map[types.NamespacedName]time.Time
@@ -67,10 +71,11 @@ type deploymentReconciler struct {
 }
 
 // events checks every Deployment in the initial list (a change while configstamp was
-// down; a workload seen for the first time gets its record), every new one after the
-// debounce (created while the webhook was unreachable, or racing a ConfigMap write), and
-// every update that changed the pod template or dropped the stamp (it may have bypassed
-// the webhook). Updates that only move the stamp are the webhook's own work.
+// down; a workload seen for the first time gets its record), every new unstamped one
+// after the debounce (created while the webhook was unreachable), and every update that
+// changed the pod template or dropped the stamp (it may have bypassed the webhook).
+// Updates that only move the stamp are the webhook's own work; a new stamped Deployment
+// is covered by the ConfigMap events.
 func (r *deploymentReconciler) events(quiet time.Duration) handler.Funcs {
 	consumes := func(dep *appsv1.Deployment) bool { return len(stamp.References(&dep.Spec.Template.Spec)) > 0 }
 	return handler.Funcs{
@@ -80,12 +85,14 @@ func (r *deploymentReconciler) events(quiet time.Duration) handler.Funcs {
 				return
 			}
 			key := client.ObjectKeyFromObject(dep)
-			r.triggers.add(key, trigger{})
-			if e.IsInInitialList {
+			switch {
+			case e.IsInInitialList:
+				r.triggers.add(key, trigger{})
 				q.Add(reconcile.Request{NamespacedName: key})
-				return
+			case dep.Spec.Template.Annotations[stamp.HashAnnotation] == "":
+				r.triggers.add(key, trigger{})
+				q.AddAfter(reconcile.Request{NamespacedName: key}, quiet)
 			}
-			q.AddAfter(reconcile.Request{NamespacedName: key}, quiet)
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			old, ok1 := e.ObjectOld.(*appsv1.Deployment)
@@ -135,6 +142,14 @@ func (r *deploymentReconciler) check(ctx context.Context, key types.NamespacedNa
 	refs := stamp.References(&dep.Spec.Template.Spec)
 	if len(refs) == 0 {
 		return reconcile.Result{}, nil
+	}
+	if !tr.changed && r.pending != nil {
+		for _, src := range refs {
+			if r.pending(types.NamespacedName{Namespace: dep.Namespace, Name: src.Name}) {
+				log.V(1).Info("Check left to the ConfigMap's debounce", "configmap", src.Name)
+				return reconcile.Result{}, nil
+			}
+		}
 	}
 	want, err := r.expected(ctx, &dep)
 	if err != nil {

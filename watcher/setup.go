@@ -93,12 +93,13 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		return fmt.Errorf("index deployments by configmap: %w", err)
 	}
 	tr := &triggers{}
+	debounce := newDebouncer[types.NamespacedName](opts.Debounce, opts.DebounceMax)
 	dependents := make(chan event.GenericEvent, 1024)
 	deps := &deploymentReconciler{
 		client: mgr.GetClient(), live: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder("configstamp"),
 		readTimeout: opts.ReadTimeout, scope: opts.Scope, cache: opts.Cache, triggers: tr,
 		evidence:  &evidence{cache: mgr.GetClient(), live: mgr.GetAPIReader(), registration: opts.Registration},
-		rollStale: opts.RollStaleAtInstall, minInterval: opts.MinRolloutInterval,
+		rollStale: opts.RollStaleAtInstall, minInterval: opts.MinRolloutInterval, pending: debounce.pending,
 	}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("deployment").
@@ -119,7 +120,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		return fmt.Errorf("API server URL: %w", err)
 	}
 	cms := &configMapReconciler{
-		client: mgr.GetClient(), debounce: newDebouncer[types.NamespacedName](opts.Debounce, opts.DebounceMax),
+		client: mgr.GetClient(), debounce: debounce,
 		quiet: opts.Debounce, dependents: dependents, triggers: tr, scope: opts.Scope,
 		replay: &replayWindow{serverNow: serverClock(mgr.GetHTTPClient(), server.String())},
 	}

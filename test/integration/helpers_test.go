@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -174,4 +175,63 @@ func digests(ann string) map[string]string {
 		}
 	}
 	return m
+}
+
+// podWithItems mounts the listed keys of one ConfigMap (required).
+func podWithItems(name string, keys ...string) corev1.PodSpec {
+	spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1",
+		VolumeMounts: []corev1.VolumeMount{{Name: "cfg", MountPath: "/etc/cfg"}}}}}
+	v := corev1.Volume{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: name}}}}
+	for _, k := range keys {
+		v.ConfigMap.Items = append(v.ConfigMap.Items, corev1.KeyToPath{Key: k, Path: k})
+	}
+	spec.Volumes = []corev1.Volume{v}
+	return spec
+}
+
+// labelConfigMap sets one label of a ConfigMap: metadata only.
+func labelConfigMap(t *testing.T, ns, name, key, value string) {
+	t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, key, value)
+	if err := k8s.Patch(bg, cm, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
+		t.Fatalf("label configmap %s/%s: %v", ns, name, err)
+	}
+}
+
+// waitRecord waits until an unstamped Deployment carries a record of the config its pods
+// run, made for its current template, with its template untouched.
+func waitRecord(t *testing.T, before *appsv1.Deployment) *appsv1.Deployment {
+	t.Helper()
+	var d *appsv1.Deployment
+	framework.Eventually(t, 30*time.Second, "record on "+before.Name, func() error {
+		d = getDeployment(t, before.Namespace, before.Name)
+		if _, ok := stamp.ObservedFor(d.Annotations, &d.Spec.Template); !ok {
+			return fmt.Errorf("no valid record: %q", d.Annotations[stamp.ObservedAnnotation])
+		}
+		return nil
+	})
+	if !templateEqual(d, before) {
+		t.Fatalf("%s: recording changed the pod template: %v", before.Name, d.Spec.Template.Annotations)
+	}
+	return d
+}
+
+func templateEqual(a, b *appsv1.Deployment) bool {
+	return equality.Semantic.DeepEqual(a.Spec.Template, b.Spec.Template)
+}
+
+// templateKept asserts over period that the Deployments keep their pod templates: no
+// rollout (metadata may be written).
+func templateKept(t *testing.T, period time.Duration, before ...*appsv1.Deployment) {
+	t.Helper()
+	framework.Consistently(t, period, "pod templates kept", func() error {
+		for _, b := range before {
+			if d := getDeployment(t, b.Namespace, b.Name); !templateEqual(d, b) {
+				return fmt.Errorf("%s: template changed: %v -> %v", b.Name, b.Spec.Template.Annotations, d.Spec.Template.Annotations)
+			}
+		}
+		return nil
+	})
 }

@@ -48,36 +48,66 @@ func TestRestartRollsNothing(t *testing.T) {
 	}
 }
 
-func TestFirstStartAdoptsLazily(t *testing.T) {
+// TestInstallOverExistingDeployments starts configstamp for the first time over
+// Deployments that predate it: it records, in their metadata, the config their pods run
+// (one write each, no rollout), and then judges them as precisely as stamped ones.
+func TestInstallOverExistingDeployments(t *testing.T) {
 	// No configstamp has ever run: no registration.
 	deleteRegistration(t)
 	ns := env.NewNamespace(t, true)
-	create(t, configMap(ns, "a-config", map[string]string{"k": "1"}))
+	create(t, configMap(ns, "a-config", map[string]string{"k": "1", "other": "x"}))
 	create(t, configMap(ns, "b-config", map[string]string{"k": "1"}))
 	a := createDeployment(t, ns, "a", podWithVolumes("a-config"))
 	b := createDeployment(t, ns, "b", podWithVolumes("b-config"))
+	items := createDeployment(t, ns, "items", podWithItems("a-config", "k"))
 	if hashOf(a) != "" || hashOf(b) != "" {
 		t.Fatal("stamped without configstamp running")
 	}
 
-	env.Start(t, framework.Options{})
-	unchanged(t, settle, a)
-	unchanged(t, time.Second, b)
+	first := env.Start(t, framework.Options{})
+	var recorded []*appsv1.Deployment
+	for _, d := range []*appsv1.Deployment{a, b, items} {
+		recorded = append(recorded, waitRecord(t, d))
+	}
+	for _, d := range recorded {
+		unchanged(t, time.Second, d) // one write each, then nothing
+	}
 
-	// Someone else's no-op update (metadata only) does not adopt b.
-	b = getDeployment(t, ns, "b")
+	// Someone else's metadata-only update does not stamp b.
+	b = recorded[1].DeepCopy()
 	b.Labels = map[string]string{"team": "x"}
 	if err := k8s.Update(bg, b); err != nil {
 		t.Fatal(err)
 	}
-	if hashOf(b) != "" || b.Generation != 1 {
-		t.Fatalf("a metadata-only update adopted b: generation %d, annotations %v", b.Generation, b.Spec.Template.Annotations)
+	if hashOf(b) != "" || !templateEqual(b, recorded[1]) {
+		t.Fatalf("a metadata-only update stamped b: %v", b.Spec.Template.Annotations)
 	}
 
-	// A real change to a's config adopts a, once; b stays as it was.
+	// A label-only edit: no rollout.
+	labelConfigMap(t, ns, "a-config", "edited", "yes")
+	templateKept(t, settle, recorded[0], recorded[2])
+
+	// Restarting writes nothing.
+	first.Stop()
+	second := env.Start(t, framework.Options{})
+	unchanged(t, settle, getDeployment(t, ns, "a"))
+
+	// An edit of a key only a sees: a rolls once, items does not (it mounts k alone).
+	setData(t, ns, "a-config", "other", "y")
+	rollsOnce(t, getDeployment(t, ns, "a"), docHash(t, ns, docSource{name: "a-config"}))
+	templateKept(t, time.Second, recorded[2])
+	// k: both roll once; b stays as it was.
 	setData(t, ns, "a-config", "k", "2")
-	rollsOnce(t, a, docHash(t, ns, docSource{name: "a-config"}))
-	unchanged(t, time.Second, b)
+	rollsOnce(t, getDeployment(t, ns, "items"), docHash(t, ns, docSource{name: "a-config", keys: []string{"k"}}))
+	waitStamp(t, ns, "a", docHash(t, ns, docSource{name: "a-config"}))
+	templateKept(t, time.Second, getDeployment(t, ns, "b"))
+
+	// A change made while configstamp is stopped is caught once on start, for a
+	// Deployment judged by its record as for a stamped one.
+	second.Stop()
+	setData(t, ns, "b-config", "k", "2")
+	env.Start(t, framework.Options{})
+	rollsOnce(t, getDeployment(t, ns, "b"), docHash(t, ns, docSource{name: "b-config"}))
 }
 
 func TestChangeWhileStoppedRollsOnceOnStart(t *testing.T) {
