@@ -213,3 +213,9 @@ func (b *logBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// Kill sends SIGKILL (no graceful shutdown, no lease release) and waits for the exit.
+func (p *Configstamp) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}

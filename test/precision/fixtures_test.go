@@ -1,0 +1,175 @@
+package precision
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/test/framework"
+	"github.com/configstamp/configstamp/test/hashdoc"
+)
+
+var bg = context.Background()
+
+// settle is how long a ReplicaSet count must hold: past the debounce (2s), the check,
+// and a rollout that should not happen.
+const settle = 6 * time.Second
+
+// consumer is how a fixture's Deployment consumes its ConfigMap.
+type consumer func(cm string) corev1.PodSpec
+
+func container(c corev1.Container) corev1.PodSpec {
+	c.Name, c.Image = "app", "registry.example/app:1"
+	return corev1.PodSpec{Containers: []corev1.Container{c}}
+}
+
+func volume(items []string, optional bool) consumer {
+	return func(cm string) corev1.PodSpec {
+		spec := container(corev1.Container{VolumeMounts: []corev1.VolumeMount{{Name: "cfg", MountPath: "/etc/cfg"}}})
+		src := &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}
+		if optional {
+			src.Optional = ptr.To(true)
+		}
+		for _, k := range items {
+			src.Items = append(src.Items, corev1.KeyToPath{Key: k, Path: k})
+		}
+		spec.Volumes = []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: src}}}
+		return spec
+	}
+}
+
+func projected(items ...string) consumer {
+	return func(cm string) corev1.PodSpec {
+		spec := container(corev1.Container{VolumeMounts: []corev1.VolumeMount{{Name: "cfg", MountPath: "/etc/cfg"}}})
+		p := &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}
+		for _, k := range items {
+			p.Items = append(p.Items, corev1.KeyToPath{Key: k, Path: k})
+		}
+		spec.Volumes = []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			Sources: []corev1.VolumeProjection{{ConfigMap: p}}}}}}
+		return spec
+	}
+}
+
+func keyRef(key string) consumer {
+	return func(cm string) corev1.PodSpec {
+		return container(corev1.Container{Env: []corev1.EnvVar{{Name: "K", ValueFrom: &corev1.EnvVarSource{
+			ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: cm}, Key: key}}}}})
+	}
+}
+
+func envFrom(cm string) corev1.PodSpec {
+	return container(corev1.Container{EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}}})
+}
+
+// docSource is what the pods see of a fixture's ConfigMap, for the documented hash.
+func (c consumer) doc(cm string) hashdoc.Source {
+	src := stamp.References(ptr.To(c(cm)))[0]
+	return hashdoc.Source{Name: cm, Keys: src.Keys, EnvOnly: !src.Binary}
+}
+
+// createConfigMap creates a ConfigMap with data.
+func createConfigMap(t testing.TB, ns, name string, data map[string]string) {
+	t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data}
+	if err := env.Client.Create(bg, cm); err != nil {
+		t.Fatalf("create configmap %s/%s: %v", ns, name, err)
+	}
+}
+
+// patchConfigMap merge-patches a ConfigMap.
+func patchConfigMap(t testing.TB, ns, name, patch string) {
+	t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if err := env.Client.Patch(bg, cm, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatalf("patch configmap %s/%s: %v", ns, name, err)
+	}
+}
+
+func setData(t testing.TB, ns, name, key, value string) {
+	t.Helper()
+	patchConfigMap(t, ns, name, fmt.Sprintf(`{"data":{%q:%q}}`, key, value))
+}
+
+func deleteConfigMap(t testing.TB, ns, name string) {
+	t.Helper()
+	if err := env.Client.Delete(bg, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+		t.Fatalf("delete configmap %s/%s: %v", ns, name, err)
+	}
+}
+
+// createDeployment creates a Deployment of two replicas consuming cm as c says.
+func createDeployment(t testing.TB, ns, name, cm string, c consumer) {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: c(cm)},
+		},
+	}
+	if err := env.Client.Create(bg, d); err != nil {
+		t.Fatalf("create deployment %s/%s: %v", ns, name, err)
+	}
+}
+
+// docHash is the config hash of the ConfigMap cm as c consumes it, recomputed from the
+// README's encoding.
+func docHash(t testing.TB, ns, cm string, c consumer) string {
+	t.Helper()
+	return hashdoc.Hash([]hashdoc.Source{c.doc(cm)}, func(name string) *corev1.ConfigMap {
+		var obj corev1.ConfigMap
+		if err := env.Client.Get(bg, client.ObjectKey{Namespace: ns, Name: name}, &obj); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			t.Fatal(err)
+		}
+		return &obj
+	})
+}
+
+// rollouts asserts that the Deployment reaches exactly n ReplicaSets and stays there.
+func rollouts(t testing.TB, ns, name string, n int) *appsv1.Deployment {
+	t.Helper()
+	return env.ExpectReplicaSets(t, ns, name, n, settle)
+}
+
+// waitRecord waits until a Deployment carries a record made for its template.
+func waitRecord(t testing.TB, ns, name string) {
+	t.Helper()
+	framework.Eventually(t, time.Minute, "record on "+name, func() error {
+		d := env.Deployment(t, ns, name)
+		if _, ok := stamp.ObservedFor(d.Annotations, &d.Spec.Template); !ok {
+			return fmt.Errorf("no valid record: %q", d.Annotations[stamp.ObservedAnnotation])
+		}
+		return nil
+	})
+}
+
+// findEvent looks for an Event of reason on the Deployment.
+func findEvent(ns, name, reason string) error {
+	var evs corev1.EventList
+	if err := env.Client.List(bg, &evs, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	for _, e := range evs.Items {
+		if e.InvolvedObject.Name == name && e.Reason == reason {
+			return nil
+		}
+	}
+	return fmt.Errorf("no %s event on %s among %d", reason, name, len(evs.Items))
+}

@@ -1,0 +1,224 @@
+package precision
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/test/framework"
+)
+
+// fixture is one ConfigMap and the Deployment that consumes it, both named name.
+type fixture struct {
+	name string
+	c    consumer
+	data map[string]string
+}
+
+var fixtures = []fixture{
+	{"whole", volume(nil, false), map[string]string{"k": "1", "other": "x"}},
+	{"items", volume([]string{"k"}, false), map[string]string{"k": "1", "hidden": "x"}},
+	{"proj", projected("k"), map[string]string{"k": "1", "hidden": "x"}},
+	{"keyref", keyRef("k"), map[string]string{"k": "1", "hidden": "x"}},
+	{"envfrom", envFrom, map[string]string{"k": "1"}},
+	{"req", volume(nil, false), map[string]string{"k": "1"}},
+	{"opt", volume(nil, true), map[string]string{"k": "1"}},
+	{"flap", volume(nil, false), map[string]string{"n": "0"}},
+	{"stopped", volume(nil, false), map[string]string{"k": "1"}},
+	{"quiet", volume(nil, false), map[string]string{"k": "1"}},
+}
+
+func fixtureNamed(name string) fixture {
+	for _, f := range fixtures {
+		if f.name == name {
+			return f
+		}
+	}
+	panic("no fixture " + name)
+}
+
+// createFixtures creates every fixture in a new opted-in namespace and waits for each
+// Deployment's first rollout. The ConfigMaps are written a second before the
+// Deployments (the API server's times have one-second resolution).
+func createFixtures(t *testing.T) string {
+	ns := env.NewNamespace(t, true)
+	for _, f := range fixtures {
+		createConfigMap(t, ns, f.name, f.data)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	for _, f := range fixtures {
+		createDeployment(t, ns, f.name, f.name, f.c)
+	}
+	eachFixture(t, func(f fixture) {
+		env.RolledOut(t, ns, f.name)
+		if n := len(env.ReplicaSets(t, env.Deployment(t, ns, f.name))); n != 1 {
+			t.Errorf("%s: %d ReplicaSets after creation", f.name, n)
+		}
+	})
+	return ns
+}
+
+// eachFixture runs f for every fixture at once and waits for all.
+func eachFixture(t *testing.T, f func(fixture)) {
+	var wg sync.WaitGroup
+	for _, fx := range fixtures {
+		wg.Add(1)
+		go func() { defer wg.Done(); f(fx) }()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
+// stamped asserts that the Deployment's pods run the documented hash of its ConfigMap.
+func stamped(t *testing.T, ns, name string) {
+	t.Helper()
+	f := fixtureNamed(name)
+	want := docHash(t, ns, name, f.c)
+	framework.Eventually(t, time.Minute, "stamp of "+name, func() error {
+		if got := env.Deployment(t, ns, name).Spec.Template.Annotations[stamp.HashAnnotation]; got != want {
+			return fmt.Errorf("hash %q, want %q", got, want)
+		}
+		return nil
+	})
+	env.RolledOut(t, ns, name)
+}
+
+// scenarios change one fixture's ConfigMap each and count its rollouts.
+var scenarios = []struct {
+	name string
+	run  func(t *testing.T, ns string)
+}{
+	{"label-only edit rolls nothing, a data edit once", func(t *testing.T, ns string) {
+		patchConfigMap(t, ns, "whole", `{"metadata":{"labels":{"edited":"yes"}}}`)
+		rollouts(t, ns, "whole", 1)
+		setData(t, ns, "whole", "other", "y")
+		rollouts(t, ns, "whole", 2)
+		stamped(t, ns, "whole")
+	}},
+	{"keys volume items do not mount roll nothing", func(t *testing.T, ns string) {
+		setData(t, ns, "items", "hidden", "y")
+		patchConfigMap(t, ns, "items", `{"metadata":{"labels":{"edited":"yes"}}}`)
+		rollouts(t, ns, "items", 1)
+		setData(t, ns, "items", "k", "2")
+		rollouts(t, ns, "items", 2)
+		stamped(t, ns, "items")
+	}},
+	{"keys projected items do not mount roll nothing", func(t *testing.T, ns string) {
+		setData(t, ns, "proj", "hidden", "y")
+		rollouts(t, ns, "proj", 1)
+		setData(t, ns, "proj", "k", "2")
+		rollouts(t, ns, "proj", 2)
+		stamped(t, ns, "proj")
+	}},
+	{"keys configMapKeyRef does not select roll nothing", func(t *testing.T, ns string) {
+		setData(t, ns, "keyref", "hidden", "y")
+		rollouts(t, ns, "keyref", 1)
+		setData(t, ns, "keyref", "k", "2")
+		rollouts(t, ns, "keyref", 2)
+		stamped(t, ns, "keyref")
+	}},
+	{"binaryData rolls nothing for envFrom", func(t *testing.T, ns string) {
+		patchConfigMap(t, ns, "envfrom", `{"binaryData":{"blob":"AAE="}}`)
+		rollouts(t, ns, "envfrom", 1)
+		setData(t, ns, "envfrom", "k", "2")
+		rollouts(t, ns, "envfrom", 2)
+		stamped(t, ns, "envfrom")
+	}},
+	{"deleting a required ConfigMap holds; re-created unchanged rolls nothing, changed once", func(t *testing.T, ns string) {
+		deleteConfigMap(t, ns, "req")
+		framework.Eventually(t, 30*time.Second, "ConfigMissing warning", func() error { return findEvent(ns, "req", "ConfigMissing") })
+		rollouts(t, ns, "req", 1)
+		createConfigMap(t, ns, "req", fixtureNamed("req").data)
+		rollouts(t, ns, "req", 1)
+		deleteConfigMap(t, ns, "req")
+		rollouts(t, ns, "req", 1)
+		createConfigMap(t, ns, "req", map[string]string{"k": "2"})
+		rollouts(t, ns, "req", 2)
+		stamped(t, ns, "req")
+	}},
+	{"deleting an optional ConfigMap rolls once", func(t *testing.T, ns string) {
+		deleteConfigMap(t, ns, "opt")
+		rollouts(t, ns, "opt", 2)
+		stamped(t, ns, "opt")
+	}},
+	{"a writer that never stops rolls at most once per interval and lands the last write", func(t *testing.T, ns string) {
+		const writes, interval = 60, 10 * time.Second // the default --min-rollout-interval
+		for i := 1; i <= writes; i++ {
+			setData(t, ns, "flap", "n", fmt.Sprint(i))
+			time.Sleep(time.Second)
+		}
+		stamped(t, ns, "flap")
+		d := env.RolledOut(t, ns, "flap")
+		framework.Consistently(t, settle, "flap settled", func() error {
+			if g := env.Deployment(t, ns, "flap").Generation; g != d.Generation {
+				return fmt.Errorf("generation %d -> %d", d.Generation, g)
+			}
+			return nil
+		})
+		n := len(env.ReplicaSets(t, d)) - 1
+		if limit := int(writes*time.Second/interval) + 1; n < 1 || n > limit {
+			t.Fatalf("%d rollouts for %d writes a second apart, want 1 to %d", n, writes, limit)
+		}
+		t.Logf("%d rollouts for %d writes a second apart", n, writes)
+	}},
+}
+
+// TestPrecision creates every fixture before configstamp ever ran ("installed over") and
+// while it runs ("created after"), then runs every scenario on both, then changes config
+// while configstamp is killed.
+func TestPrecision(t *testing.T) {
+	modes := map[string]string{"installed over": createFixtures(t)}
+	cs := env.Start(t, framework.Options{})
+	eachFixture(t, func(f fixture) { waitRecord(t, modes["installed over"], f.name) })
+	modes["created after"] = createFixtures(t)
+
+	t.Run("while running", func(t *testing.T) {
+		for mode, ns := range modes {
+			for _, sc := range scenarios {
+				t.Run(mode+"/"+sc.name, func(t *testing.T) {
+					t.Parallel()
+					sc.run(t, ns)
+				})
+			}
+		}
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("changed while killed", func(t *testing.T) {
+		cs.Kill()
+		for _, ns := range modes {
+			setData(t, ns, "stopped", "k", "2")
+		}
+		// A Deployment created while configstamp is down (the registration stays: the
+		// API server admits it unstamped), whose ConfigMap then changes.
+		late := modes["created after"]
+		createConfigMap(t, late, "late", map[string]string{"k": "1"})
+		time.Sleep(1100 * time.Millisecond)
+		createDeployment(t, late, "late", "late", volume(nil, false))
+		if h := env.RolledOut(t, late, "late").Spec.Template.Annotations[stamp.HashAnnotation]; h != "" {
+			t.Fatalf("stamped while configstamp was killed: %s", h)
+		}
+		time.Sleep(1100 * time.Millisecond)
+		setData(t, late, "late", "k", "2")
+
+		env.Start(t, framework.Options{})
+		for mode, ns := range modes {
+			t.Run(mode, func(t *testing.T) {
+				rollouts(t, ns, "stopped", 2)
+				stamped(t, ns, "stopped")
+				rollouts(t, ns, "quiet", 1)
+				rollouts(t, ns, "whole", 2)
+			})
+		}
+		d := rollouts(t, late, "late", 2)
+		if got, want := d.Spec.Template.Annotations[stamp.HashAnnotation], docHash(t, late, "late", volume(nil, false)); got != want {
+			t.Fatalf("late: hash %q, want %q", got, want)
+		}
+	})
+}
