@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/configstamp/configstamp/internal/scope"
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/webhook"
@@ -103,6 +104,10 @@ func TestChartRegistration(t *testing.T) {
 	check("namespaceSelector: not its own namespace, not kube-system", sel != nil && len(sel.MatchExpressions) == 1 &&
 		sel.MatchExpressions[0].Key == "kubernetes.io/metadata.name" && string(sel.MatchExpressions[0].Operator) == "NotIn" &&
 		slices.Contains(sel.MatchExpressions[0].Values, releaseNS) && slices.Contains(sel.MatchExpressions[0].Values, "kube-system"))
+	// The watcher acts exactly where the registration sends admissions: the selector is
+	// the one configstamp builds from the flags the chart passes it.
+	checkOneScope(t, objs)
+	checkOneScope(t, render(t, "--set", "excludeNamespaces={kube-system,kube-public,"+releaseNS+"}", "--set", "namespaceLabel=example.com/stamp"))
 	check("cert-manager injects the CA", mwc.Annotations["cert-manager.io/inject-ca-from"] == releaseNS+"/configstamp-webhook")
 
 	// Values reach the registration and the process.
@@ -118,6 +123,39 @@ func TestChartRegistration(t *testing.T) {
 	}
 }
 
+// checkOneScope compares the rendered registration's namespaceSelector with the one
+// configstamp derives from the --namespace-label and --exclude-namespaces it is given.
+func checkOneScope(t *testing.T, objs map[string]*unstructured.Unstructured) {
+	t.Helper()
+	mwc := typed[admissionregistrationv1.MutatingWebhookConfiguration](t, objs, "MutatingWebhookConfiguration/configstamp")
+	dep := typed[appsv1.Deployment](t, objs, "Deployment/configstamp")
+	flags := map[string]string{}
+	for _, a := range dep.Spec.Template.Spec.Containers[0].Args {
+		if k, v, ok := strings.Cut(a, "="); ok {
+			flags[k] = v
+		}
+	}
+	sc, err := scope.New(flags["--namespace-label"], strings.Split(flags["--exclude-namespaces"], ","))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := mwc.Webhooks[0].NamespaceSelector, sc.NamespaceSelector(); !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("registration selector %+v, but configstamp acts on %+v", got, want)
+	}
+}
+
+func TestChartReadTimeoutFollowsWebhookTimeout(t *testing.T) {
+	for seconds, want := range map[string]string{"5": "--read-timeout=3000ms", "10": "--read-timeout=6000ms", "1": "--read-timeout=600ms"} {
+		dep := typed[appsv1.Deployment](t, render(t, "--set", "webhook.timeoutSeconds="+seconds), "Deployment/configstamp")
+		if !slices.Contains(dep.Spec.Template.Spec.Containers[0].Args, want) {
+			t.Errorf("timeoutSeconds %s: args %v, want %s", seconds, dep.Spec.Template.Spec.Containers[0].Args, want)
+		}
+	}
+	if out, err := toolErr("helm", "template", "configstamp", chart, "--namespace", releaseNS, "--set", "webhook.timeoutSeconds=31"); err == nil {
+		t.Errorf("timeoutSeconds 31 accepted:\n%s", out)
+	}
+}
+
 func TestChartRBACLeastPrivilege(t *testing.T) {
 	for _, mode := range []string{"cert-manager", "self-signed"} {
 		t.Run(mode, func(t *testing.T) {
@@ -129,9 +167,11 @@ func TestChartRBACLeastPrivilege(t *testing.T) {
 				names []string
 			}
 			clusterWide := map[string]grant{
-				"/configmaps":          {verbs: []string{"get", "list", "watch"}},
-				"apps/deployments":     {verbs: []string{"get", "list", "watch", "patch"}},
-				"/namespaces":          {verbs: []string{"get", "list", "watch"}},
+				"/configmaps":      {verbs: []string{"get", "list", "watch"}},
+				"apps/deployments": {verbs: []string{"get", "list", "watch", "patch"}},
+				"/namespaces":      {verbs: []string{"get", "list", "watch"}},
+				"apps/replicasets": {verbs: []string{"list"}},
+				"admissionregistration.k8s.io/mutatingwebhookconfigurations": {verbs: []string{"get"}, names: []string{"configstamp"}},
 				"events.k8s.io/events": {verbs: []string{"create", "patch"}},
 				"/events":              {verbs: []string{"create", "patch"}},
 			}

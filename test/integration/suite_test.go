@@ -16,7 +16,8 @@ func TestWithRunningConfigstamp(t *testing.T) {
 		t.Fatal(err)
 	}
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", port)
-	cs := env.Start(t, framework.Options{Args: []string{"--metrics-bind-address", metricsAddr}})
+	cs := env.Start(t, framework.Options{Args: []string{"--metrics-bind-address", metricsAddr,
+		"--exclude-namespaces", "kube-system," + excludedNamespace}})
 	for _, tc := range []struct {
 		name string
 		run  func(*testing.T, *framework.Configstamp)
@@ -32,6 +33,7 @@ func TestWithRunningConfigstamp(t *testing.T) {
 		{"BurstWithinDebounce", testBurstWithinDebounce},
 		{"SpacedWritesUnderDebounce", testSpacedWritesUnderDebounce},
 		{"ConfigThenDeployment", testConfigThenDeployment},
+		{"ExcludedNamespace", testExcludedNamespace},
 		{"Metrics", func(t *testing.T, cs *framework.Configstamp) { testMetrics(t, cs, metricsAddr) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

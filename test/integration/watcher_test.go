@@ -149,3 +149,29 @@ func testConfigThenDeployment(t *testing.T, cs *framework.Configstamp) {
 	}
 	keepsGeneration(t, settle, ns, "app", cur.Generation)
 }
+
+// excludedNamespace is excluded by the shared process's --exclude-namespaces.
+const excludedNamespace = "t-excluded-scope"
+
+// testExcludedNamespace: a namespace the registration excludes, though it carries the
+// opt-in label, gets no admissions, so the watcher sends nothing there either (no
+// nudge, no record, no event).
+func testExcludedNamespace(t *testing.T, cs *framework.Configstamp) {
+	env.CreateNamespace(t, excludedNamespace, true)
+	create(t, configMap(excludedNamespace, "cfg", map[string]string{"k": "1"}))
+	d := createDeployment(t, excludedNamespace, "app", podWithVolumes("cfg"))
+	if hashOf(d) != "" {
+		t.Fatal("stamped in an excluded namespace")
+	}
+	setData(t, excludedNamespace, "cfg", "k", "2")
+	unchanged(t, settle, d)
+	var events eventsv1.EventList
+	if err := k8s.List(bg, &events, client.InNamespace(excludedNamespace)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		if e.ReportingController == "configstamp" || e.Reason == watcher.ReasonStampBypassed {
+			t.Fatalf("configstamp recorded an event in an excluded namespace: %s %s", e.Reason, e.Note)
+		}
+	}
+}

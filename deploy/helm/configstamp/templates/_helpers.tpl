@@ -10,10 +10,19 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 app.kubernetes.io/name: configstamp
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
+{{- /* Namespaces never acted in: the registration's namespaceSelector and the watcher's
+--exclude-namespaces, from this one list (sorted, unique, as configstamp normalizes it). */ -}}
+{{- define "configstamp.excludedNamespaces" -}}
+{{- append .Values.excludeNamespaces .Release.Namespace | uniq | sortAlpha | toJson }}
+{{- end }}
+{{- define "configstamp.readTimeout" -}}{{ mul .Values.webhook.timeoutSeconds 600 }}ms{{- end }}
 {{- define "configstamp.certSecret" -}}configstamp-webhook-tls{{- end }}
 {{- define "configstamp.validate" -}}
 {{- if not (has .Values.certificates.mode (list "cert-manager" "self-signed")) }}
 {{- fail (printf "certificates.mode %q is not supported: use cert-manager or self-signed" .Values.certificates.mode) }}
+{{- end }}
+{{- if or (lt (int .Values.webhook.timeoutSeconds) 1) (gt (int .Values.webhook.timeoutSeconds) 30) }}
+{{- fail "webhook.timeoutSeconds must be between 1 and 30" }}
 {{- end }}
 {{- if not (has .Values.webhook.failurePolicy (list "Ignore" "Fail")) }}
 {{- fail "webhook.failurePolicy must be Ignore or Fail" }}
