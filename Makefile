@@ -43,6 +43,11 @@ test-e2e: ## End-to-end: real rollouts (controller-manager, scheduler, kwok) wit
 	CONFIGSTAMP_BIN_DIR=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) e2e | tail -1)} \
 	  $(GO) test -count=1 -timeout 30m ./test/e2e/...
 
+.PHONY: test-precision
+test-precision: ## Exactly-once rollouts counted as ReplicaSets, on Deployments installed over and created after.
+	CONFIGSTAMP_BIN_DIR=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) e2e | tail -1)} \
+	  $(GO) test -count=1 -timeout 20m ./test/precision/...
+
 .PHONY: test-deploy
 test-deploy: ## Chart tests: rendered objects, install with real helm, RBAC sufficiency, cert-manager CRDs.
 	CONFIGSTAMP_BIN_DIR=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) e2e | tail -1)} \
@@ -55,7 +60,7 @@ manifests: ## Regenerate the kustomize base from the Helm chart.
 	  > deploy/kustomize/configstamp.yaml
 
 .PHONY: test
-test: lint test-unit test-integration test-e2e test-deploy ## Everything: lint, unit, integration, end-to-end and chart tests.
+test: lint test-unit test-integration test-e2e test-precision test-deploy ## Everything: lint, unit, integration, end-to-end, precision and chart tests.
 
 BENCH_COUNT ?= 6
 .PHONY: bench
