@@ -103,3 +103,33 @@ func TestDebouncerRemembersARealChange(t *testing.T) {
 		t.Fatalf("burst with a real change: over %v changed %v, want true true", over, changed)
 	}
 }
+
+func TestDebouncerRestoreKeepsAFailedChange(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	d := newDebouncer[string](2*time.Second, 10*time.Second)
+	d.now = clk.now
+	d.touch("cm", true)
+	clk.advance(2 * time.Second)
+	over, changed, _ := d.ready("cm")
+	if !over || !changed || d.pending("cm") {
+		t.Fatalf("ready: over %v changed %v pending %v", over, changed, d.pending("cm"))
+	}
+	// The fan-out failed: the change is put back, due at once, still a real change.
+	d.restore("cm", changed)
+	if !d.pending("cm") {
+		t.Fatal("restored burst not pending")
+	}
+	if over, changed, w := d.ready("cm"); !over || !changed || w != 0 {
+		t.Fatalf("after restore: over %v changed %v wait %v, want due at once and changed", over, changed, w)
+	}
+	// An event that arrived meanwhile keeps its own wait.
+	d.touch("cm", false)
+	d.restore("cm", true)
+	if over, _, w := d.ready("cm"); over || w != 2*time.Second {
+		t.Fatalf("restore over a newer event: over %v wait %v, want the event's quiet time", over, w)
+	}
+	clk.advance(2 * time.Second)
+	if over, changed, _ := d.ready("cm"); !over || !changed {
+		t.Fatalf("the restored change was lost: over %v changed %v", over, changed)
+	}
+}
