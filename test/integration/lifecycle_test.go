@@ -187,3 +187,22 @@ func deleteRegistration(t *testing.T) {
 		return nil
 	})
 }
+
+// TestRollStaleAtInstall: with --roll-stale-at-install, a Deployment that predates
+// configstamp and whose ConfigMap was written after its pods started rolls once at
+// install; one whose config is older than its pods only gets its record.
+func TestRollStaleAtInstall(t *testing.T) {
+	deleteRegistration(t)
+	ns := env.NewNamespace(t, true)
+	create(t, configMap(ns, "fresh", map[string]string{"k": "1"}))
+	create(t, configMap(ns, "stale", map[string]string{"k": "1"}))
+	time.Sleep(1100 * time.Millisecond) // the API server's times have one-second resolution
+	fresh := createDeployment(t, ns, "fresh", podWithVolumes("fresh"))
+	stale := createDeployment(t, ns, "stale", podWithVolumes("stale"))
+	time.Sleep(1100 * time.Millisecond)
+	setData(t, ns, "stale", "k", "2")
+
+	env.Start(t, framework.Options{Args: []string{"--roll-stale-at-install"}})
+	rollsOnce(t, stale, docHash(t, ns, docSource{name: "stale"}))
+	templateKept(t, time.Second, waitRecord(t, fresh))
+}
