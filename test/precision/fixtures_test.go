@@ -173,3 +173,16 @@ func findEvent(ns, name, reason string) error {
 	}
 	return fmt.Errorf("no %s event on %s among %d", reason, name, len(evs.Items))
 }
+
+// addVolume mounts one more ConfigMap into a Deployment's pods (an update of its template).
+func addVolume(t testing.TB, ns, name, cm string) {
+	t.Helper()
+	d := env.Deployment(t, ns, name)
+	d.Spec.Template.Spec.Volumes = append(d.Spec.Template.Spec.Volumes, corev1.Volume{Name: cm, VolumeSource: corev1.VolumeSource{
+		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm}}}})
+	d.Spec.Template.Spec.Containers[0].VolumeMounts = append(d.Spec.Template.Spec.Containers[0].VolumeMounts,
+		corev1.VolumeMount{Name: cm, MountPath: "/etc/" + cm})
+	if err := env.Client.Update(bg, d); err != nil {
+		t.Fatalf("update deployment %s/%s: %v", ns, name, err)
+	}
+}

@@ -28,6 +28,7 @@ var fixtures = []fixture{
 	{"flap", volume(nil, false), map[string]string{"n": "0"}},
 	{"stopped", volume(nil, false), map[string]string{"k": "1"}},
 	{"quiet", volume(nil, false), map[string]string{"k": "1"}},
+	{"upgraded", volume(nil, false), map[string]string{"k": "1"}},
 }
 
 func fixtureNamed(name string) fixture {
@@ -194,6 +195,13 @@ func TestPrecision(t *testing.T) {
 		cs.Kill()
 		for _, ns := range modes {
 			setData(t, ns, "stopped", "k", "2")
+			// A release that adds a ConfigMap and mounts it, while configstamp is
+			// down: the template keeps a stamp made for the old one, but its new pods
+			// read the new config.
+			createConfigMap(t, ns, "extra", map[string]string{"e": "1"})
+			time.Sleep(1100 * time.Millisecond)
+			addVolume(t, ns, "upgraded", "extra")
+			rollouts(t, ns, "upgraded", 2)
 		}
 		// A Deployment created while configstamp is down (the registration stays: the
 		// API server admits it unstamped), whose ConfigMap then changes.
@@ -214,6 +222,9 @@ func TestPrecision(t *testing.T) {
 				stamped(t, ns, "stopped")
 				rollouts(t, ns, "quiet", 1)
 				rollouts(t, ns, "whole", 2)
+				// Its pods already run the config: recorded, not rolled again.
+				waitRecord(t, ns, "upgraded")
+				rollouts(t, ns, "upgraded", 2)
 			})
 		}
 		d := rollouts(t, late, "late", 2)
