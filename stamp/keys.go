@@ -22,9 +22,18 @@ const (
 	// stripped again by the webhook. It tells the webhook that the update is a nudge
 	// (so an unstamped Deployment may be adopted) rather than someone's no-op update.
 	NudgeAnnotation = "configstamp.io/nudge"
-	// ObservedAnnotation on a workload's metadata records, for a workload whose pod
-	// template carries no current stamp, the config hash its pods are judged to run and
-	// the template it was recorded for (see Observed). Writing metadata rolls nothing.
+	// NudgeRecord is the NudgeAnnotation value of the watcher's own update of a record
+	// (any other value is a nudge): only that update may change the record.
+	NudgeRecord = "record"
+	// RestartedAnnotation on the pod template is set by the webhook when a workload must
+	// roll but its template already carries the wanted stamp (its pods, per its record,
+	// run other config): a new template is the only way to new pods.
+	RestartedAnnotation = "configstamp.io/restarted-at"
+	// ObservedAnnotation on a workload's metadata records the config hash its pods are
+	// judged to run and the template it was recorded for (see Observed): written by the
+	// webhook with every stamp, and by the watcher for a workload whose template cannot
+	// say (it predates configstamp, or changed while the webhook was bypassed). Writing
+	// metadata rolls nothing.
 	ObservedAnnotation = "configstamp.io/observed"
 )
 

@@ -31,6 +31,9 @@ type Source struct {
 	// RequiredKeys are the selected keys a non-optional reference needs, sorted and
 	// unique: the pods cannot start while one is missing.
 	RequiredKeys []string
+	// RequiredEnvKeys are those of RequiredKeys a non-optional env reference needs: env
+	// reads data only, so for these a key in binaryData is missing.
+	RequiredEnvKeys []string
 }
 
 // References returns the ConfigMaps a pod spec consumes, sorted by (kind, name), with the
@@ -111,6 +114,7 @@ func (c collector) addContainer(ct *corev1.Container) {
 		s.Keys = append(s.Keys, ref.Key)
 		if !isOptional(ref.Optional) {
 			s.RequiredKeys = append(s.RequiredKeys, ref.Key)
+			s.RequiredEnvKeys = append(s.RequiredEnvKeys, ref.Key)
 		}
 	}
 }
@@ -127,6 +131,7 @@ func (c collector) sources() []Source {
 			s.Keys = sortedUnique(s.Keys)
 		}
 		s.RequiredKeys = sortedUnique(s.RequiredKeys)
+		s.RequiredEnvKeys = sortedUnique(s.RequiredEnvKeys)
 		out = append(out, *s)
 	}
 	slices.SortFunc(out, compareSources)
@@ -163,7 +168,7 @@ func (s Source) Unmet(cm *corev1.ConfigMap) string {
 	}
 	var missing []string
 	for _, k := range s.RequiredKeys {
-		if !s.sees(cm, k) {
+		if !s.present(cm, k) {
 			missing = append(missing, k)
 		}
 	}
@@ -173,11 +178,12 @@ func (s Source) Unmet(cm *corev1.ConfigMap) string {
 	return s.Kind + "/" + s.Name + " lacks key " + strings.Join(missing, ", ")
 }
 
-// sees reports whether key k of cm is visible to the pods.
-func (s Source) sees(cm *corev1.ConfigMap, k string) bool {
+// present reports whether required key k of cm is there for every non-optional
+// reference to it: env references read data only; volumes read binaryData too.
+func (s Source) present(cm *corev1.ConfigMap, k string) bool {
 	if _, ok := cm.Data[k]; ok {
 		return true
 	}
 	_, ok := cm.BinaryData[k]
-	return ok && s.Binary
+	return ok && s.Binary && !slices.Contains(s.RequiredEnvKeys, k)
 }

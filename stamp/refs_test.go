@@ -28,9 +28,9 @@ func TestReferences(t *testing.T) {
 		return Source{Kind: KindConfigMap, Name: name, AllKeys: keys == nil, Keys: keys, Binary: true, Required: true, RequiredKeys: keys}
 	}
 	env := func(name string, keys ...string) Source {
-		return Source{Kind: KindConfigMap, Name: name, AllKeys: keys == nil, Keys: keys, Required: true, RequiredKeys: keys}
+		return Source{Kind: KindConfigMap, Name: name, AllKeys: keys == nil, Keys: keys, Required: true, RequiredKeys: keys, RequiredEnvKeys: keys}
 	}
-	optional := func(s Source) Source { s.Required, s.RequiredKeys = false, nil; return s }
+	optional := func(s Source) Source { s.Required, s.RequiredKeys, s.RequiredEnvKeys = false, nil, nil; return s }
 	optVolume := cmVolume("o", "k")
 	optVolume.ConfigMap.Optional = ptr.To(true)
 	optRef := keyRef("O", "oe", "k")
@@ -54,8 +54,9 @@ func TestReferences(t *testing.T) {
 		{"optional references", &corev1.PodSpec{Volumes: []corev1.Volume{optVolume}, Containers: []corev1.Container{{Name: "c", Env: []corev1.EnvVar{optRef}}}},
 			[]Source{optional(vol("o", "k")), optional(env("oe", "k"))}},
 		{"one required reference makes it required", &corev1.PodSpec{Volumes: []corev1.Volume{optVolume}, Containers: []corev1.Container{{Name: "c", Env: []corev1.EnvVar{keyRef("R", "o", "r")}}}},
-			[]Source{{Kind: KindConfigMap, Name: "o", Keys: []string{"k", "r"}, Binary: true, Required: true, RequiredKeys: []string{"r"}}}},
-		{"union: items and keyRef", &corev1.PodSpec{Volumes: []corev1.Volume{cmVolume("m", "x")}, Containers: []corev1.Container{{Name: "c", Env: []corev1.EnvVar{keyRef("Y", "m", "y")}}}}, []Source{vol("m", "x", "y")}},
+			[]Source{{Kind: KindConfigMap, Name: "o", Keys: []string{"k", "r"}, Binary: true, Required: true, RequiredKeys: []string{"r"}, RequiredEnvKeys: []string{"r"}}}},
+		{"union: items and keyRef", &corev1.PodSpec{Volumes: []corev1.Volume{cmVolume("m", "x")}, Containers: []corev1.Container{{Name: "c", Env: []corev1.EnvVar{keyRef("Y", "m", "y")}}}},
+			[]Source{{Kind: KindConfigMap, Name: "m", Keys: []string{"x", "y"}, Binary: true, Required: true, RequiredKeys: []string{"x", "y"}, RequiredEnvKeys: []string{"y"}}}},
 		{"any all-keys reference wins; required keys stay", &corev1.PodSpec{Volumes: []corev1.Volume{cmVolume("m", "x"), cmVolume("m")}},
 			[]Source{{Kind: KindConfigMap, Name: "m", AllKeys: true, Binary: true, Required: true, RequiredKeys: []string{"x"}}}},
 		{"secrets and empty names are not config", &corev1.PodSpec{Volumes: []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "s"}}}, cmVolume("")}}, nil},
@@ -86,6 +87,8 @@ func TestUnmet(t *testing.T) {
 		{"binary key seen by a volume", Source{Kind: KindConfigMap, Name: "c", Keys: []string{"bin"}, Binary: true, Required: true, RequiredKeys: []string{"bin"}}, c, ""},
 		{"binary key not seen by env", Source{Kind: KindConfigMap, Name: "c", Keys: []string{"bin"}, Required: true, RequiredKeys: []string{"bin"}}, c, "configmap/c lacks key bin"},
 		{"optional key absent", Source{Kind: KindConfigMap, Name: "c", Keys: []string{"x"}}, c, ""},
+		{"binary key an env reference needs, though a volume mounts it", Source{Kind: KindConfigMap, Name: "c", Keys: []string{"bin"}, Binary: true,
+			Required: true, RequiredKeys: []string{"bin"}, RequiredEnvKeys: []string{"bin"}}, c, "configmap/c lacks key bin"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -73,7 +73,8 @@ type deploymentReconciler struct {
 // events checks every Deployment in the initial list (a change while configstamp was
 // down; a workload seen for the first time gets its record), every new unstamped one
 // after the debounce (created while the webhook was unreachable), and every update that
-// changed the pod template or dropped the stamp (it may have bypassed the webhook).
+// changed the pod template or dropped the stamp or the record (it may have bypassed the
+// webhook).
 // Updates that only move the stamp are the webhook's own work; a new stamped Deployment
 // is covered by the ConfigMap events.
 func (r *deploymentReconciler) events(quiet time.Duration) handler.Funcs {
@@ -87,10 +88,10 @@ func (r *deploymentReconciler) events(quiet time.Duration) handler.Funcs {
 			key := client.ObjectKeyFromObject(dep)
 			switch {
 			case e.IsInInitialList:
-				r.triggers.add(key, trigger{})
+				r.triggers.add(key, trigger{event: true})
 				q.Add(reconcile.Request{NamespacedName: key})
 			case dep.Spec.Template.Annotations[stamp.HashAnnotation] == "":
-				r.triggers.add(key, trigger{})
+				r.triggers.add(key, trigger{event: true})
 				q.AddAfter(reconcile.Request{NamespacedName: key}, quiet)
 			}
 		},
@@ -100,12 +101,13 @@ func (r *deploymentReconciler) events(quiet time.Duration) handler.Funcs {
 			if !ok1 || !ok2 || !consumes(dep) {
 				return
 			}
-			dropped := old.Spec.Template.Annotations[stamp.HashAnnotation] != "" && dep.Spec.Template.Annotations[stamp.HashAnnotation] == ""
+			dropped := old.Spec.Template.Annotations[stamp.HashAnnotation] != "" && dep.Spec.Template.Annotations[stamp.HashAnnotation] == "" ||
+				old.Annotations[stamp.ObservedAnnotation] != "" && dep.Annotations[stamp.ObservedAnnotation] == ""
 			if !dropped && equality.Semantic.DeepEqual(stamp.WithoutStamp(&old.Spec.Template), stamp.WithoutStamp(&dep.Spec.Template)) {
 				return
 			}
 			key := client.ObjectKeyFromObject(dep)
-			r.triggers.add(key, trigger{})
+			r.triggers.add(key, trigger{event: true})
 			q.AddAfter(reconcile.Request{NamespacedName: key}, quiet)
 		},
 	}
@@ -113,13 +115,13 @@ func (r *deploymentReconciler) events(quiet time.Duration) handler.Funcs {
 
 // Reconcile checks the Deployment; the trigger that queued it is kept for a retry.
 func (r *deploymentReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	tr, fresh := r.triggers.take(req.NamespacedName)
-	if fresh {
+	tr := r.triggers.take(req.NamespacedName)
+	if tr.event {
 		r.resetBypasses(req.NamespacedName)
 	}
 	res, err := r.check(ctx, req.NamespacedName, tr)
 	if err != nil || res.RequeueAfter > 0 {
-		r.triggers.add(req.NamespacedName, tr)
+		r.triggers.add(req.NamespacedName, trigger{changed: tr.changed}) // a retry, not an event
 	}
 	return res, err
 }
@@ -158,17 +160,25 @@ func (r *deploymentReconciler) check(ctx context.Context, key types.NamespacedNa
 	}
 
 	// The basis: what the pods are judged to run. A record made for this very template
-	// wins over the template's stamp (it was made because that stamp was stale).
+	// is certain (the webhook writes one with every stamp). Without one, the template's
+	// stamp may have been made for another template (an update that bypassed the
+	// webhook), or there is none (a workload that predates configstamp).
 	stored := dep.Spec.Template.Annotations[stamp.HashAnnotation]
 	storedSources := dep.Spec.Template.Annotations[stamp.SourcesAnnotation]
-	basis, fromRecord := stored, false
-	if rec, ok := stamp.ObservedFor(dep.Annotations, &dep.Spec.Template); ok {
-		basis, fromRecord = rec.Hash, true
+	basis := stored
+	rec, certain := stamp.ObservedFor(dep.Annotations, &dep.Spec.Template)
+	if certain {
+		basis = rec.Hash
 	}
-	if basis == want.Hash && (fromRecord || want.SourcesAnnotation() == storedSources) {
-		log.V(1).Info("Config current", "hash", basis, "fromRecord", fromRecord)
-		checks.WithLabelValues("current").Inc()
+	if basis == want.Hash {
 		r.resetBypasses(key)
+		if !certain {
+			// A stamp without a record (made by a version that wrote none, or the
+			// record was dropped): record it, so later decisions are certain.
+			return reconcile.Result{}, r.record(ctx, &dep, want)
+		}
+		log.V(1).Info("Config current", "hash", basis)
+		checks.WithLabelValues("current").Inc()
 		return reconcile.Result{}, nil
 	}
 	if unmet := want.Unmet(); len(unmet) > 0 {
@@ -181,7 +191,7 @@ func (r *deploymentReconciler) check(ctx context.Context, key types.NamespacedNa
 		return reconcile.Result{}, nil
 	}
 
-	roll, err := r.shouldRoll(ctx, &dep, refs, basis, tr)
+	roll, err := r.shouldRoll(ctx, &dep, refs, basis, certain, tr)
 	if err != nil {
 		checks.WithLabelValues("error").Inc()
 		return reconcile.Result{}, err
@@ -198,12 +208,12 @@ func (r *deploymentReconciler) check(ctx context.Context, key types.NamespacedNa
 }
 
 // shouldRoll decides, for a workload whose basis differs from its config, whether its
-// pods run older config (roll) or already run it (record). A change seen live always
-// rolls. Otherwise the times decide: config written at or after its current pods began
-// to be created. An unstamped workload that predates configstamp is only recorded,
-// unless rollStale.
-func (r *deploymentReconciler) shouldRoll(ctx context.Context, dep *appsv1.Deployment, refs []stamp.Source, basis string, tr trigger) (bool, error) {
-	if tr.changed {
+// pods run older config (roll) or already run it (record). A certain basis (a record for
+// this template) or a change seen live always rolls. Otherwise the times decide: config
+// written at or after its current pods began to be created. An unstamped workload that
+// predates configstamp is only recorded, unless rollStale.
+func (r *deploymentReconciler) shouldRoll(ctx context.Context, dep *appsv1.Deployment, refs []stamp.Source, basis string, certain bool, tr trigger) (bool, error) {
+	if certain || tr.changed {
 		return true, nil
 	}
 	if basis == "" && !r.rollStale {
@@ -220,10 +230,13 @@ func (r *deploymentReconciler) shouldRoll(ctx context.Context, dep *appsv1.Deplo
 }
 
 // record writes the config the pods run into the Deployment's metadata (no rollout),
-// conditional on the resourceVersion the decision was made on.
+// conditional on the resourceVersion the decision was made on. The marker tells the
+// webhook the record is configstamp's own (it keeps anyone else's updates from changing
+// it) and is stripped by it.
 func (r *deploymentReconciler) record(ctx context.Context, dep *appsv1.Deployment, want stamp.Stamp) error {
 	rec := stamp.Observed{Hash: want.Hash, Template: stamp.TemplateFingerprint(&dep.Spec.Template)}
-	patch := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"annotations":{%q:%q}}}`, dep.ResourceVersion, stamp.ObservedAnnotation, rec.String())
+	patch := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"annotations":{%q:%q,%q:%q}}}`, dep.ResourceVersion,
+		stamp.ObservedAnnotation, rec.String(), stamp.NudgeAnnotation, stamp.NudgeRecord)
 	if err := r.client.Patch(ctx, dep, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil

@@ -21,8 +21,8 @@ import (
 // whether a workload's pods may run older config than the current one, when its pod
 // template cannot say: it has no stamp, or a stamp made for another template.
 type evidence struct {
-	cache client.Reader // ConfigMap and Namespace metadata
-	live  client.Reader // ReplicaSets, the registration
+	cache client.Reader // Namespace metadata
+	live  client.Reader // ConfigMap metadata, ReplicaSets, the registration
 	// registration is the MutatingWebhookConfiguration's name.
 	registration string
 
@@ -73,12 +73,13 @@ func sameTemplate(rs, dep *corev1.PodTemplateSpec) bool {
 // configNewer reports whether a source was written at or after since (the API server's
 // times have one-second resolution: a tie counts as newer, so a change is never lost).
 // A source that is missing now counts as newer only when the workload's basis is known
-// (it was deleted since; a deletion carries no time).
+// (it was deleted since; a deletion carries no time). It reads metadata live: a cached
+// time could lag behind the content the decision was computed from.
 func (e *evidence) configNewer(ctx context.Context, namespace string, srcs []stamp.Source, since time.Time, basisKnown bool) (bool, error) {
 	for _, src := range srcs {
 		cm := &metav1.PartialObjectMetadata{}
 		cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
-		err := e.cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: src.Name}, cm)
+		err := e.live.Get(ctx, client.ObjectKey{Namespace: namespace, Name: src.Name}, cm)
 		if apierrors.IsNotFound(err) {
 			if basisKnown {
 				return true, nil

@@ -12,6 +12,9 @@ type trigger struct {
 	// changed: a ConfigMap it consumes really changed while the watcher watched (not a
 	// replay of the initial list), so its pods run older config than what is current.
 	changed bool
+	// event: an event queued it (not the retry of a failed check), so a bypass gets a
+	// new set of retries.
+	event bool
 }
 
 // triggers holds the pending trigger of each queued Deployment.
@@ -29,14 +32,15 @@ func (s *triggers) add(key types.NamespacedName, t trigger) {
 	}
 	cur := s.m[key]
 	cur.changed = cur.changed || t.changed
+	cur.event = cur.event || t.event
 	s.m[key] = cur
 }
 
-// take removes key's pending trigger; fresh is false when none was pending (a retry).
-func (s *triggers) take(key types.NamespacedName) (t trigger, fresh bool) {
+// take removes key's pending trigger (zero when none is pending).
+func (s *triggers) take(key types.NamespacedName) trigger {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t, fresh = s.m[key]
+	t := s.m[key]
 	delete(s.m, key)
-	return t, fresh
+	return t
 }

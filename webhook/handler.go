@@ -87,10 +87,12 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	}
 
 	var patches []jsonpatch.JsonPatchOperation
-	nudged := dep.Annotations[stamp.NudgeAnnotation] != ""
-	if _, ok := dep.Annotations[stamp.NudgeAnnotation]; ok {
+	marker, marked := dep.Annotations[stamp.NudgeAnnotation]
+	if marked {
 		patches = append(patches, jsonpatch.NewOperation("remove", "/metadata/annotations/"+escape(stamp.NudgeAnnotation), nil))
 	}
+	recording := marked && marker == stamp.NudgeRecord // the watcher writes a record
+	nudged := marked && marker != "" && !recording
 	if stamp.IsTrue(dep.Annotations[stamp.SkipAnnotation]) {
 		return respond(patches, ""), resultSkipped
 	}
@@ -98,50 +100,71 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	if namespace == "" {
 		namespace = req.Namespace
 	}
-	// The stamp the workload carries: an UPDATE that drops it (kubectl replace, helm
-	// upgrade --force) does not make it go away.
+	// The stamp and the record the workload carries are configstamp's: an UPDATE that
+	// drops or changes them (kubectl replace, helm upgrade --force, rollout undo copying
+	// a ReplicaSet's annotations) does not change what they say.
 	stored := &dep.Spec.Template.ObjectMeta
 	templateChanged := true
+	var record map[string]string
 	if old != nil {
 		stored = &old.Spec.Template.ObjectMeta
 		templateChanged = !equality.Semantic.DeepEqual(stamp.WithoutStamp(&old.Spec.Template), stamp.WithoutStamp(&dep.Spec.Template))
+		record = old.Annotations
+	}
+	if recording {
+		record = dep.Annotations
 	}
 	storedHash := stored.Annotations[stamp.HashAnnotation]
-	record := carriedRecord(old, dep)
+	rec, recValid := stamp.ObservedFor(record, &dep.Spec.Template)
+	basis := storedHash
+	if recValid {
+		basis = rec.Hash
+	}
+	keep := func() []jsonpatch.JsonPatchOperation {
+		ops := restoreStamp(stored, &dep.Spec.Template.ObjectMeta)
+		return append(ops, annotationPatch(dep.Annotations, stamp.ObservedAnnotation, record[stamp.ObservedAnnotation])...)
+	}
 
-	if !templateChanged && !nudged {
-		// Someone else's update that leaves the pod template as it is. A workload judged
-		// by a record is the watcher's to roll (after the debounce); an unstamped one
-		// without a record is left alone: installing configstamp rolls nothing.
-		if _, ok := stamp.ObservedFor(record, &dep.Spec.Template); ok || storedHash == "" {
-			return respond(append(patches, keepRecord(old, dep)...), ""), resultSkipped
-		}
+	if !templateChanged && !nudged && (recValid || storedHash == "") {
+		// Someone else's update that leaves the pod template as it is. A workload with a
+		// record is the watcher's to roll (after the debounce); an unstamped one without
+		// a record is left alone: installing configstamp rolls nothing.
+		return respond(append(patches, keep()...), ""), resultSkipped
 	}
 
 	want, err := configread.Stamp(ctx, s.Reader, s.Cache, namespace, &dep.Spec.Template.Spec, s.readTimeout())
 	if err != nil {
 		log.Error(err, "Admitted with the stored config hash: could not read config", "namespace", namespace, "name", dep.Name, "storedHash", storedHash)
-		patches = append(patches, restoreStamp(stored, &dep.Spec.Template.ObjectMeta)...)
-		patches = append(patches, keepRecord(old, dep)...)
-		return respond(patches, "configstamp: could not read config; the Deployment keeps its stored config hash ("+short(storedHash)+
+		return respond(append(patches, keep()...), "configstamp: could not read config; the Deployment keeps its stored config hash ("+short(storedHash)+
 			") and configstamp re-checks it shortly: "+err.Error()), resultReadError
 	}
 	unmet := want.Unmet()
-	if len(unmet) > 0 && !templateChanged && want.Hash != storedHash {
+	if len(unmet) > 0 && !templateChanged && want.Hash != basis {
 		// A nudge, or someone's update that keeps the template: rolling now would start
 		// pods that cannot start. Keep what is stored; the watcher reports it.
 		log.Info("Kept the stored config hash: required config is missing", "namespace", namespace, "name", dep.Name,
 			"operation", string(req.Operation), "user", req.UserInfo.Username, "storedHash", storedHash, "missing", unmet)
-		patches = append(patches, restoreStamp(stored, &dep.Spec.Template.ObjectMeta)...)
-		patches = append(patches, keepRecord(old, dep)...)
-		return respond(patches, "configstamp: kept the stored config hash, not rolling into missing config: "+strings.Join(unmet, "; ")), resultHeld
+		return respond(append(patches, keep()...), "configstamp: kept the stored config hash, not rolling into missing config: "+strings.Join(unmet, "; ")), resultHeld
 	}
 
-	// The template gets the stamp; a record is no longer needed once it has one.
+	// The template gets the stamp, and the metadata the record of it.
+	final := dep.Spec.Template.DeepCopy()
 	patches = append(patches, templatePatch(&dep.Spec.Template.ObjectMeta, want.Hash, want.SourcesAnnotation())...)
-	if _, ok := dep.Annotations[stamp.ObservedAnnotation]; ok {
-		patches = append(patches, jsonpatch.NewOperation("remove", "/metadata/annotations/"+escape(stamp.ObservedAnnotation), nil))
+	if nudged && !templateChanged && recValid && want.Hash != "" && want.Hash == storedHash && want.Hash != rec.Hash {
+		// The template already carries the wanted stamp, but its pods run other config
+		// (its record): only a new template rolls them.
+		now := time.Now().UTC().Format(time.RFC3339)
+		if final.Annotations == nil {
+			final.Annotations = map[string]string{}
+		}
+		final.Annotations[stamp.RestartedAnnotation] = now
+		patches = append(patches, jsonpatch.NewOperation("add", "/spec/template/metadata/annotations/"+escape(stamp.RestartedAnnotation), now))
 	}
+	newRecord := ""
+	if want.Hash != "" {
+		newRecord = stamp.Observed{Hash: want.Hash, Template: stamp.TemplateFingerprint(final)}.String()
+	}
+	patches = append(patches, annotationPatch(dep.Annotations, stamp.ObservedAnnotation, newRecord)...)
 	warning := ""
 	if len(unmet) > 0 {
 		warning = "configstamp: required config is missing, the new pods cannot start until it exists: " + strings.Join(unmet, "; ")
@@ -150,13 +173,13 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	if want.Hash != "" {
 		resp.AuditAnnotations = map[string]string{AuditHash: want.Hash, AuditSources: want.SourcesAnnotation()}
 	}
-	if want.Hash == storedHash {
+	if want.Hash == basis {
 		return resp, resultUnchanged
 	}
 	dryRun := req.DryRun != nil && *req.DryRun
 	log.Info("Stamped config hash",
 		"namespace", namespace, "name", dep.Name, "operation", string(req.Operation),
-		"user", req.UserInfo.Username, "oldHash", storedHash, "newHash", want.Hash,
+		"user", req.UserInfo.Username, "oldHash", basis, "newHash", want.Hash,
 		"sources", want.SourcesAnnotation(), "dryRun", dryRun)
 	if !dryRun {
 		stampsChanged.Inc()
@@ -164,28 +187,19 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	return resp, resultStamped
 }
 
-// carriedRecord returns the annotations holding the workload's record: the incoming
-// object's, or the stored object's when the update dropped the record.
-func carriedRecord(old, dep *appsv1.Deployment) map[string]string {
-	if _, ok := dep.Annotations[stamp.ObservedAnnotation]; ok || old == nil {
-		return dep.Annotations
-	}
-	return old.Annotations
-}
-
-// keepRecord puts the stored record back when an update dropped it.
-func keepRecord(old, dep *appsv1.Deployment) []jsonpatch.JsonPatchOperation {
-	if old == nil {
+// annotationPatch makes the metadata annotation key hold value (absent when value is
+// empty), given the incoming annotations: nothing when it already does.
+func annotationPatch(cur map[string]string, key, value string) []jsonpatch.JsonPatchOperation {
+	got, has := cur[key]
+	switch {
+	case value == "" && has:
+		return []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("remove", "/metadata/annotations/"+escape(key), nil)}
+	case value == "" || (has && got == value):
 		return nil
+	case cur == nil:
+		return []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add", "/metadata/annotations", map[string]string{key: value})}
 	}
-	v, had := old.Annotations[stamp.ObservedAnnotation]
-	if _, has := dep.Annotations[stamp.ObservedAnnotation]; !had || has {
-		return nil
-	}
-	if dep.Annotations == nil {
-		return []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add", "/metadata/annotations", map[string]string{stamp.ObservedAnnotation: v})}
-	}
-	return []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add", "/metadata/annotations/"+escape(stamp.ObservedAnnotation), v)}
+	return []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add", "/metadata/annotations/"+escape(key), value)}
 }
 
 // restoreStamp puts the stored stamp back into an incoming template that dropped or

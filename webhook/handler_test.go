@@ -79,11 +79,15 @@ func stamped(st stamp.Stamp) map[string]string {
 func TestHandleCreateStamps(t *testing.T) {
 	s := stamper(t, cm("cfg", "1"))
 	resp := s.Handle(context.Background(), request(t, admissionv1.Create, dep(nil, "img", "cfg"), nil))
-	if !resp.Allowed || len(resp.Patches) != 1 {
-		t.Fatalf("want one patch, got %+v", resp)
+	if !resp.Allowed || len(resp.Patches) != 2 {
+		t.Fatalf("want two patches (stamp, record), got %+v", resp)
 	}
 	p := resp.Patches[0]
 	want := expected(t, "1")
+	rec := resp.Patches[1]
+	if r, ok := stamp.ParseObserved(rec.Value.(map[string]string)[stamp.ObservedAnnotation]); rec.Path != "/metadata/annotations" || !ok || r.Hash != want.Hash {
+		t.Fatalf("record patch %+v", rec)
+	}
 	if p.Operation != "add" || p.Path != "/spec/template/metadata/annotations" {
 		t.Fatalf("patch %+v", p)
 	}
@@ -104,24 +108,31 @@ func TestHandlePatches(t *testing.T) {
 		obj, prev *appsv1.Deployment
 		wantOps   []string // "op path"
 	}{
-		{"unchanged stamp: no patch", admissionv1.Update, dep(stamped(cur), "img", "cfg"), dep(stamped(cur), "img", "cfg"), nil},
+		{"current stamp without a record: only the record", admissionv1.Update, dep(stamped(cur), "img", "cfg"), dep(stamped(cur), "img", "cfg"),
+			[]string{"add /metadata/annotations"}},
+		{"current stamp and record: no patch", admissionv1.Update, withRecord(dep(stamped(cur), "img", "cfg"), "img", cur.Hash), withRecord(dep(stamped(cur), "img", "cfg"), "img", cur.Hash), nil},
 		{"stale stamp: replace both keys", admissionv1.Update, dep(stamped(old), "img", "cfg"), dep(stamped(old), "img", "cfg"),
-			[]string{"add /spec/template/metadata/annotations/configstamp.io~1config-hash", "add /spec/template/metadata/annotations/configstamp.io~1sources"}},
+			[]string{"add /spec/template/metadata/annotations/configstamp.io~1config-hash", "add /spec/template/metadata/annotations/configstamp.io~1sources", "add /metadata/annotations"}},
 		{"other annotations kept", admissionv1.Create, dep(map[string]string{"x": "y"}, "img", "cfg"), nil,
-			[]string{"add /spec/template/metadata/annotations/configstamp.io~1config-hash", "add /spec/template/metadata/annotations/configstamp.io~1sources"}},
+			[]string{"add /spec/template/metadata/annotations/configstamp.io~1config-hash", "add /spec/template/metadata/annotations/configstamp.io~1sources", "add /metadata/annotations"}},
 		{"lazy adoption: no-op update of an unstamped Deployment", admissionv1.Update, dep(nil, "img", "cfg"), dep(nil, "img", "cfg"), nil},
 		{"template change adopts", admissionv1.Update, dep(nil, "img:2", "cfg"), dep(nil, "img", "cfg"),
-			[]string{"add /spec/template/metadata/annotations"}},
+			[]string{"add /spec/template/metadata/annotations", "add /metadata/annotations"}},
 		{"no config any more: stamp removed", admissionv1.Update, dep(stamped(cur), "img"), dep(stamped(cur), "img", "cfg"),
 			[]string{"remove /spec/template/metadata/annotations/configstamp.io~1config-hash", "remove /spec/template/metadata/annotations/configstamp.io~1sources"}},
 		{"no config at all: nothing", admissionv1.Create, dep(nil, "img"), nil, nil},
 		{"replace dropped the stamp: recomputed", admissionv1.Update, dep(nil, "img", "cfg"), dep(stamped(cur), "img", "cfg"),
+			[]string{"add /spec/template/metadata/annotations", "add /metadata/annotations"}},
+		{"valid record: someone's update passes through", admissionv1.Update, withRecord(dep(stamped(old), "img", "cfg"), "img", ""), withRecord(dep(stamped(old), "img", "cfg"), "img", ""), nil},
+		{"valid record: a replace that dropped the stamp gets it back", admissionv1.Update, withRecord(dep(nil, "img", "cfg"), "img", ""), withRecord(dep(stamped(old), "img", "cfg"), "img", ""),
 			[]string{"add /spec/template/metadata/annotations"}},
-		{"valid record: someone's update passes through", admissionv1.Update, withRecord(dep(stamped(old), "img", "cfg"), "img"), withRecord(dep(stamped(old), "img", "cfg"), "img"), nil},
-		{"record dropped by an update: carried forward", admissionv1.Update, dep(nil, "img", "cfg"), withRecord(dep(nil, "img", "cfg"), "img"),
+		{"record dropped by an update: carried forward", admissionv1.Update, dep(nil, "img", "cfg"), withRecord(dep(nil, "img", "cfg"), "img", ""),
 			[]string{"add /metadata/annotations"}},
-		{"stamping removes the record", admissionv1.Update, withRecord(dep(nil, "img:2", "cfg"), "img"), withRecord(dep(nil, "img", "cfg"), "img"),
-			[]string{"add /spec/template/metadata/annotations", "remove /metadata/annotations/configstamp.io~1observed"}},
+		{"someone else's record (rollout undo copies one): the stored one stays", admissionv1.Update,
+			withRecord(dep(nil, "img", "cfg"), "img", strings.Repeat("1", 64)), withRecord(dep(nil, "img", "cfg"), "img", ""),
+			[]string{"add /metadata/annotations/configstamp.io~1observed"}},
+		{"stamping rewrites the record", admissionv1.Update, withRecord(dep(nil, "img:2", "cfg"), "img", ""), withRecord(dep(nil, "img", "cfg"), "img", ""),
+			[]string{"add /spec/template/metadata/annotations", "add /metadata/annotations/configstamp.io~1observed"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -145,11 +156,15 @@ func TestHandlePatches(t *testing.T) {
 	}
 }
 
-// withRecord gives d a record (of an arbitrary hash) made for d's template with image.
-func withRecord(d *appsv1.Deployment, image string) *appsv1.Deployment {
+// withRecord gives d a record of hash (empty: an arbitrary one) made for d's template
+// with image.
+func withRecord(d *appsv1.Deployment, image, hash string) *appsv1.Deployment {
 	t := d.Spec.Template.DeepCopy()
 	t.Spec.Containers[0].Image = image
-	rec := stamp.Observed{Hash: strings.Repeat("0", 64), Template: stamp.TemplateFingerprint(t)}
+	if hash == "" {
+		hash = strings.Repeat("0", 64)
+	}
+	rec := stamp.Observed{Hash: hash, Template: stamp.TemplateFingerprint(t)}
 	d.Annotations = map[string]string{stamp.ObservedAnnotation: rec.String()}
 	return d
 }
@@ -186,7 +201,7 @@ func TestHandleHoldsWhenRequiredConfigGoesMissing(t *testing.T) {
 	}
 	// The user's own template change is stamped anyway, with a warning.
 	resp = stamper(t).Handle(context.Background(), request(t, admissionv1.Update, dep(stamped(cur), "img:2", "cfg"), dep(stamped(cur), "img", "cfg")))
-	if len(resp.Patches) != 2 || len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "cannot start") {
+	if len(resp.Patches) != 3 || len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "cannot start") {
 		t.Fatalf("template change with missing config: %+v", resp)
 	}
 }
@@ -195,8 +210,8 @@ func TestHandleNudgeIsStrippedAndAdopts(t *testing.T) {
 	d := dep(nil, "img", "cfg")
 	d.Annotations = map[string]string{stamp.NudgeAnnotation: "true"}
 	resp := stamper(t, cm("cfg", "1")).Handle(context.Background(), request(t, admissionv1.Update, d, dep(nil, "img", "cfg")))
-	if len(resp.Patches) != 2 || resp.Patches[0].Operation != "remove" || resp.Patches[0].Path != "/metadata/annotations/configstamp.io~1nudge" ||
-		resp.Patches[1].Path != "/spec/template/metadata/annotations" {
+	if len(resp.Patches) != 3 || resp.Patches[0].Operation != "remove" || resp.Patches[0].Path != "/metadata/annotations/configstamp.io~1nudge" ||
+		resp.Patches[1].Path != "/spec/template/metadata/annotations" || resp.Patches[2].Path != "/metadata/annotations/configstamp.io~1observed" {
 		t.Fatalf("patches %+v", resp.Patches)
 	}
 }
@@ -226,7 +241,7 @@ func TestHandleFailsOpenOnReadErrors(t *testing.T) {
 
 func TestHandleMissingConfigMapIsStamped(t *testing.T) {
 	resp := stamper(t).Handle(context.Background(), request(t, admissionv1.Create, dep(nil, "img", "cfg"), nil))
-	if !resp.Allowed || len(resp.Patches) != 1 {
+	if !resp.Allowed || len(resp.Patches) != 2 {
 		t.Fatalf("got %+v", resp)
 	}
 	if got := resp.Patches[0].Value.(map[string]string)[stamp.SourcesAnnotation]; got != "configmap/cfg=missing" {
@@ -252,5 +267,41 @@ func TestHandleMalformed(t *testing.T) {
 	other.Kind.Kind = "StatefulSet"
 	if resp := s.Handle(context.Background(), other); !resp.Allowed || len(resp.Patches) != 0 {
 		t.Errorf("other kinds must pass untouched: %+v", resp)
+	}
+}
+
+// A workload whose template carries the wanted stamp but whose pods, per its record, run
+// other config (the ConfigMap went back to what the stale stamp says): a nudge must still
+// roll it, so the template gets a restart annotation.
+func TestHandleNudgeRollsWhenOnlyTheRecordDiffers(t *testing.T) {
+	cur := expected(t, "1")
+	pods := expected(t, "2")
+	stored := withRecord(dep(stamped(cur), "img", "cfg"), "img", pods.Hash)
+	nudge := stored.DeepCopy()
+	nudge.Annotations[stamp.NudgeAnnotation] = "true"
+	resp := stamper(t, cm("cfg", "1")).Handle(context.Background(), request(t, admissionv1.Update, nudge, stored))
+	var got []string
+	for _, p := range resp.Patches {
+		got = append(got, p.Operation+" "+p.Path)
+	}
+	want := []string{"remove /metadata/annotations/configstamp.io~1nudge", "add /spec/template/metadata/annotations/configstamp.io~1restarted-at",
+		"add /metadata/annotations/configstamp.io~1observed"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("patches %v, want %v", got, want)
+	}
+	r, ok := stamp.ParseObserved(resp.Patches[2].Value.(string))
+	if !ok || r.Hash != cur.Hash || r.Template == stamp.TemplateFingerprint(&stored.Spec.Template) {
+		t.Fatalf("record %+v: want the current hash, for the new template", r)
+	}
+}
+
+// The watcher's own record update (marker "record") may change the record.
+func TestHandleWatcherRecordIsKept(t *testing.T) {
+	stored := dep(nil, "img", "cfg")
+	update := withRecord(dep(nil, "img", "cfg"), "img", "")
+	update.Annotations[stamp.NudgeAnnotation] = stamp.NudgeRecord
+	resp := stamper(t, cm("cfg", "1")).Handle(context.Background(), request(t, admissionv1.Update, update, stored))
+	if len(resp.Patches) != 1 || resp.Patches[0].Path != "/metadata/annotations/configstamp.io~1nudge" {
+		t.Fatalf("patches %+v: want only the marker removed", resp.Patches)
 	}
 }

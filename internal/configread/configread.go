@@ -79,9 +79,11 @@ func cacheKey(namespace string, src stamp.Source) string {
 	for _, k := range src.Keys {
 		field(k)
 	}
-	field(strconv.Itoa(len(src.RequiredKeys)))
-	for _, k := range src.RequiredKeys {
-		field(k)
+	for _, list := range [][]string{src.RequiredKeys, src.RequiredEnvKeys} {
+		field(strconv.Itoa(len(list)))
+		for _, k := range list {
+			field(k)
+		}
 	}
 	return b.String()
 }
