@@ -56,8 +56,8 @@ func BenchmarkHandle(b *testing.B) {
 				start := time.Now()
 				resp := s.Handle(context.Background(), req)
 				durations = append(durations, time.Since(start))
-				if len(resp.Patches) != 1 {
-					b.Fatalf("want one patch, got %+v", resp.Patches)
+				if len(resp.Patches) != 2 { // the stamp, and the record of it
+					b.Fatalf("want two patches, got %+v", resp.Patches)
 				}
 			}
 			slices.Sort(durations)
