@@ -43,8 +43,9 @@ func ObservedFor(annotations map[string]string, template *corev1.PodTemplateSpec
 // fingerprintChars is how many hex characters of the template digest a record keeps.
 const fingerprintChars = 16
 
-// TemplateFingerprint identifies a pod template apart from configstamp's own stamp: two
-// templates that differ only in the stamp run the same pods' spec. It hashes the JSON
+// TemplateFingerprint identifies a pod template apart from configstamp's own annotations
+// (the stamp, and the restart annotation): two templates that differ only in those run
+// the same pods' spec. It hashes the JSON
 // encoding of the typed template (map keys sorted), so the webhook and the watcher agree.
 func TemplateFingerprint(t *corev1.PodTemplateSpec) string {
 	c := WithoutStamp(t)
@@ -61,6 +62,7 @@ func WithoutStamp(t *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
 	c := t.DeepCopy()
 	delete(c.Annotations, HashAnnotation)
 	delete(c.Annotations, SourcesAnnotation)
+	delete(c.Annotations, RestartedAnnotation)
 	if len(c.Annotations) == 0 {
 		c.Annotations = nil
 	}

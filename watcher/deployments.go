@@ -145,14 +145,6 @@ func (r *deploymentReconciler) check(ctx context.Context, key types.NamespacedNa
 	if len(refs) == 0 {
 		return reconcile.Result{}, nil
 	}
-	if !tr.changed && r.pending != nil {
-		for _, src := range refs {
-			if r.pending(types.NamespacedName{Namespace: dep.Namespace, Name: src.Name}) {
-				log.V(1).Info("Check left to the ConfigMap's debounce", "configmap", src.Name)
-				return reconcile.Result{}, nil
-			}
-		}
-	}
 	want, err := r.expected(ctx, &dep)
 	if err != nil {
 		checks.WithLabelValues("error").Inc()
@@ -169,6 +161,17 @@ func (r *deploymentReconciler) check(ctx context.Context, key types.NamespacedNa
 	rec, certain := stamp.ObservedFor(dep.Annotations, &dep.Spec.Template)
 	if certain {
 		basis = rec.Hash
+	}
+	if basis != "" && !tr.changed && r.pending != nil {
+		// A ConfigMap it consumes is still changing: its debounce checks this workload
+		// when it is quiet (a burst ends in one rollout). A workload without any basis
+		// is recorded first, so that burst is then judged against it.
+		for _, src := range refs {
+			if r.pending(types.NamespacedName{Namespace: dep.Namespace, Name: src.Name}) {
+				log.V(1).Info("Check left to the ConfigMap's debounce", "configmap", src.Name)
+				return reconcile.Result{}, nil
+			}
+		}
 	}
 	if basis == want.Hash {
 		r.resetBypasses(key)
@@ -234,6 +237,9 @@ func (r *deploymentReconciler) shouldRoll(ctx context.Context, dep *appsv1.Deplo
 // webhook the record is configstamp's own (it keeps anyone else's updates from changing
 // it) and is stripped by it.
 func (r *deploymentReconciler) record(ctx context.Context, dep *appsv1.Deployment, want stamp.Stamp) error {
+	if want.Hash == "" { // every source ignored: nothing to record
+		return nil
+	}
 	rec := stamp.Observed{Hash: want.Hash, Template: stamp.TemplateFingerprint(&dep.Spec.Template)}
 	patch := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"annotations":{%q:%q,%q:%q}}}`, dep.ResourceVersion,
 		stamp.ObservedAnnotation, rec.String(), stamp.NudgeAnnotation, stamp.NudgeRecord)
@@ -262,6 +268,11 @@ func (r *deploymentReconciler) nudge(ctx context.Context, dep *appsv1.Deployment
 	}
 	nudges.Inc()
 	got := dep.Spec.Template.Annotations[stamp.HashAnnotation]
+	if _, marked := dep.Annotations[stamp.NudgeAnnotation]; marked {
+		// The webhook strips the marker it reads: it was not called at all (even if
+		// the template happens to carry the wanted stamp already).
+		return r.bypassed(ctx, dep, got, want.Hash)
+	}
 	if got != want.Hash {
 		// The config may have moved on since we read it: compare with a fresh read
 		// before calling it a bypass.

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,6 +50,9 @@ type Stamper struct {
 	ReadTimeout time.Duration
 	// Cache, when set, lets an unchanged ConfigMap be checked with a metadata-only read.
 	Cache *configread.DigestCache
+	// Self is the user configstamp's watcher runs as: only its requests may nudge or
+	// write a record. Empty: anyone's marker counts.
+	Self string
 }
 
 var _ admission.Handler = &Stamper{}
@@ -91,8 +96,12 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	if marked {
 		patches = append(patches, jsonpatch.NewOperation("remove", "/metadata/annotations/"+escape(stamp.NudgeAnnotation), nil))
 	}
-	recording := marked && marker == stamp.NudgeRecord // the watcher writes a record
-	nudged := marked && marker != "" && !recording
+	// Only configstamp's own marker counts: a leftover one (the webhook was down when it
+	// was set), one copied back from a ReplicaSet by rollout undo, or one set by hand is
+	// stripped and ignored.
+	ours := marked && (s.Self == "" || req.UserInfo.Username == s.Self)
+	recording := ours && marker == stamp.NudgeRecord // the watcher writes a record
+	nudged := ours && marker != "" && !recording
 	if stamp.IsTrue(dep.Annotations[stamp.SkipAnnotation]) {
 		return respond(patches, ""), resultSkipped
 	}
@@ -128,7 +137,12 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	if !templateChanged && !nudged && (recValid || storedHash == "") {
 		// Someone else's update that leaves the pod template as it is. A workload with a
 		// record is the watcher's to roll (after the debounce); an unstamped one without
-		// a record is left alone: installing configstamp rolls nothing.
+		// a record is left alone: installing configstamp rolls nothing. What it carries
+		// of configstamp's stays as stored, unless it is what configstamp writes now
+		// (this is a reinvocation after configstamp's own patch).
+		if s.current(ctx, namespace, dep, storedHash, record[stamp.ObservedAnnotation]) {
+			return respond(patches, ""), resultSkipped
+		}
 		return respond(append(patches, keep()...), ""), resultSkipped
 	}
 
@@ -148,21 +162,16 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	}
 
 	// The template gets the stamp, and the metadata the record of it.
-	final := dep.Spec.Template.DeepCopy()
-	patches = append(patches, templatePatch(&dep.Spec.Template.ObjectMeta, want.Hash, want.SourcesAnnotation())...)
+	patches = append(patches, templatePatch(&dep.Spec.Template.ObjectMeta, stampAnnotations(want.Hash, want.SourcesAnnotation()))...)
 	if nudged && !templateChanged && recValid && want.Hash != "" && want.Hash == storedHash && want.Hash != rec.Hash {
 		// The template already carries the wanted stamp, but its pods run other config
 		// (its record): only a new template rolls them.
 		now := time.Now().UTC().Format(time.RFC3339)
-		if final.Annotations == nil {
-			final.Annotations = map[string]string{}
-		}
-		final.Annotations[stamp.RestartedAnnotation] = now
 		patches = append(patches, jsonpatch.NewOperation("add", "/spec/template/metadata/annotations/"+escape(stamp.RestartedAnnotation), now))
 	}
 	newRecord := ""
 	if want.Hash != "" {
-		newRecord = stamp.Observed{Hash: want.Hash, Template: stamp.TemplateFingerprint(final)}.String()
+		newRecord = stamp.Observed{Hash: want.Hash, Template: stamp.TemplateFingerprint(&dep.Spec.Template)}.String()
 	}
 	patches = append(patches, annotationPatch(dep.Annotations, stamp.ObservedAnnotation, newRecord)...)
 	warning := ""
@@ -202,14 +211,35 @@ func annotationPatch(cur map[string]string, key, value string) []jsonpatch.JsonP
 	return []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add", "/metadata/annotations/"+escape(key), value)}
 }
 
-// restoreStamp puts the stored stamp back into an incoming template that dropped or
-// changed it: nothing when they agree or nothing was stored.
+// current reports whether the stamp and the record an update carries differ from the
+// stored ones and are what configstamp would write now: a reinvocation after its own
+// patch (another webhook changed the object since). It reads config only when they
+// differ.
+func (s *Stamper) current(ctx context.Context, namespace string, dep *appsv1.Deployment, storedHash, storedRecord string) bool {
+	hash, record := dep.Spec.Template.Annotations[stamp.HashAnnotation], dep.Annotations[stamp.ObservedAnnotation]
+	if (hash == "" || hash == storedHash) && (record == "" || record == storedRecord) {
+		return false
+	}
+	want, err := configread.Stamp(ctx, s.Reader, s.Cache, namespace, &dep.Spec.Template.Spec, s.readTimeout())
+	if err != nil || want.Hash == "" || hash != want.Hash {
+		return false
+	}
+	rec, ok := stamp.ObservedFor(dep.Annotations, &dep.Spec.Template)
+	return ok && rec.Hash == want.Hash
+}
+
+// restoreStamp puts the stored stamp (and restart annotation) back into an incoming
+// template that dropped or changed them: nothing when they agree or nothing was stored.
 func restoreStamp(stored, incoming *metav1.ObjectMeta) []jsonpatch.JsonPatchOperation {
 	hash := stored.Annotations[stamp.HashAnnotation]
 	if hash == "" {
 		return nil
 	}
-	return templatePatch(incoming, hash, stored.Annotations[stamp.SourcesAnnotation])
+	want := stampAnnotations(hash, stored.Annotations[stamp.SourcesAnnotation])
+	if v, ok := stored.Annotations[stamp.RestartedAnnotation]; ok {
+		want[stamp.RestartedAnnotation] = v
+	}
+	return templatePatch(incoming, want)
 }
 
 func short(h string) string {
@@ -241,34 +271,42 @@ func decode(raw []byte) (*appsv1.Deployment, error) {
 }
 
 // templatePatch returns the smallest JSON patch that makes the template's annotations
-// carry hash and sources (none when hash is empty): nothing when they already do.
-func templatePatch(meta *metav1.ObjectMeta, hash, sources string) []jsonpatch.JsonPatchOperation {
+// carry every key of want (an empty value: the key absent): nothing when they already do.
+func templatePatch(meta *metav1.ObjectMeta, want map[string]string) []jsonpatch.JsonPatchOperation {
 	const base = "/spec/template/metadata"
 	cur := meta.Annotations
-	if hash == "" {
-		var ops []jsonpatch.JsonPatchOperation
-		for _, k := range []string{stamp.HashAnnotation, stamp.SourcesAnnotation} {
-			if _, ok := cur[k]; ok {
-				ops = append(ops, jsonpatch.NewOperation("remove", base+"/annotations/"+escape(k), nil))
-			}
+	var ops []jsonpatch.JsonPatchOperation
+	adds := map[string]string{}
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		got, has := cur[k]
+		switch v := want[k]; {
+		case v == "" && has:
+			ops = append(ops, jsonpatch.NewOperation("remove", base+"/annotations/"+escape(k), nil))
+		case v != "" && (!has || got != v):
+			adds[k] = v
 		}
-		return ops
 	}
-	wanted := map[string]string{stamp.HashAnnotation: hash, stamp.SourcesAnnotation: sources}
 	switch {
+	case len(adds) == 0:
+		return ops
 	case equality.Semantic.DeepEqual(*meta, metav1.ObjectMeta{}):
 		// The template has no metadata worth keeping (and the member may be absent).
-		return []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add", base, map[string]any{"annotations": wanted})}
+		return []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add", base, map[string]any{"annotations": adds})}
 	case cur == nil:
-		return []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add", base+"/annotations", wanted)}
+		return []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add", base+"/annotations", adds)}
 	}
-	var ops []jsonpatch.JsonPatchOperation
-	for _, k := range []string{stamp.HashAnnotation, stamp.SourcesAnnotation} {
-		if v, ok := cur[k]; !ok || v != wanted[k] {
-			ops = append(ops, jsonpatch.NewOperation("add", base+"/annotations/"+escape(k), wanted[k]))
-		}
+	for _, k := range slices.Sorted(maps.Keys(adds)) {
+		ops = append(ops, jsonpatch.NewOperation("add", base+"/annotations/"+escape(k), adds[k]))
 	}
 	return ops
+}
+
+// stampAnnotations are the template annotations of a stamp (none when hash is empty).
+func stampAnnotations(hash, sources string) map[string]string {
+	if hash == "" {
+		sources = ""
+	}
+	return map[string]string{stamp.HashAnnotation: hash, stamp.SourcesAnnotation: sources}
 }
 
 // escape makes a map key a JSON pointer token (RFC 6901).

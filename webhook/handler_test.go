@@ -290,8 +290,8 @@ func TestHandleNudgeRollsWhenOnlyTheRecordDiffers(t *testing.T) {
 		t.Fatalf("patches %v, want %v", got, want)
 	}
 	r, ok := stamp.ParseObserved(resp.Patches[2].Value.(string))
-	if !ok || r.Hash != cur.Hash || r.Template == stamp.TemplateFingerprint(&stored.Spec.Template) {
-		t.Fatalf("record %+v: want the current hash, for the new template", r)
+	if !ok || r.Hash != cur.Hash || r.Template != stamp.TemplateFingerprint(&stored.Spec.Template) {
+		t.Fatalf("record %+v: want the current hash (the restart annotation is configstamp's: same template)", r)
 	}
 }
 
@@ -303,5 +303,67 @@ func TestHandleWatcherRecordIsKept(t *testing.T) {
 	resp := stamper(t, cm("cfg", "1")).Handle(context.Background(), request(t, admissionv1.Update, update, stored))
 	if len(resp.Patches) != 1 || resp.Patches[0].Path != "/metadata/annotations/configstamp.io~1nudge" {
 		t.Fatalf("patches %+v: want only the marker removed", resp.Patches)
+	}
+}
+
+// A reinvocation (another webhook changed the object after configstamp stamped it) sees
+// the stored object as old and configstamp's own fresh stamp and record as incoming:
+// they stay.
+func TestHandleReinvocationKeepsItsOwnStamp(t *testing.T) {
+	old := expected(t, "0")
+	cur := expected(t, "1")
+	stored := withRecord(dep(stamped(old), "img", "cfg"), "img", old.Hash)
+	reinvoked := withRecord(dep(stamped(cur), "img", "cfg"), "img", cur.Hash)
+	reinvoked.Labels = map[string]string{"policy": "applied"} // what the other webhook did
+	resp := stamper(t, cm("cfg", "1")).Handle(context.Background(), request(t, admissionv1.Update, reinvoked, stored))
+	if len(resp.Patches) != 0 {
+		t.Fatalf("a reinvocation undid configstamp's own patch: %+v", resp.Patches)
+	}
+	// The same stamp and record set by someone else, while the config says otherwise,
+	// are put back to the stored ones.
+	resp = stamper(t, cm("cfg", "2")).Handle(context.Background(), request(t, admissionv1.Update, reinvoked, stored))
+	if len(resp.Patches) != 3 {
+		t.Fatalf("foreign stamp and record not restored: %+v", resp.Patches)
+	}
+}
+
+// Only configstamp's own user may nudge or write a record: anyone else's marker (left
+// over from an outage, or copied back by rollout undo) is stripped and ignored.
+func TestHandleMarkerFromAnotherUser(t *testing.T) {
+	cur := expected(t, "1")
+	stored := withRecord(dep(stamped(cur), "img", "cfg"), "img", cur.Hash)
+	update := stored.DeepCopy()
+	update.Annotations[stamp.NudgeAnnotation] = stamp.NudgeRecord
+	update.Annotations[stamp.ObservedAnnotation] = stamp.Observed{Hash: strings.Repeat("1", 64), Template: stamp.TemplateFingerprint(&stored.Spec.Template)}.String()
+	s := stamper(t, cm("cfg", "1"))
+	s.Self = "system:serviceaccount:configstamp-system:configstamp"
+	req := request(t, admissionv1.Update, update, stored)
+	req.UserInfo.Username = "alice"
+	resp := s.Handle(context.Background(), req)
+	var got []string
+	for _, p := range resp.Patches {
+		got = append(got, p.Operation+" "+p.Path)
+	}
+	if want := "remove /metadata/annotations/configstamp.io~1nudge,add /metadata/annotations/configstamp.io~1observed"; strings.Join(got, ",") != want {
+		t.Fatalf("patches %v, want %s", got, want)
+	}
+	req.UserInfo.Username = s.Self
+	if resp := s.Handle(context.Background(), req); len(resp.Patches) != 1 {
+		t.Fatalf("configstamp's own record update: %+v", resp.Patches)
+	}
+}
+
+func TestHandleReplaceKeepsTheRestartAnnotation(t *testing.T) {
+	cur := expected(t, "1")
+	ann := stamped(cur)
+	ann[stamp.RestartedAnnotation] = "2026-11-30T12:00:00Z"
+	stored := withRecord(dep(ann, "img", "cfg"), "img", cur.Hash)
+	replaced := dep(nil, "img", "cfg") // a manifest without any of configstamp's keys
+	resp := stamper(t, cm("cfg", "1")).Handle(context.Background(), request(t, admissionv1.Update, replaced, stored))
+	if len(resp.Patches) != 2 || resp.Patches[0].Path != "/spec/template/metadata/annotations" {
+		t.Fatalf("patches %+v", resp.Patches)
+	}
+	if m := resp.Patches[0].Value.(map[string]string); m[stamp.RestartedAnnotation] != ann[stamp.RestartedAnnotation] || m[stamp.HashAnnotation] != cur.Hash {
+		t.Fatalf("restored %v", m)
 	}
 }

@@ -22,6 +22,8 @@ type Options struct {
 	Reader client.Reader
 	// Cache of source digests shared with the watcher (optional).
 	Cache *configread.DigestCache
+	// Self is the user configstamp runs as: only its nudges and records count.
+	Self string
 }
 
 // SetupWithManager registers the Deployment stamper on the manager's webhook server.
@@ -31,7 +33,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) {
 		opts.Reader = mgr.GetAPIReader()
 	}
 	wh := &admission.Webhook{
-		Handler: &Stamper{Reader: opts.Reader, ReadTimeout: opts.ReadTimeout, Cache: opts.Cache},
+		Handler: &Stamper{Reader: opts.Reader, ReadTimeout: opts.ReadTimeout, Cache: opts.Cache, Self: opts.Self},
 		// The handler logs namespace, name and user itself; the default constructor
 		// would add them a second time under the same keys.
 		LogConstructor: func(base logr.Logger, req *admission.Request) logr.Logger {

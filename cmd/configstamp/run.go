@@ -174,7 +174,12 @@ func run(ctx context.Context, args []string) error {
 	// Digests of unchanged ConfigMaps are remembered by resourceVersion, so a check
 	// reads metadata only; 32 bytes each, bounded.
 	digests := configread.NewDigestCache(digestCacheSize)
-	webhook.SetupWithManager(mgr, webhook.Options{ReadTimeout: o.readTimeout, Reader: admissionReader, Cache: digests})
+	self, err := whoAmI(ctx, admissionCfg, scheme)
+	if err != nil {
+		return err
+	}
+	log.Info("Running as", "user", self)
+	webhook.SetupWithManager(mgr, webhook.Options{ReadTimeout: o.readTimeout, Reader: admissionReader, Cache: digests, Self: self})
 	if err := watcher.SetupWithManager(ctx, mgr, watcher.Options{
 		Debounce: o.debounce, DebounceMax: o.debounceMax, ReadTimeout: o.readTimeout, Concurrency: o.concurrency,
 		Scope: sc, Registration: webhook.ConfigurationName, MinRolloutInterval: o.minRolloutInterval,
