@@ -127,7 +127,6 @@ func (r *deploymentReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 }
 
 func (r *deploymentReconciler) check(ctx context.Context, key types.NamespacedName, tr trigger) (reconcile.Result, error) {
-	log := logf.FromContext(ctx)
 	var dep appsv1.Deployment
 	if err := r.client.Get(ctx, key, &dep); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -135,6 +134,15 @@ func (r *deploymentReconciler) check(ctx context.Context, key types.NamespacedNa
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	return r.judge(ctx, &dep, tr, false)
+}
+
+// judge decides for one Deployment. live tells that dep was read from the API server
+// rather than the cache: a decision on an uncertain basis is only ever made on a live
+// read, since the cache may not show configstamp's own latest write (a record) yet.
+func (r *deploymentReconciler) judge(ctx context.Context, dep *appsv1.Deployment, tr trigger, live bool) (reconcile.Result, error) {
+	log := logf.FromContext(ctx)
+	key := client.ObjectKeyFromObject(dep)
 	if !dep.DeletionTimestamp.IsZero() || stamp.IsTrue(dep.Annotations[stamp.SkipAnnotation]) {
 		return reconcile.Result{}, nil
 	}
@@ -145,7 +153,7 @@ func (r *deploymentReconciler) check(ctx context.Context, key types.NamespacedNa
 	if len(refs) == 0 {
 		return reconcile.Result{}, nil
 	}
-	want, err := r.expected(ctx, &dep)
+	want, err := r.expected(ctx, dep)
 	if err != nil {
 		checks.WithLabelValues("error").Inc()
 		return reconcile.Result{}, err
@@ -161,6 +169,14 @@ func (r *deploymentReconciler) check(ctx context.Context, key types.NamespacedNa
 	rec, certain := stamp.ObservedFor(dep.Annotations, &dep.Spec.Template)
 	if certain {
 		basis = rec.Hash
+	} else if !live {
+		var fresh appsv1.Deployment
+		if err := r.live.Get(ctx, key, &fresh); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+		if fresh.ResourceVersion != dep.ResourceVersion {
+			return r.judge(ctx, &fresh, tr, true)
+		}
 	}
 	if basis != "" && !tr.changed && r.pending != nil {
 		// A ConfigMap it consumes is still changing: its debounce checks this workload
@@ -178,7 +194,7 @@ func (r *deploymentReconciler) check(ctx context.Context, key types.NamespacedNa
 		if !certain {
 			// A stamp without a record (made by a version that wrote none, or the
 			// record was dropped): record it, so later decisions are certain.
-			return reconcile.Result{}, r.record(ctx, &dep, want)
+			return reconcile.Result{}, r.record(ctx, dep, want)
 		}
 		log.V(1).Info("Config current", "hash", basis)
 		checks.WithLabelValues("current").Inc()
@@ -188,26 +204,26 @@ func (r *deploymentReconciler) check(ctx context.Context, key types.NamespacedNa
 		// Rolling now would start pods that cannot start: wait for the config to return
 		// (unchanged: nothing rolls; changed: one rollout).
 		checks.WithLabelValues("held").Inc()
-		r.recorder.Eventf(&dep, nil, corev1.EventTypeWarning, ReasonConfigMissing, "Hold",
+		r.recorder.Eventf(dep, nil, corev1.EventTypeWarning, ReasonConfigMissing, "Hold",
 			"Not rolling: %s; new pods could not start. Waiting for it to return", strings.Join(unmet, "; "))
 		log.Info("Held a rollout: required config is missing", "missing", unmet, "basis", basis)
 		return reconcile.Result{}, nil
 	}
 
-	roll, err := r.shouldRoll(ctx, &dep, refs, basis, certain, tr)
+	roll, err := r.shouldRoll(ctx, dep, refs, basis, certain, tr)
 	if err != nil {
 		checks.WithLabelValues("error").Inc()
 		return reconcile.Result{}, err
 	}
 	if !roll {
-		return reconcile.Result{}, r.record(ctx, &dep, want)
+		return reconcile.Result{}, r.record(ctx, dep, want)
 	}
 	if wait := r.untilNextRoll(key); wait > 0 {
 		log.V(1).Info("Rollout deferred: minimum interval between rollouts", "wait", wait.String())
 		checks.WithLabelValues("deferred").Inc()
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
-	return reconcile.Result{}, r.nudge(ctx, &dep, want, basis, storedSources)
+	return reconcile.Result{}, r.nudge(ctx, dep, want, basis, storedSources)
 }
 
 // shouldRoll decides, for a workload whose basis differs from its config, whether its

@@ -113,8 +113,10 @@ func (e *evidence) bypassed(ctx context.Context, dep *appsv1.Deployment) (bool, 
 	if err != nil || ns == nil {
 		return false, err
 	}
+	// A tie (the times have one-second resolution) counts as after: the Deployment is
+	// then judged by the times of its config, so no change is lost.
 	created := dep.CreationTimestamp.Time
-	return created.After(reg) && created.After(lastWrite(ns)), nil
+	return !created.Before(reg) && !created.Before(lastWrite(ns)), nil
 }
 
 // registrationCreated returns when the registration was created; zero when it does not
