@@ -178,10 +178,11 @@ func (r *deploymentReconciler) judge(ctx context.Context, dep *appsv1.Deployment
 			return r.judge(ctx, &fresh, tr, true)
 		}
 	}
-	if basis != "" && !tr.changed && r.pending != nil {
+	if !tr.changed && r.pending != nil {
 		// A ConfigMap it consumes is still changing: its debounce checks this workload
-		// when it is quiet (a burst ends in one rollout). A workload without any basis
-		// is recorded first, so that burst is then judged against it.
+		// when it is quiet (a burst ends in one rollout). This holds for a workload
+		// without a basis too: recording now would take in the change its pods have not
+		// seen; the burst's end rolls it instead.
 		for _, src := range refs {
 			if r.pending(types.NamespacedName{Namespace: dep.Namespace, Name: src.Name}) {
 				log.V(1).Info("Check left to the ConfigMap's debounce", "configmap", src.Name)

@@ -113,10 +113,11 @@ func (e *evidence) bypassed(ctx context.Context, dep *appsv1.Deployment) (bool, 
 	if err != nil || ns == nil {
 		return false, err
 	}
-	// A tie (the times have one-second resolution) counts as after: the Deployment is
-	// then judged by the times of its config, so no change is lost.
+	// A tie (the times have one-second resolution) counts as predating: a Deployment
+	// created as configstamp was installed, or its namespace opted in, was admitted
+	// without a stamp, and its new pods read the config as it was then.
 	created := dep.CreationTimestamp.Time
-	return !created.Before(reg) && !created.Before(lastWrite(ns)), nil
+	return created.After(reg) && created.After(lastWrite(ns)), nil
 }
 
 // registrationCreated returns when the registration was created; zero when it does not
