@@ -84,8 +84,10 @@ func (r *configMapReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 	res, err := r.fanOut(ctx, req, changed)
 	if err != nil {
 		r.debounce.restore(req.NamespacedName, changed)
+		return res, err
 	}
-	return res, err
+	r.debounce.done(req.NamespacedName)
+	return res, nil
 }
 
 func (r *configMapReconciler) fanOut(ctx context.Context, req reconcile.Request, changed bool) (reconcile.Result, error) {

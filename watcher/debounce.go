@@ -15,6 +15,9 @@ type debouncer[K comparable] struct {
 
 	mu    sync.Mutex
 	burst map[K]window
+	// flight holds the keys whose burst is over but whose dependents are still being
+	// handed on (between ready and done or restore): still pending for the checks.
+	flight map[K]struct{}
 }
 
 type window struct {
@@ -27,7 +30,7 @@ func newDebouncer[K comparable](quiet, max time.Duration) *debouncer[K] {
 	if max < quiet {
 		max = quiet
 	}
-	return &debouncer[K]{quiet: quiet, max: max, now: time.Now, burst: map[K]window{}}
+	return &debouncer[K]{quiet: quiet, max: max, now: time.Now, burst: map[K]window{}, flight: map[K]struct{}{}}
 }
 
 // touch records an event for key; changed tells a real change from a replay.
@@ -46,7 +49,8 @@ func (d *debouncer[K]) touch(key K, changed bool) {
 }
 
 // ready reports whether key's burst is over (quiet for long enough, or capped), ending
-// it, and whether the burst held a real change. While it is not over, it returns how
+// it, and whether the burst held a real change. An ended burst stays pending until done
+// (or restore) is called for it. While it is not over, it returns how
 // long to wait before asking again. A key without a burst has nothing pending: not
 // ready, and no wait.
 func (d *debouncer[K]) ready(key K) (over, changed bool, wait time.Duration) {
@@ -65,8 +69,16 @@ func (d *debouncer[K]) ready(key K) (over, changed bool, wait time.Duration) {
 		return false, false, wait
 	}
 	delete(d.burst, key)
+	d.flight[key] = struct{}{}
 	debouncePending.Set(float64(len(d.burst)))
 	return true, w.changed, 0
+}
+
+// done ends the hand-off of a burst that ready ended.
+func (d *debouncer[K]) done(key K) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.flight, key)
 }
 
 // restore puts back a burst that ready ended but whose work failed: it is due at once,
@@ -75,6 +87,7 @@ func (d *debouncer[K]) restore(key K, changed bool) {
 	now := d.now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	delete(d.flight, key)
 	w, ok := d.burst[key]
 	if !ok {
 		w = window{first: now.Add(-d.max), last: now.Add(-d.quiet)}
@@ -84,12 +97,13 @@ func (d *debouncer[K]) restore(key K, changed bool) {
 	debouncePending.Set(float64(len(d.burst)))
 }
 
-// pending reports whether key has a burst waiting to be quiet.
+// pending reports whether key has a burst waiting to be quiet, or one being handed on.
 func (d *debouncer[K]) pending(key K) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	_, ok := d.burst[key]
-	return ok
+	_, waiting := d.burst[key]
+	_, flying := d.flight[key]
+	return waiting || flying
 }
 
 // len returns the number of keys waiting for quiet.

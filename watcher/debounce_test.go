@@ -111,8 +111,8 @@ func TestDebouncerRestoreKeepsAFailedChange(t *testing.T) {
 	d.touch("cm", true)
 	clk.advance(2 * time.Second)
 	over, changed, _ := d.ready("cm")
-	if !over || !changed || d.pending("cm") {
-		t.Fatalf("ready: over %v changed %v pending %v", over, changed, d.pending("cm"))
+	if !over || !changed || !d.pending("cm") {
+		t.Fatalf("ready: over %v changed %v pending %v (want still pending while handed on)", over, changed, d.pending("cm"))
 	}
 	// The fan-out failed: the change is put back, due at once, still a real change.
 	d.restore("cm", changed)
@@ -131,5 +131,23 @@ func TestDebouncerRestoreKeepsAFailedChange(t *testing.T) {
 	clk.advance(2 * time.Second)
 	if over, changed, _ := d.ready("cm"); !over || !changed {
 		t.Fatalf("the restored change was lost: over %v changed %v", over, changed)
+	}
+}
+
+func TestDebouncerPendingUntilDone(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	d := newDebouncer[string](time.Second, 10*time.Second)
+	d.now = clk.now
+	d.touch("cm", true)
+	clk.advance(time.Second)
+	if over, _, _ := d.ready("cm"); !over {
+		t.Fatal("not over")
+	}
+	if !d.pending("cm") {
+		t.Fatal("not pending while its dependents are handed on")
+	}
+	d.done("cm")
+	if d.pending("cm") || d.len() != 0 {
+		t.Fatal("still pending after done")
 	}
 }
