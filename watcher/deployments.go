@@ -192,7 +192,7 @@ func (r *deploymentReconciler) judge(ctx context.Context, dep *appsv1.Deployment
 	}
 	if basis == want.Hash {
 		r.resetBypasses(key)
-		if !certain {
+		if !certain && !r.triggers.changedSince(key) {
 			// A stamp without a record (made by a version that wrote none, or the
 			// record was dropped): record it, so later decisions are certain.
 			return reconcile.Result{}, r.record(ctx, dep, want)
@@ -211,12 +211,18 @@ func (r *deploymentReconciler) judge(ctx context.Context, dep *appsv1.Deployment
 		return reconcile.Result{}, nil
 	}
 
+	log.V(1).Info("Config differs from the basis", "basis", basis, "certain", certain, "want", want.Hash, "changedLive", tr.changed, "liveRead", live)
 	roll, err := r.shouldRoll(ctx, dep, refs, basis, certain, tr)
 	if err != nil {
 		checks.WithLabelValues("error").Inc()
 		return reconcile.Result{}, err
 	}
 	if !roll {
+		if r.triggers.changedSince(key) {
+			// A live change arrived while this check ran (its ConfigMap's burst ended
+			// meanwhile): the check it queued rolls; recording now would hide it.
+			return reconcile.Result{}, nil
+		}
 		return reconcile.Result{}, r.record(ctx, dep, want)
 	}
 	if wait := r.untilNextRoll(key); wait > 0 {

@@ -44,3 +44,11 @@ func (s *triggers) take(key types.NamespacedName) trigger {
 	delete(s.m, key)
 	return t
 }
+
+// changedSince reports whether a live change is pending for key: one that arrived after
+// the running check took its trigger (that check must not record over it).
+func (s *triggers) changedSince(key types.NamespacedName) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[key].changed
+}
