@@ -113,11 +113,13 @@ func (e *evidence) bypassed(ctx context.Context, dep *appsv1.Deployment) (bool, 
 	if err != nil || ns == nil {
 		return false, err
 	}
-	// A tie (the times have one-second resolution) counts as predating: a Deployment
-	// created as configstamp was installed, or its namespace opted in, was admitted
-	// without a stamp, and its new pods read the config as it was then.
+	// The times have one-second resolution. A tie with the registration counts as
+	// predating: a Deployment created as configstamp was being installed was admitted
+	// without a stamp, and its new pods read the config as it was then. A tie with the
+	// namespace's last write counts as after: a namespace is written when it is
+	// created, often with its label, just before its Deployments.
 	created := dep.CreationTimestamp.Time
-	return created.After(reg) && created.After(lastWrite(ns)), nil
+	return created.After(reg) && !created.Before(lastWrite(ns)), nil
 }
 
 // registrationCreated returns when the registration was created; zero when it does not
