@@ -89,7 +89,8 @@ func main() {
 			csa, okCSA := atRest[writeClientSideApply]
 			if okPlain && okCSA {
 				report(row{fmt.Sprintf("RSS written %s vs %s, %s: at rest / after every change", writeClientSideApply, writePlain, sizeName(size)),
-					fmt.Sprintf("%+.1f%% / %+.1f%%", growth(csa.atRest, plain.atRest), growth(csa.afterChange, plain.afterChange))})
+					fmt.Sprintf("%+.1f%% / %+.1f%% (Go heap in use %+.1f%% / %+.1f%%)", growth(csa.atRest, plain.atRest), growth(csa.afterChange, plain.afterChange),
+						growth(csa.heapRest, plain.heapRest), growth(csa.heapChange, plain.heapChange))})
 			}
 		}
 	}

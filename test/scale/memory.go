@@ -11,8 +11,8 @@ import (
 	"github.com/configstamp/configstamp/test/framework"
 )
 
-// memoryResult is the RSS at rest of one memory run, for comparing the ways of writing.
-type memoryResult struct{ atRest, afterChange int64 }
+// memoryResult is one memory run's figures, for comparing the ways of writing.
+type memoryResult struct{ atRest, afterChange, heapRest, heapChange int64 }
 
 // memory: RSS of configstamp with n ConfigMaps of size bytes (in keys of
 // memoryKeySize) and n Deployments, each consuming one, at rest and after every
@@ -105,7 +105,7 @@ func memory(ctx context.Context, env *framework.Env, cfg config, size int, write
 	if err != nil {
 		return nil, res, err
 	}
-	res = memoryResult{atRest: atRest, afterChange: afterChange}
+	res = memoryResult{atRest: atRest, afterChange: afterChange, heapRest: int64(heapRest), heapChange: int64(heapChange)}
 	label := fmt.Sprintf("%d ConfigMaps of %s, %d Deployments, written %s", cfg.configMaps, sizeName(size), n, write)
 	return []row{
 		{"RSS at rest, " + label, fmt.Sprintf("%s (Go heap in use %s)", mib(atRest), mib(int64(heapRest)))},
