@@ -15,6 +15,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -157,6 +158,9 @@ func run(ctx context.Context, args []string) error {
 			Host: o.webhookHost, Port: o.webhookPort, CertDir: o.webhookCertDir,
 		}),
 		GracefulShutdownTimeout: new(10 * time.Second),
+		// The watch caches keep only what configstamp reads: no last-applied copy of
+		// the whole object, and of managedFields only the latest write time.
+		Cache: cache.Options{DefaultTransform: watcher.TrimForCache()},
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)

@@ -1,6 +1,6 @@
 // Command scale measures configstamp against a real local control plane (etcd and
-// kube-apiserver from test/cluster) and prints one table: memory with large ConfigMaps,
-// admission overhead through the API server, change-to-stamp latency, fan-out, API
+// kube-apiserver from test/cluster) and prints one table: memory with large ConfigMaps
+// (created plainly and as client-side `kubectl apply` writes them), admission overhead through the API server, change-to-stamp latency, fan-out, API
 // requests per change, cold start and restart cost. See BENCHMARKS.md for the method.
 //
 //	make bench-scale            (SCALE_FLAGS="-quick" for a smaller run)
@@ -36,6 +36,8 @@ func main() {
 	out := flag.String("out", "", "also write the table to this file")
 	flag.StringVar(&profileDir, "profile", "", "write CPU profiles of configstamp and kube-apiserver taken during the admission measurement into this directory")
 	writers := flag.Int("writers", 0, "concurrent writers for the admission overhead (default 20)")
+	writes := flag.String("writes", writePlain+","+writeClientSideApply, "comma-separated ways the memory measurement writes its objects: "+writePlain+" (create), "+writeClientSideApply+" (as client-side kubectl apply: last-applied annotation, managedFields naming every key)")
+	binary := flag.String("binary", "", "measure this configstamp binary instead of one built from the working tree (e.g. an earlier commit's, for a before/after figure)")
 	flag.Parse()
 	log.SetLogger(logr.Discard())
 	cfg := config{configMaps: 1000, deployments: 1000, coldStart: 5000, edits: 50, writers: 20, updates: 50}
@@ -61,6 +63,9 @@ func main() {
 			fail(err)
 		}
 		defer env.Teardown()
+		if *binary != "" {
+			env.Binary = *binary
+		}
 		r, err := f(env)
 		if err != nil {
 			fail(fmt.Errorf("%s: %w", name, err))
@@ -69,9 +74,24 @@ func main() {
 	}
 	if want("memory") {
 		for _, size := range []int{100 << 10, 1000 << 10} {
-			run(fmt.Sprintf("memory, %d ConfigMaps of %s", cfg.configMaps, sizeName(size)), func(env *framework.Env) ([]row, error) {
-				return memory(ctx, env, cfg, size)
-			})
+			atRest := map[string]memoryResult{}
+			for _, write := range strings.Split(*writes, ",") {
+				if write != writePlain && write != writeClientSideApply {
+					fail(fmt.Errorf("-writes: unknown %q", write))
+				}
+				run(fmt.Sprintf("memory, %d ConfigMaps of %s, written %s", cfg.configMaps, sizeName(size), write), func(env *framework.Env) ([]row, error) {
+					r, res, err := memory(ctx, env, cfg, size, write)
+					atRest[write] = res
+					return r, err
+				})
+			}
+			plain, okPlain := atRest[writePlain]
+			csa, okCSA := atRest[writeClientSideApply]
+			if okPlain && okCSA {
+				report(row{fmt.Sprintf("RSS written %s vs %s, %s: at rest / after every change", writeClientSideApply, writePlain, sizeName(size)),
+					fmt.Sprintf("%+.1f%% / %+.1f%% (Go heap in use %+.1f%% / %+.1f%%)", growth(csa.atRest, plain.atRest), growth(csa.afterChange, plain.afterChange),
+						growth(csa.heapRest, plain.heapRest), growth(csa.heapChange, plain.heapChange))})
+			}
 		}
 	}
 	if want("admission") {
@@ -115,5 +135,8 @@ func sizeName(size int) string {
 	}
 	return fmt.Sprintf("%d KiB", size>>10)
 }
+
+// growth is how much larger a is than b, in percent.
+func growth(a, b int64) float64 { return 100 * (float64(a) - float64(b)) / float64(b) }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }

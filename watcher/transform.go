@@ -1,0 +1,98 @@
+package watcher
+
+import (
+	"reflect"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+// LatestWriteManager names the one managedFields entry TrimForCache keeps. It carries
+// only the time of the object's latest write: no fields, no operation.
+const LatestWriteManager = "configstamp-latest-write"
+
+// TrimForCache returns the informer caches' transform. An object written by client-side
+// `kubectl apply` or Argo CD carries a second copy of itself in the
+// last-applied-configuration annotation (for a ConfigMap, its whole content, even in a
+// metadata-only watch), and managedFields that name every key; both would make the
+// caches grow with config size. The transform removes the annotation and reduces
+// managedFields to one entry holding the latest write time, the only part of them
+// configstamp reads (lastWrite). Everything else is kept.
+//
+// It is idempotent (informers may pass an object through it twice) and writes to an
+// object only when something is to be removed, so an object already in the cache, as in
+// a tombstone, is never written to. Values without object metadata pass through.
+func TrimForCache() toolscache.TransformFunc {
+	return func(in any) (any, error) {
+		if tomb, ok := in.(toolscache.DeletedFinalStateUnknown); ok {
+			trim(tomb.Obj)
+			return tomb, nil
+		}
+		trim(in)
+		return in, nil
+	}
+}
+
+// trim removes the last-applied-configuration annotation and all but the latest write
+// time of managedFields from obj, in place.
+func trim(obj any) {
+	if obj == nil {
+		return
+	}
+	if v := reflect.ValueOf(obj); v.Kind() == reflect.Pointer && v.IsNil() {
+		return
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return
+	}
+	if ann := m.GetAnnotations(); hasKey(ann, corev1.LastAppliedConfigAnnotation) {
+		// A new map: the old one may be shared with the decoder's copy of the object.
+		kept := make(map[string]string, len(ann)-1)
+		for k, v := range ann {
+			if k != corev1.LastAppliedConfigAnnotation {
+				kept[k] = v
+			}
+		}
+		if len(kept) == 0 {
+			kept = nil
+		}
+		m.SetAnnotations(kept)
+	}
+	if mf := m.GetManagedFields(); !trimmed(mf) {
+		m.SetManagedFields(latestWrite(mf))
+	}
+}
+
+func hasKey(m map[string]string, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
+// trimmed reports whether managedFields are already in the form latestWrite gives.
+func trimmed(mf []metav1.ManagedFieldsEntry) bool {
+	switch len(mf) {
+	case 0:
+		return true
+	case 1:
+		return reflect.DeepEqual(mf[0], metav1.ManagedFieldsEntry{Manager: LatestWriteManager, Time: mf[0].Time}) && mf[0].Time != nil
+	}
+	return false
+}
+
+// latestWrite is one managedFields entry with the latest time among mf, or none if no
+// entry has a time.
+func latestWrite(mf []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
+	var latest *metav1.Time
+	for i := range mf {
+		if t := mf[i].Time; t != nil && (latest == nil || t.After(latest.Time)) {
+			latest = t
+		}
+	}
+	if latest == nil {
+		return nil
+	}
+	return []metav1.ManagedFieldsEntry{{Manager: LatestWriteManager, Time: &metav1.Time{Time: latest.Time}}}
+}

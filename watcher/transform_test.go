@@ -1,0 +1,219 @@
+package watcher
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+var (
+	created = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	t1      = metav1.NewTime(created.Add(time.Hour))
+	t2      = metav1.NewTime(created.Add(2 * time.Hour))
+	t3      = metav1.NewTime(created.Add(3 * time.Hour))
+)
+
+// clientSideApplied is the metadata client-side `kubectl apply` leaves: the whole object
+// in an annotation, and managedFields naming every key, written by several managers.
+func clientSideApplied(name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name: name, Namespace: "ns", ResourceVersion: "42", UID: "u-1", Generation: 3,
+		CreationTimestamp: metav1.NewTime(created),
+		Labels:            map[string]string{"app": name},
+		Annotations: map[string]string{
+			corev1.LastAppliedConfigAnnotation: `{"apiVersion":"v1","data":{"config.yaml":"` + strings.Repeat("x", 4096) + `"}}`,
+			"configstamp.io/ignore":            "false",
+		},
+		ManagedFields: []metav1.ManagedFieldsEntry{
+			{Manager: "kubectl-client-side-apply", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &t2,
+				FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{"f:config.yaml":{}}}`)}},
+			{Manager: "kubectl-edit", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &t3,
+				FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{"f:other":{}}}`)}},
+			{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Time: &t1, Subresource: "status"},
+			{Manager: "no-time"},
+		},
+	}
+}
+
+// trimmedMeta is what TrimForCache should leave of clientSideApplied(name).
+func trimmedMeta(name string) metav1.ObjectMeta {
+	m := clientSideApplied(name)
+	m.Annotations = map[string]string{"configstamp.io/ignore": "false"}
+	m.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: LatestWriteManager, Time: &t3}}
+	return m
+}
+
+func configMapMeta(m metav1.ObjectMeta) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: m}
+}
+
+func testDeployment(m metav1.ObjectMeta) *appsv1.Deployment {
+	labels := map[string]string{"app": m.Name}
+	return &appsv1.Deployment{
+		ObjectMeta: m,
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{
+					"configstamp.io/config-hash": "abc",
+					// Only the object's own annotation goes, not one in the template.
+					corev1.LastAppliedConfigAnnotation: "template copy",
+				}},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{Name: "app", Image: "app:1",
+						EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cm"}}}}}},
+					Volumes: []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+						LocalObjectReference: corev1.LocalObjectReference{Name: "cm2"}}}}},
+				},
+			},
+		},
+		Status: appsv1.DeploymentStatus{ObservedGeneration: 3, Replicas: 2, ReadyReplicas: 2},
+	}
+}
+
+func unstructuredOf(t *testing.T, obj runtime.Object) *unstructured.Unstructured {
+	t.Helper()
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: m}
+}
+
+func TestTrimForCache(t *testing.T) {
+	onlyLastApplied := clientSideApplied("only")
+	onlyLastApplied.Annotations = map[string]string{corev1.LastAppliedConfigAnnotation: "{}"}
+	onlyLastAppliedWant := trimmedMeta("only")
+	onlyLastAppliedWant.Annotations = nil
+
+	noTimes := clientSideApplied("no-times")
+	for i := range noTimes.ManagedFields {
+		noTimes.ManagedFields[i].Time = nil
+	}
+	noTimesWant := trimmedMeta("no-times")
+	noTimesWant.ManagedFields = nil
+
+	plain := metav1.ObjectMeta{Name: "plain", Namespace: "ns", CreationTimestamp: metav1.NewTime(created),
+		Annotations: map[string]string{"a": "b"}}
+
+	tests := []struct {
+		name    string
+		in, out any
+	}{
+		{"configmap metadata", configMapMeta(clientSideApplied("cm")), configMapMeta(trimmedMeta("cm"))},
+		{"secret metadata",
+			&metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: clientSideApplied("s")},
+			&metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: trimmedMeta("s")}},
+		{"namespace", &corev1.Namespace{ObjectMeta: clientSideApplied("n")}, &corev1.Namespace{ObjectMeta: trimmedMeta("n")}},
+		{"deployment: spec, status, labels, other annotations kept", testDeployment(clientSideApplied("d")), testDeployment(trimmedMeta("d"))},
+		{"only annotation is last-applied", configMapMeta(onlyLastApplied), configMapMeta(onlyLastAppliedWant)},
+		{"managed fields without times", configMapMeta(noTimes), configMapMeta(noTimesWant)},
+		{"nothing to trim", configMapMeta(plain), configMapMeta(plain)},
+		{"tombstone", toolscache.DeletedFinalStateUnknown{Key: "ns/d", Obj: testDeployment(clientSideApplied("d"))},
+			toolscache.DeletedFinalStateUnknown{Key: "ns/d", Obj: testDeployment(trimmedMeta("d"))}},
+		{"tombstone without object", toolscache.DeletedFinalStateUnknown{Key: "ns/x"}, toolscache.DeletedFinalStateUnknown{Key: "ns/x"}},
+		{"tombstone of an unknown type", toolscache.DeletedFinalStateUnknown{Key: "ns/x", Obj: 7}, toolscache.DeletedFinalStateUnknown{Key: "ns/x", Obj: 7}},
+		{"nil", nil, nil},
+		{"typed nil", (*appsv1.Deployment)(nil), (*appsv1.Deployment)(nil)},
+		{"unknown type", "a string", "a string"},
+		{"struct without metadata", struct{ A int }{1}, struct{ A int }{1}},
+	}
+	trimFn := TrimForCache()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := trimFn(tt.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.out) {
+				t.Fatalf("got  %#v\nwant %#v", got, tt.out)
+			}
+			again, err := trimFn(got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(again, tt.out) {
+				t.Fatalf("not idempotent: second pass gave %#v", again)
+			}
+		})
+	}
+}
+
+func TestTrimForCacheUnstructured(t *testing.T) {
+	in := unstructuredOf(t, testDeployment(clientSideApplied("d")))
+	in.SetAPIVersion("apps/v1")
+	in.SetKind("Deployment")
+	want := unstructuredOf(t, testDeployment(trimmedMeta("d")))
+	want.SetAPIVersion("apps/v1")
+	want.SetKind("Deployment")
+	got, err := TrimForCache()(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got  %v\nwant %v", got, want)
+	}
+}
+
+// TestTrimForCacheKeepsLastWrite: the watcher's lastWrite gives the same answer after
+// the transform, whichever of creation time and managed-fields times is latest.
+func TestTrimForCacheKeepsLastWrite(t *testing.T) {
+	late := metav1.NewTime(created.Add(10 * time.Hour))
+	tests := []struct {
+		name    string
+		created metav1.Time
+		mf      []metav1.ManagedFieldsEntry
+	}{
+		{"no managed fields", metav1.NewTime(created), nil},
+		{"latest first", metav1.NewTime(created), []metav1.ManagedFieldsEntry{{Manager: "a", Time: &t3}, {Manager: "b", Time: &t1}}},
+		{"latest last", metav1.NewTime(created), []metav1.ManagedFieldsEntry{{Manager: "a", Time: &t1}, {Manager: "b", Time: &t2}, {Manager: "c", Time: &t3}}},
+		{"entries without time", metav1.NewTime(created), []metav1.ManagedFieldsEntry{{Manager: "a"}, {Manager: "b", Time: &t2}, {Manager: "c"}}},
+		{"no times at all", metav1.NewTime(created), []metav1.ManagedFieldsEntry{{Manager: "a"}}},
+		{"created after every write", late, []metav1.ManagedFieldsEntry{{Manager: "a", Time: &t1}}},
+		{"already trimmed", metav1.NewTime(created), []metav1.ManagedFieldsEntry{{Manager: LatestWriteManager, Time: &t2}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, obj := range []client.Object{
+				configMapMeta(metav1.ObjectMeta{Name: "cm", CreationTimestamp: tt.created, ManagedFields: tt.mf}),
+				testDeployment(metav1.ObjectMeta{Name: "d", CreationTimestamp: tt.created, ManagedFields: tt.mf}),
+			} {
+				want := lastWrite(obj)
+				out, err := TrimForCache()(obj)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := lastWrite(out.(client.Object)); !got.Equal(want) {
+					t.Errorf("%T: lastWrite after trim = %v, before %v", obj, got, want)
+				}
+				if n := len(out.(client.Object).GetManagedFields()); n > 1 {
+					t.Errorf("%T: %d managed fields entries kept, want at most 1", obj, n)
+				}
+			}
+		})
+	}
+}
+
+// TestTrimForCacheDoesNotWriteTrimmed: an object already trimmed (as one in the cache,
+// or inside a tombstone) is not written to, so readers of the cache never race with it.
+func TestTrimForCacheDoesNotWriteTrimmed(t *testing.T) {
+	obj := configMapMeta(trimmedMeta("cm"))
+	ann, mf := obj.Annotations, obj.ManagedFields
+	if _, err := TrimForCache()(toolscache.DeletedFinalStateUnknown{Key: "ns/cm", Obj: obj}); err != nil {
+		t.Fatal(err)
+	}
+	if reflect.ValueOf(obj.Annotations).Pointer() != reflect.ValueOf(ann).Pointer() || &obj.ManagedFields[0] != &mf[0] {
+		t.Fatal("an already trimmed object was written to")
+	}
+}
