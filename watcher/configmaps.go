@@ -81,13 +81,17 @@ func (r *configMapReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 	if !over {
 		return reconcile.Result{RequeueAfter: wait}, nil // zero: nothing pending
 	}
+	handed := false
+	defer func() { // also on a panic: a burst must never stay in flight
+		if handed {
+			r.debounce.done(req.NamespacedName)
+		} else {
+			r.debounce.restore(req.NamespacedName, changed)
+		}
+	}()
 	res, err := r.fanOut(ctx, req, changed)
-	if err != nil {
-		r.debounce.restore(req.NamespacedName, changed)
-		return res, err
-	}
-	r.debounce.done(req.NamespacedName)
-	return res, nil
+	handed = err == nil
+	return res, err
 }
 
 func (r *configMapReconciler) fanOut(ctx context.Context, req reconcile.Request, changed bool) (reconcile.Result, error) {
