@@ -106,7 +106,7 @@ func (r *configMapReconciler) fanOut(ctx context.Context, req reconcile.Request,
 	logf.FromContext(ctx).V(1).Info("ConfigMap quiet; checking its dependents", "dependents", len(deps.Items))
 	for i := range deps.Items {
 		key := client.ObjectKeyFromObject(&deps.Items[i])
-		r.triggers.add(key, trigger{changed: changed})
+		r.triggers.add(key, trigger{changed: changed, handoff: true})
 		ref := &appsv1.Deployment{}
 		ref.Namespace, ref.Name = key.Namespace, key.Name
 		select {

@@ -121,7 +121,7 @@ func (r *deploymentReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 	}
 	res, err := r.check(ctx, req.NamespacedName, tr)
 	if err != nil || res.RequeueAfter > 0 {
-		r.triggers.add(req.NamespacedName, trigger{changed: tr.changed}) // a retry, not an event
+		r.triggers.add(req.NamespacedName, trigger{changed: tr.changed, handoff: tr.handoff}) // a retry, not an event
 	}
 	return res, err
 }
@@ -153,10 +153,17 @@ func (r *deploymentReconciler) judge(ctx context.Context, dep *appsv1.Deployment
 	if len(refs) == 0 {
 		return reconcile.Result{}, nil
 	}
-	want, err := r.expected(ctx, dep)
-	if err != nil {
-		checks.WithLabelValues("error").Inc()
-		return reconcile.Result{}, err
+	if !tr.changed && !tr.handoff && r.pending != nil {
+		// A ConfigMap it consumes is still changing: its debounce checks this workload
+		// when it is quiet (a burst ends in one rollout). This holds for a workload
+		// without a basis too: recording now would take in the change its pods have not
+		// seen; the burst's end rolls it instead.
+		for _, src := range refs {
+			if r.pending(types.NamespacedName{Namespace: dep.Namespace, Name: src.Name}) {
+				log.V(1).Info("Check left to the ConfigMap's debounce", "configmap", src.Name)
+				return reconcile.Result{}, nil
+			}
+		}
 	}
 
 	// The basis: what the pods are judged to run. A record made for this very template
@@ -178,17 +185,10 @@ func (r *deploymentReconciler) judge(ctx context.Context, dep *appsv1.Deployment
 			return r.judge(ctx, &fresh, tr, true)
 		}
 	}
-	if !tr.changed && r.pending != nil {
-		// A ConfigMap it consumes is still changing: its debounce checks this workload
-		// when it is quiet (a burst ends in one rollout). This holds for a workload
-		// without a basis too: recording now would take in the change its pods have not
-		// seen; the burst's end rolls it instead.
-		for _, src := range refs {
-			if r.pending(types.NamespacedName{Namespace: dep.Namespace, Name: src.Name}) {
-				log.V(1).Info("Check left to the ConfigMap's debounce", "configmap", src.Name)
-				return reconcile.Result{}, nil
-			}
-		}
+	want, err := r.expected(ctx, dep)
+	if err != nil {
+		checks.WithLabelValues("error").Inc()
+		return reconcile.Result{}, err
 	}
 	if basis == want.Hash {
 		r.resetBypasses(key)
@@ -222,6 +222,11 @@ func (r *deploymentReconciler) judge(ctx context.Context, dep *appsv1.Deployment
 			// A live change arrived while this check ran (its ConfigMap's burst ended
 			// meanwhile): the check it queued rolls; recording now would hide it.
 			return reconcile.Result{}, nil
+		}
+		if behind, err := r.evidence.cacheBehind(ctx, dep.Namespace, refs); err != nil || behind {
+			// A write the content read saw has not reached the watch yet: its event
+			// will start a burst; recording now would take it in unseen.
+			return reconcile.Result{RequeueAfter: time.Second}, err
 		}
 		return reconcile.Result{}, r.record(ctx, dep, want)
 	}

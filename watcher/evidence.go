@@ -21,7 +21,7 @@ import (
 // whether a workload's pods may run older config than the current one, when its pod
 // template cannot say: it has no stamp, or a stamp made for another template.
 type evidence struct {
-	cache client.Reader // Namespace metadata
+	cache client.Reader // Namespace and ConfigMap metadata as the watch has it
 	live  client.Reader // ConfigMap metadata, ReplicaSets, the registration
 	// registration is the MutatingWebhookConfiguration's name.
 	registration string
@@ -142,4 +142,31 @@ func (e *evidence) registrationCreated(ctx context.Context) (time.Time, error) {
 	}
 	e.registered = reg.CreationTimestamp.Time
 	return e.registered, nil
+}
+
+// cacheBehind reports whether the watch has not yet seen the latest write of one of the
+// sources (its cached resourceVersion differs from a live metadata read's).
+func (e *evidence) cacheBehind(ctx context.Context, namespace string, srcs []stamp.Source) (bool, error) {
+	for _, src := range srcs {
+		key := client.ObjectKey{Namespace: namespace, Name: src.Name}
+		live, cached := newConfigMapMeta(), newConfigMapMeta()
+		liveErr := e.live.Get(ctx, key, live)
+		if liveErr != nil && !apierrors.IsNotFound(liveErr) {
+			return false, fmt.Errorf("get configmap %s metadata: %w", key, liveErr)
+		}
+		cachedErr := e.cache.Get(ctx, key, cached)
+		if cachedErr != nil && !apierrors.IsNotFound(cachedErr) {
+			return false, fmt.Errorf("get cached configmap %s metadata: %w", key, cachedErr)
+		}
+		if apierrors.IsNotFound(liveErr) != apierrors.IsNotFound(cachedErr) || live.ResourceVersion != cached.ResourceVersion {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func newConfigMapMeta() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	return m
 }

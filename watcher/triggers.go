@@ -15,6 +15,9 @@ type trigger struct {
 	// event: an event queued it (not the retry of a failed check), so a bypass gets a
 	// new set of retries.
 	event bool
+	// handoff: a ConfigMap's debounce handed it on (the burst is over, though it is
+	// still marked pending until every dependent is handed on).
+	handoff bool
 }
 
 // triggers holds the pending trigger of each queued Deployment.
@@ -33,6 +36,7 @@ func (s *triggers) add(key types.NamespacedName, t trigger) {
 	cur := s.m[key]
 	cur.changed = cur.changed || t.changed
 	cur.event = cur.event || t.event
+	cur.handoff = cur.handoff || t.handoff
 	s.m[key] = cur
 }
 

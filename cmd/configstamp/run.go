@@ -180,9 +180,10 @@ func run(ctx context.Context, args []string) error {
 	digests := configread.NewDigestCache(digestCacheSize)
 	self, err := whoAmI(ctx, admissionCfg, scheme)
 	if err != nil {
-		return err
+		log.Error(err, "Could not tell which user configstamp runs as (SelfSubjectReview); nudge and record markers from any user are honoured")
+	} else {
+		log.Info("Running as", "user", self)
 	}
-	log.Info("Running as", "user", self)
 	webhook.SetupWithManager(mgr, webhook.Options{ReadTimeout: o.readTimeout, Reader: admissionReader, Cache: digests, Self: self})
 	if err := watcher.SetupWithManager(ctx, mgr, watcher.Options{
 		Debounce: o.debounce, DebounceMax: o.debounceMax, ReadTimeout: o.readTimeout, Concurrency: o.concurrency,

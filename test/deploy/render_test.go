@@ -171,9 +171,10 @@ func TestChartRBACLeastPrivilege(t *testing.T) {
 				"apps/deployments": {verbs: []string{"get", "list", "watch", "patch"}},
 				"/namespaces":      {verbs: []string{"get", "list", "watch"}},
 				"apps/replicasets": {verbs: []string{"list"}},
+				"authentication.k8s.io/selfsubjectreviews":                   {verbs: []string{"create"}},
 				"admissionregistration.k8s.io/mutatingwebhookconfigurations": {verbs: []string{"get"}, names: []string{"configstamp"}},
-				"events.k8s.io/events": {verbs: []string{"create", "patch"}},
-				"/events":              {verbs: []string{"create", "patch"}},
+				"events.k8s.io/events":                                       {verbs: []string{"create", "patch"}},
+				"/events":                                                    {verbs: []string{"create", "patch"}},
 			}
 			namespaced := map[string]grant{"coordination.k8s.io/leases": {verbs: []string{"get", "create", "update"}}}
 			if mode == "self-signed" {
