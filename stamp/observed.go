@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 )
 
 // Observed is the evidence configstamp keeps, in a workload's metadata, of the config its
@@ -55,6 +56,12 @@ func TemplateFingerprint(t *corev1.PodTemplateSpec) string {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])[:fingerprintChars]
+}
+
+// SameTemplate reports whether two pod templates are the same apart from configstamp's
+// annotations: the webhook and the watcher both tell a template change by it.
+func SameTemplate(a, b *corev1.PodTemplateSpec) bool {
+	return equality.Semantic.DeepEqual(WithoutStamp(a), WithoutStamp(b))
 }
 
 // WithoutStamp returns a copy of t without configstamp's annotations.

@@ -9,7 +9,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -103,7 +102,7 @@ func (r *deploymentReconciler) events(quiet time.Duration) handler.Funcs {
 			}
 			dropped := old.Spec.Template.Annotations[stamp.HashAnnotation] != "" && dep.Spec.Template.Annotations[stamp.HashAnnotation] == "" ||
 				old.Annotations[stamp.ObservedAnnotation] != "" && dep.Annotations[stamp.ObservedAnnotation] == ""
-			if !dropped && equality.Semantic.DeepEqual(stamp.WithoutStamp(&old.Spec.Template), stamp.WithoutStamp(&dep.Spec.Template)) {
+			if !dropped && stamp.SameTemplate(&old.Spec.Template, &dep.Spec.Template) {
 				return
 			}
 			key := client.ObjectKeyFromObject(dep)

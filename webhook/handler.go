@@ -117,7 +117,7 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	var record map[string]string
 	if old != nil {
 		stored = &old.Spec.Template.ObjectMeta
-		templateChanged = !equality.Semantic.DeepEqual(stamp.WithoutStamp(&old.Spec.Template), stamp.WithoutStamp(&dep.Spec.Template))
+		templateChanged = !stamp.SameTemplate(&old.Spec.Template, &dep.Spec.Template)
 		record = old.Annotations
 	}
 	if recording {
