@@ -77,8 +77,7 @@ func sameTemplate(rs, dep *corev1.PodTemplateSpec) bool {
 // time could lag behind the content the decision was computed from.
 func (e *evidence) configNewer(ctx context.Context, namespace string, srcs []stamp.Source, since time.Time, basisKnown bool) (bool, error) {
 	for _, src := range srcs {
-		cm := &metav1.PartialObjectMetadata{}
-		cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+		cm := newConfigMapMeta()
 		err := e.live.Get(ctx, client.ObjectKey{Namespace: namespace, Name: src.Name}, cm)
 		if apierrors.IsNotFound(err) {
 			if basisKnown {
