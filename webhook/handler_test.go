@@ -169,14 +169,19 @@ func withRecord(d *appsv1.Deployment, image, hash string) *appsv1.Deployment {
 	return d
 }
 
-func TestHandleReadErrorKeepsTheStoredStamp(t *testing.T) {
+// failingReader is a reader whose every read times out, as an overloaded etcd does.
+func failingReader() client.Reader {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
-	reader := fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(interceptor.Funcs{
+	return fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(interceptor.Funcs{
 		Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
 			return errors.New("etcdserver: request timed out")
 		},
 	}).Build()
+}
+
+func TestHandleReadErrorKeepsTheStoredStamp(t *testing.T) {
+	reader := failingReader()
 	cur := expected(t, "1")
 	// kubectl replace with a manifest that has no stamp, while reads fail.
 	resp := (&Stamper{Reader: reader}).Handle(context.Background(), request(t, admissionv1.Update, dep(nil, "img:2", "cfg"), dep(stamped(cur), "img", "cfg")))
@@ -226,13 +231,7 @@ func TestHandleSkip(t *testing.T) {
 }
 
 func TestHandleFailsOpenOnReadErrors(t *testing.T) {
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	reader := fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(interceptor.Funcs{
-		Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
-			return errors.New("etcdserver: request timed out")
-		},
-	}).Build()
+	reader := failingReader()
 	resp := (&Stamper{Reader: reader}).Handle(context.Background(), request(t, admissionv1.Create, dep(nil, "img", "cfg"), nil))
 	if !resp.Allowed || len(resp.Patches) != 0 || len(resp.Warnings) != 1 {
 		t.Fatalf("want allowed, unpatched, with a warning; got %+v", resp)
