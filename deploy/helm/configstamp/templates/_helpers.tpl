@@ -17,6 +17,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 {{- define "configstamp.readTimeout" -}}{{ mul .Values.webhook.timeoutSeconds 600 }}ms{{- end }}
 {{- define "configstamp.certSecret" -}}configstamp-webhook-tls{{- end }}
+{{- /* The HMAC key of Secret digests (--secret-hash-key): configstamp creates it. */ -}}
+{{- define "configstamp.hashKeySecret" -}}configstamp-hash-key{{- end }}
 {{- define "configstamp.validate" -}}
 {{- if not (has .Values.certificates.mode (list "cert-manager" "self-signed")) }}
 {{- fail (printf "certificates.mode %q is not supported: use cert-manager or self-signed" .Values.certificates.mode) }}
@@ -26,5 +28,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 {{- if not (has .Values.webhook.failurePolicy (list "Ignore" "Fail")) }}
 {{- fail "webhook.failurePolicy must be Ignore or Fail" }}
+{{- end }}
+{{- range $name, $v := dict "secrets.enabled" .Values.secrets.enabled "argoRollouts.enabled" .Values.argoRollouts.enabled }}
+{{- if not (kindIs "bool" $v) }}
+{{- fail (printf "%s must be true or false" $name) }}
+{{- end }}
 {{- end }}
 {{- end }}
