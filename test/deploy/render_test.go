@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,14 +19,15 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/configstamp/configstamp/internal/scope"
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/cluster"
-	"github.com/configstamp/configstamp/webhook"
 )
 
 const releaseNS = "configstamp-system"
@@ -70,64 +73,111 @@ func typed[T any](t *testing.T, objs map[string]*unstructured.Unstructured, key 
 	return &out
 }
 
-func TestChartLints(t *testing.T) {
+func TestRenderLints(t *testing.T) {
 	tool(t, "helm", "lint", chart)
+	tool(t, "helm", "lint", chart, "--set", "secrets.enabled=true", "--set", "argoRollouts.enabled=true", "--set", "certificates.mode=self-signed")
 }
 
-func TestChartRegistration(t *testing.T) {
-	objs := render(t)
-	mwc := typed[admissionregistrationv1.MutatingWebhookConfiguration](t, objs, "MutatingWebhookConfiguration/configstamp")
-	if len(mwc.Webhooks) != 1 {
-		t.Fatalf("%d webhooks, want 1", len(mwc.Webhooks))
+// workloadKind is one kind the registration sends admissions for, as the design names it.
+type workloadKind struct {
+	group, version, resource, path string
+}
+
+var (
+	appsKinds = []workloadKind{
+		{"apps", "v1", "deployments", "/mutate-apps-v1-deployment"},
+		{"apps", "v1", "statefulsets", "/mutate-apps-v1-statefulset"},
+		{"apps", "v1", "daemonsets", "/mutate-apps-v1-daemonset"},
 	}
-	w := mwc.Webhooks[0]
-	check := func(what string, ok bool) {
-		t.Helper()
-		if !ok {
-			t.Errorf("registration: %s", what)
+	rolloutKind = workloadKind{"argoproj.io", "v1alpha1", "rollouts", "/mutate-argoproj-io-v1alpha1-rollout"}
+)
+
+// entryNames are the registration's entries for these kinds, in order: per kind, the
+// namespace opt-in entry, then the workload opt-in entry. The API server prefixes the
+// audit annotations with them, so they are part of the contract.
+func entryNames(kinds []workloadKind) []string {
+	var out []string
+	for _, k := range kinds {
+		out = append(out, k.resource+".configstamp.io", k.resource+".by-label.configstamp.io")
+	}
+	return out
+}
+
+func TestRenderRegistration(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		kinds []workloadKind
+	}{
+		{"default", nil, appsKinds},
+		{"argoRollouts", []string{"--set", "argoRollouts.enabled=true"}, append(slices.Clone(appsKinds), rolloutKind)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := render(t, tc.args...)
+			mwc := typed[admissionregistrationv1.MutatingWebhookConfiguration](t, objs, "MutatingWebhookConfiguration/configstamp")
+			var names []string
+			for _, w := range mwc.Webhooks {
+				names = append(names, w.Name)
+			}
+			if want := entryNames(tc.kinds); !slices.Equal(names, want) {
+				t.Fatalf("entries %v, want %v", names, want)
+			}
+			for i, w := range mwc.Webhooks {
+				k := tc.kinds[i/2]
+				byLabel := i%2 == 1
+				check := func(what string, ok bool) {
+					t.Helper()
+					if !ok {
+						t.Errorf("entry %s: %s", w.Name, what)
+					}
+				}
+				check("one rule: "+k.group+"/"+k.version+" "+k.resource+" CREATE and UPDATE only, namespaced", len(w.Rules) == 1 &&
+					slices.Equal(w.Rules[0].APIGroups, []string{k.group}) && slices.Equal(w.Rules[0].APIVersions, []string{k.version}) &&
+					slices.Equal(w.Rules[0].Resources, []string{k.resource}) &&
+					slices.Equal(w.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}) &&
+					w.Rules[0].Scope != nil && *w.Rules[0].Scope == admissionregistrationv1.NamespacedScope)
+				check("sideEffects None", w.SideEffects != nil && *w.SideEffects == admissionregistrationv1.SideEffectClassNone)
+				check("reinvocationPolicy IfNeeded", w.ReinvocationPolicy != nil && *w.ReinvocationPolicy == admissionregistrationv1.IfNeededReinvocationPolicy)
+				check("matchPolicy Equivalent", w.MatchPolicy != nil && *w.MatchPolicy == admissionregistrationv1.Equivalent)
+				check("failurePolicy Ignore by default", w.FailurePolicy != nil && *w.FailurePolicy == admissionregistrationv1.Ignore)
+				check("timeoutSeconds 5 by default", w.TimeoutSeconds != nil && *w.TimeoutSeconds == 5)
+				check("admissionReviewVersions [v1]", slices.Equal(w.AdmissionReviewVersions, []string{"v1"}))
+				check("calls the Service on 443 at "+k.path, w.ClientConfig.Service != nil && w.ClientConfig.Service.Name == "configstamp" &&
+					w.ClientConfig.Service.Namespace == releaseNS && w.ClientConfig.Service.Path != nil && *w.ClientConfig.Service.Path == k.path &&
+					w.ClientConfig.Service.Port != nil && *w.ClientConfig.Service.Port == 443)
+				check("objectSelector only on the workload opt-in entry", (w.ObjectSelector != nil) == byLabel)
+			}
+			checkOneScope(t, objs)
+			checkOneScope(t, render(t, append(tc.args, "--set", "excludeNamespaces={kube-system,kube-public,"+releaseNS+"}", "--set", "namespaceLabel=example.com/stamp")...))
+			checkSentOnce(t, objs, stamp.InjectLabel)
+			check := func(what string, ok bool) {
+				t.Helper()
+				if !ok {
+					t.Errorf("registration: %s", what)
+				}
+			}
+			check("cert-manager injects the CA", mwc.Annotations["cert-manager.io/inject-ca-from"] == releaseNS+"/configstamp-webhook")
+		})
+	}
+
+	// Values reach every entry and the process.
+	objs := render(t, "--set", "webhook.failurePolicy=Fail", "--set", "webhook.timeoutSeconds=10", "--set", "namespaceLabel=example.com/stamp")
+	mwc := typed[admissionregistrationv1.MutatingWebhookConfiguration](t, objs, "MutatingWebhookConfiguration/configstamp")
+	for _, w := range mwc.Webhooks {
+		if *w.FailurePolicy != admissionregistrationv1.Fail || *w.TimeoutSeconds != 10 {
+			t.Errorf("entry %s: failurePolicy and timeoutSeconds not applied: %v %v", w.Name, *w.FailurePolicy, *w.TimeoutSeconds)
 		}
 	}
-	check("entry named "+webhook.EntryName, w.Name == webhook.EntryName)
-	check("one rule: apps/v1 deployments CREATE and UPDATE only", len(w.Rules) == 1 &&
-		slices.Equal(w.Rules[0].APIGroups, []string{"apps"}) && slices.Equal(w.Rules[0].APIVersions, []string{"v1"}) &&
-		slices.Equal(w.Rules[0].Resources, []string{"deployments"}) &&
-		slices.Equal(w.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}))
-	check("sideEffects None", w.SideEffects != nil && *w.SideEffects == admissionregistrationv1.SideEffectClassNone)
-	check("reinvocationPolicy IfNeeded", w.ReinvocationPolicy != nil && *w.ReinvocationPolicy == admissionregistrationv1.IfNeededReinvocationPolicy)
-	check("failurePolicy Ignore by default", w.FailurePolicy != nil && *w.FailurePolicy == admissionregistrationv1.Ignore)
-	check("timeoutSeconds 5 by default", w.TimeoutSeconds != nil && *w.TimeoutSeconds == 5)
-	check("admissionReviewVersions [v1]", slices.Equal(w.AdmissionReviewVersions, []string{"v1"}))
-	check("calls the Service at the webhook path", w.ClientConfig.Service != nil && w.ClientConfig.Service.Name == "configstamp" &&
-		w.ClientConfig.Service.Namespace == releaseNS && w.ClientConfig.Service.Path != nil && *w.ClientConfig.Service.Path == webhook.Path)
-	sel := w.NamespaceSelector
-	check("namespaceSelector: opt-in label", sel != nil && sel.MatchLabels[stamp.InjectLabel] == stamp.InjectValue)
-	check("namespaceSelector: not its own namespace, not kube-system", sel != nil && len(sel.MatchExpressions) == 1 &&
-		sel.MatchExpressions[0].Key == "kubernetes.io/metadata.name" && string(sel.MatchExpressions[0].Operator) == "NotIn" &&
-		slices.Contains(sel.MatchExpressions[0].Values, releaseNS) && slices.Contains(sel.MatchExpressions[0].Values, "kube-system"))
-	// The watcher acts exactly where the registration sends admissions: the selector is
-	// the one configstamp builds from the flags the chart passes it.
-	checkOneScope(t, objs)
-	checkOneScope(t, render(t, "--set", "excludeNamespaces={kube-system,kube-public,"+releaseNS+"}", "--set", "namespaceLabel=example.com/stamp"))
-	check("cert-manager injects the CA", mwc.Annotations["cert-manager.io/inject-ca-from"] == releaseNS+"/configstamp-webhook")
-
-	// Values reach the registration and the process.
-	objs = render(t, "--set", "webhook.failurePolicy=Fail", "--set", "webhook.timeoutSeconds=10", "--set", "namespaceLabel=example.com/stamp")
-	mwc = typed[admissionregistrationv1.MutatingWebhookConfiguration](t, objs, "MutatingWebhookConfiguration/configstamp")
-	w = mwc.Webhooks[0]
-	if *w.FailurePolicy != admissionregistrationv1.Fail || *w.TimeoutSeconds != 10 || w.NamespaceSelector.MatchLabels["example.com/stamp"] != "enabled" {
-		t.Errorf("values not applied: %+v", w)
-	}
+	checkSentOnce(t, objs, "example.com/stamp")
 	dep := typed[appsv1.Deployment](t, objs, "Deployment/configstamp")
 	if !slices.Contains(dep.Spec.Template.Spec.Containers[0].Args, "--namespace-label=example.com/stamp") {
 		t.Errorf("namespaceLabel does not reach the process: %v", dep.Spec.Template.Spec.Containers[0].Args)
 	}
 }
 
-// checkOneScope compares the rendered registration's namespaceSelector with the one
-// configstamp derives from the --namespace-label and --exclude-namespaces it is given.
-func checkOneScope(t *testing.T, objs map[string]*unstructured.Unstructured) {
+// processFlags returns the rendered configstamp container's --flag=value arguments.
+func processFlags(t *testing.T, objs map[string]*unstructured.Unstructured) map[string]string {
 	t.Helper()
-	mwc := typed[admissionregistrationv1.MutatingWebhookConfiguration](t, objs, "MutatingWebhookConfiguration/configstamp")
 	dep := typed[appsv1.Deployment](t, objs, "Deployment/configstamp")
 	flags := map[string]string{}
 	for _, a := range dep.Spec.Template.Spec.Containers[0].Args {
@@ -135,16 +185,135 @@ func checkOneScope(t *testing.T, objs map[string]*unstructured.Unstructured) {
 			flags[k] = v
 		}
 	}
+	return flags
+}
+
+// checkOneScope compares the rendered registration's selectors with the scope configstamp
+// derives from the --namespace-label and --exclude-namespaces it is given: the namespace
+// opt-in entries select exactly its namespaces; the workload opt-in entries select
+// workloads carrying its label in the namespaces it does not exclude and that are not
+// opted in already.
+func checkOneScope(t *testing.T, objs map[string]*unstructured.Unstructured) {
+	t.Helper()
+	mwc := typed[admissionregistrationv1.MutatingWebhookConfiguration](t, objs, "MutatingWebhookConfiguration/configstamp")
+	flags := processFlags(t, objs)
 	sc, err := scope.New(flags["--namespace-label"], strings.Split(flags["--exclude-namespaces"], ","))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := mwc.Webhooks[0].NamespaceSelector, sc.NamespaceSelector(); !equality.Semantic.DeepEqual(got, want) {
-		t.Errorf("registration selector %+v, but configstamp acts on %+v", got, want)
+	byLabelNS := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: sc.Label, Operator: metav1.LabelSelectorOpNotIn, Values: []string{stamp.InjectValue}},
+		{Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: sc.Excluded},
+	}}
+	byLabelObj := &metav1.LabelSelector{MatchLabels: map[string]string{sc.Label: stamp.InjectValue}}
+	for _, w := range mwc.Webhooks {
+		if strings.Contains(w.Name, ".by-label.") {
+			if !equality.Semantic.DeepEqual(w.NamespaceSelector, byLabelNS) || !equality.Semantic.DeepEqual(w.ObjectSelector, byLabelObj) {
+				t.Errorf("entry %s: namespaceSelector %+v objectSelector %+v, want %+v %+v", w.Name, w.NamespaceSelector, w.ObjectSelector, byLabelNS, byLabelObj)
+			}
+			continue
+		}
+		if got, want := w.NamespaceSelector, sc.NamespaceSelector(); !equality.Semantic.DeepEqual(got, want) {
+			t.Errorf("entry %s: selector %+v, but configstamp acts on %+v", w.Name, got, want)
+		}
 	}
 }
 
-func TestChartReadTimeoutFollowsWebhookTimeout(t *testing.T) {
+// checkSentOnce evaluates the registration's selectors as the API server does (a
+// namespace carries kubernetes.io/metadata.name): per kind, a workload opted in either
+// way, or both, matches exactly one entry; one not opted in, or in an excluded
+// namespace, matches none.
+func checkSentOnce(t *testing.T, objs map[string]*unstructured.Unstructured, label string) {
+	t.Helper()
+	mwc := typed[admissionregistrationv1.MutatingWebhookConfiguration](t, objs, "MutatingWebhookConfiguration/configstamp")
+	matches := func(sel *metav1.LabelSelector, set map[string]string) bool {
+		if sel == nil {
+			return true
+		}
+		s, err := metav1.LabelSelectorAsSelector(sel)
+		if err != nil {
+			t.Fatalf("selector %+v: %v", sel, err)
+		}
+		return s.Matches(labels.Set(set))
+	}
+	on := map[string]string{label: stamp.InjectValue}
+	off := map[string]string{label: "disabled"}
+	for _, tc := range []struct {
+		ns            string
+		nsLabels, obj map[string]string
+		want          int
+	}{
+		{"team", on, nil, 1},
+		{"team", on, on, 1},
+		{"team", on, off, 1},
+		{"team", nil, on, 1},
+		{"team", off, on, 1},
+		{"team", nil, nil, 0},
+		{"team", nil, off, 0},
+		{"kube-system", on, on, 0},
+		{"kube-system", nil, on, 0},
+		{releaseNS, on, on, 0},
+		{releaseNS, nil, on, 0},
+	} {
+		nsSet := map[string]string{corev1.LabelMetadataName: tc.ns}
+		for k, v := range tc.nsLabels {
+			nsSet[k] = v
+		}
+		perResource := map[string][]string{}
+		for _, w := range mwc.Webhooks {
+			res := w.Rules[0].Resources[0]
+			if _, ok := perResource[res]; !ok {
+				perResource[res] = nil
+			}
+			if matches(w.NamespaceSelector, nsSet) && matches(w.ObjectSelector, tc.obj) {
+				perResource[res] = append(perResource[res], w.Name)
+			}
+		}
+		for _, res := range slices.Sorted(maps.Keys(perResource)) {
+			if got := perResource[res]; len(got) != tc.want {
+				t.Errorf("namespace %s labels %v, workload labels %v: %s sent to %v, want %d entries", tc.ns, tc.nsLabels, tc.obj, res, got, tc.want)
+			}
+		}
+	}
+}
+
+// TestRenderFeatureFlags: secrets.enabled and argoRollouts.enabled reach the process, and
+// the key Secret it is told to use is the one its Role lets it write.
+func TestRenderFeatureFlags(t *testing.T) {
+	flags := processFlags(t, render(t))
+	if flags["--secrets"] != "false" || flags["--argo-rollouts"] != "false" {
+		t.Errorf("defaults: --secrets=%q --argo-rollouts=%q, want false and false", flags["--secrets"], flags["--argo-rollouts"])
+	}
+	if v, ok := flags["--secret-hash-key"]; ok {
+		t.Errorf("--secret-hash-key=%s rendered with Secrets off", v)
+	}
+
+	objs := render(t, "--set", "secrets.enabled=true", "--set", "argoRollouts.enabled=true")
+	flags = processFlags(t, objs)
+	if flags["--secrets"] != "true" || flags["--argo-rollouts"] != "true" {
+		t.Errorf("enabled: --secrets=%q --argo-rollouts=%q, want true and true", flags["--secrets"], flags["--argo-rollouts"])
+	}
+	if got, want := flags["--secret-hash-key"], releaseNS+"/configstamp-hash-key"; got != want {
+		t.Errorf("--secret-hash-key=%q, want %q", got, want)
+	}
+	ns, name, _ := strings.Cut(flags["--secret-hash-key"], "/")
+	role := typed[rbacv1.Role](t, objs, "Role/configstamp")
+	writable := false
+	for _, r := range role.Rules {
+		writable = writable || slices.Contains(r.Resources, "secrets") && slices.Contains(r.ResourceNames, name) && slices.Contains(r.Verbs, "update")
+	}
+	if role.Namespace != ns || !writable {
+		t.Errorf("--secret-hash-key=%s, but the Role (namespace %s) cannot update it: %+v", flags["--secret-hash-key"], role.Namespace, role.Rules)
+	}
+
+	for _, v := range []string{"secrets.enabled=yes", "argoRollouts.enabled=1"} {
+		if out, err := toolErr("helm", "template", "configstamp", chart, "--namespace", releaseNS, "--set-string", v); err == nil {
+			t.Errorf("%s accepted:\n%s", v, out)
+		}
+	}
+}
+
+func TestRenderReadTimeoutFollowsWebhookTimeout(t *testing.T) {
 	for seconds, want := range map[string]string{"5": "--read-timeout=3000ms", "10": "--read-timeout=6000ms", "1": "--read-timeout=600ms"} {
 		dep := typed[appsv1.Deployment](t, render(t, "--set", "webhook.timeoutSeconds="+seconds), "Deployment/configstamp")
 		if !slices.Contains(dep.Spec.Template.Spec.Containers[0].Args, want) {
@@ -156,72 +325,105 @@ func TestChartReadTimeoutFollowsWebhookTimeout(t *testing.T) {
 	}
 }
 
-func TestChartRBACLeastPrivilege(t *testing.T) {
+// TestRenderRBACLeastPrivilege compares every permission the chart grants, as
+// (group/resource, verb, name) triples, with exactly what configstamp needs in each
+// combination of certificate mode, Secrets and Argo Rollouts.
+func TestRenderRBACLeastPrivilege(t *testing.T) {
 	for _, mode := range []string{"cert-manager", "self-signed"} {
-		t.Run(mode, func(t *testing.T) {
-			objs := render(t, "--set", "certificates.mode="+mode)
-			cr := typed[rbacv1.ClusterRole](t, objs, "ClusterRole/configstamp")
-			role := typed[rbacv1.Role](t, objs, "Role/configstamp")
-			type grant struct {
-				verbs []string
-				names []string
-			}
-			clusterWide := map[string]grant{
-				"/configmaps":      {verbs: []string{"get", "list", "watch"}},
-				"apps/deployments": {verbs: []string{"get", "list", "watch", "patch"}},
-				"/namespaces":      {verbs: []string{"get", "list", "watch"}},
-				"apps/replicasets": {verbs: []string{"list"}},
-				"authentication.k8s.io/selfsubjectreviews":                   {verbs: []string{"create"}},
-				"admissionregistration.k8s.io/mutatingwebhookconfigurations": {verbs: []string{"get"}, names: []string{"configstamp"}},
-				"events.k8s.io/events":                                       {verbs: []string{"create", "patch"}},
-				"/events":                                                    {verbs: []string{"create", "patch"}},
-			}
-			namespaced := map[string]grant{"coordination.k8s.io/leases": {verbs: []string{"get", "create", "update"}}}
-			if mode == "self-signed" {
-				clusterWide["admissionregistration.k8s.io/mutatingwebhookconfigurations"] = grant{verbs: []string{"get", "update"}, names: []string{"configstamp"}}
-				namespaced["/secrets"] = grant{verbs: []string{"get", "update"}, names: []string{"configstamp-webhook-tls"}}
-			}
-			checkRules := func(kind string, rules []rbacv1.PolicyRule, allowed map[string]grant) {
-				seen := map[string]bool{}
-				for _, r := range rules {
-					for _, g := range r.APIGroups {
-						for _, res := range r.Resources {
-							key := g + "/" + res
-							seen[key] = true
-							want, ok := allowed[key]
-							if !ok {
-								t.Errorf("%s grants %s", kind, key)
-								continue
-							}
-							if !slices.Equal(r.Verbs, want.verbs) || !slices.Equal(r.ResourceNames, want.names) {
-								t.Errorf("%s on %s: verbs %v names %v, want %v %v", kind, key, r.Verbs, r.ResourceNames, want.verbs, want.names)
+		for _, secrets := range []bool{false, true} {
+			for _, rollouts := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/secrets=%v/argoRollouts=%v", mode, secrets, rollouts), func(t *testing.T) {
+					objs := render(t, "--set", "certificates.mode="+mode,
+						"--set", fmt.Sprintf("secrets.enabled=%v", secrets), "--set", fmt.Sprintf("argoRollouts.enabled=%v", rollouts))
+					cr := typed[rbacv1.ClusterRole](t, objs, "ClusterRole/configstamp")
+					role := typed[rbacv1.Role](t, objs, "Role/configstamp")
+					clusterWide := grants{}
+					clusterWide.add("/configmaps", "", "get", "list", "watch")
+					for _, res := range []string{"deployments", "statefulsets", "daemonsets"} {
+						clusterWide.add("apps/"+res, "", "get", "list", "watch", "patch")
+					}
+					clusterWide.add("apps/replicasets", "", "list")
+					clusterWide.add("apps/controllerrevisions", "", "list")
+					clusterWide.add("/namespaces", "", "get", "list", "watch")
+					clusterWide.add("authentication.k8s.io/selfsubjectreviews", "", "create")
+					clusterWide.add("events.k8s.io/events", "", "create", "patch")
+					clusterWide.add("/events", "", "create", "patch")
+					clusterWide.add("admissionregistration.k8s.io/mutatingwebhookconfigurations", "configstamp", "get")
+					namespaced := grants{}
+					namespaced.add("coordination.k8s.io/leases", "", "get", "create", "update")
+					if mode == "self-signed" {
+						clusterWide.add("admissionregistration.k8s.io/mutatingwebhookconfigurations", "configstamp", "update")
+						namespaced.add("/secrets", "configstamp-webhook-tls", "get", "update")
+					}
+					if secrets {
+						clusterWide.add("/secrets", "", "get", "list", "watch")
+						namespaced.add("/secrets", "", "create")
+						namespaced.add("/secrets", "configstamp-hash-key", "get", "update")
+					}
+					if rollouts {
+						clusterWide.add("argoproj.io/rollouts", "", "get", "list", "watch", "patch")
+						clusterWide.add("apiextensions.k8s.io/customresourcedefinitions", "", "get", "list", "watch")
+					}
+					checkGrants(t, "ClusterRole", cr.Rules, clusterWide)
+					checkGrants(t, "Role", role.Rules, namespaced)
+					if role.Namespace != releaseNS {
+						t.Errorf("Role in %s, want %s", role.Namespace, releaseNS)
+					}
+					for key, u := range objs {
+						if u.GetKind() != "ClusterRole" && u.GetKind() != "Role" {
+							continue
+						}
+						rules, _, _ := unstructured.NestedSlice(u.Object, "rules")
+						for _, r := range rules {
+							if s := strings.Join(flatten(r), " "); strings.Contains(s, "*") {
+								t.Errorf("%s has a wildcard: %v", key, r)
 							}
 						}
 					}
-				}
-				for key := range allowed {
-					if !seen[key] {
-						t.Errorf("%s lacks %s", kind, key)
-					}
+				})
+			}
+		}
+	}
+}
+
+// grants is a set of "group/resource verb name" (name empty: every name).
+type grants map[string]bool
+
+func (g grants) add(resource, name string, verbs ...string) {
+	for _, v := range verbs {
+		g[resource+" "+v+" "+name] = true
+	}
+}
+
+// checkGrants compares what rules grant with want, both ways.
+func checkGrants(t *testing.T, kind string, rules []rbacv1.PolicyRule, want grants) {
+	t.Helper()
+	got := grants{}
+	for _, r := range rules {
+		if len(r.NonResourceURLs) > 0 {
+			t.Errorf("%s grants non-resource URLs %v", kind, r.NonResourceURLs)
+		}
+		names := r.ResourceNames
+		if len(names) == 0 {
+			names = []string{""}
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, n := range names {
+					got.add(g+"/"+res, n, r.Verbs...)
 				}
 			}
-			checkRules("ClusterRole", cr.Rules, clusterWide)
-			checkRules("Role", role.Rules, namespaced)
-			if role.Namespace != releaseNS {
-				t.Errorf("Role in %s, want %s", role.Namespace, releaseNS)
-			}
-			for key, u := range objs {
-				if u.GetKind() != "ClusterRole" && u.GetKind() != "Role" {
-					continue
-				}
-				rules, _, _ := unstructured.NestedSlice(u.Object, "rules")
-				for _, r := range rules {
-					if s := strings.Join(flatten(r), " "); strings.Contains(s, "*") {
-						t.Errorf("%s has a wildcard: %v", key, r)
-					}
-				}
-			}
-		})
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(got)) {
+		if !want[k] {
+			t.Errorf("%s grants %s", kind, k)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if !got[k] {
+			t.Errorf("%s lacks %s", kind, k)
+		}
 	}
 }
 
@@ -245,7 +447,7 @@ func flatten(v any) []string {
 	return nil
 }
 
-func TestChartPodSecurityAndAvailability(t *testing.T) {
+func TestRenderPodSecurityAndAvailability(t *testing.T) {
 	objs := render(t)
 	dep := typed[appsv1.Deployment](t, objs, "Deployment/configstamp")
 	pod := dep.Spec.Template.Spec
@@ -290,7 +492,7 @@ func TestChartPodSecurityAndAvailability(t *testing.T) {
 	}
 }
 
-func TestChartCertificates(t *testing.T) {
+func TestRenderCertificates(t *testing.T) {
 	objs := render(t)
 	for _, key := range []string{"Issuer/configstamp-selfsigned", "Certificate/configstamp-ca", "Issuer/configstamp-ca", "Certificate/configstamp-webhook"} {
 		if _, ok := objs[key]; !ok {
@@ -356,9 +558,44 @@ func TestChartCertificates(t *testing.T) {
 	tool(t, "kubectl", "create", "--dry-run=server", "-f", path)
 }
 
-// TestKustomizeBaseMatchesChart keeps deploy/kustomize in step with the chart
+// TestRenderAcceptedByAPIServer: with every option on, every object the chart renders,
+// the registration's eight entries and the added RBAC included, passes the API server's
+// validation (server-side dry run; namespaced objects in a namespace of their own,
+// cluster-scoped ones under another name, so as not to meet the installed release).
+func TestRenderAcceptedByAPIServer(t *testing.T) {
+	dryNS := "dry-run-all"
+	tool(t, "kubectl", "create", "namespace", dryNS)
+	objs := render(t, "--namespace", dryNS, "--set", "certificates.mode=self-signed",
+		"--set", "secrets.enabled=true", "--set", "argoRollouts.enabled=true",
+		"--set", "networkPolicy.enabled=true", "--set", "priorityClassName=system-cluster-critical")
+	var items []any
+	for _, key := range slices.Sorted(maps.Keys(objs)) {
+		u := objs[key]
+		switch {
+		case u.GetNamespace() == dryNS:
+		case u.GetNamespace() == "":
+			u.SetName(u.GetName() + "-" + dryNS)
+			if u.GetKind() == "ClusterRoleBinding" {
+				if err := unstructured.SetNestedField(u.Object, "configstamp-"+dryNS, "roleRef", "name"); err != nil {
+					t.Fatal(err)
+				}
+			}
+		default:
+			t.Fatalf("%s rendered in namespace %s", key, u.GetNamespace())
+		}
+		items = append(items, u.Object)
+	}
+	list, _ := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
+	path := filepath.Join(t.TempDir(), "all.json")
+	if err := os.WriteFile(path, list, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tool(t, "kubectl", "create", "--dry-run=server", "-f", path)
+}
+
+// TestRenderKustomizeBaseMatchesChart keeps deploy/kustomize in step with the chart
 // ("make manifests" regenerates it).
-func TestKustomizeBaseMatchesChart(t *testing.T) {
+func TestRenderKustomizeBaseMatchesChart(t *testing.T) {
 	fromChart := render(t)
 	out := tool(t, "kubectl", "kustomize", filepath.Join(cluster.RepoRoot(), "deploy", "kustomize"))
 	fromKustomize := decodeAll(t, out)
