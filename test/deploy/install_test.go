@@ -5,16 +5,22 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,7 +29,6 @@ import (
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/test/framework"
-	"github.com/configstamp/configstamp/webhook"
 )
 
 // certManagerVersion is the cert-manager release whose CRDs validate the chart's objects;
@@ -43,17 +48,81 @@ func certManagerCRDs(t *testing.T) string {
 	return filepath.Join(mod.Dir, "deploy", "crds")
 }
 
-// TestChartInstallsAndWorksUnderItsRBAC installs the chart with the real helm (the
-// cert-manager objects validated by cert-manager's real CRDs), then runs configstamp out
-// of cluster with a token of the chart's ServiceAccount: stamping and the watcher work
-// under that identity, and it can do nothing it should not.
-func TestChartInstallsAndWorksUnderItsRBAC(t *testing.T) {
+// installChart applies the cert-manager CRDs the chart's objects need and installs (or
+// upgrades) the chart with the real helm.
+func installChart(t *testing.T, args ...string) {
+	t.Helper()
 	crds := certManagerCRDs(t)
 	for _, f := range []string{"cert-manager.io_certificates.yaml", "cert-manager.io_issuers.yaml"} {
 		tool(t, "kubectl", "apply", "--server-side", "-f", filepath.Join(crds, f))
 	}
 	tool(t, "kubectl", "wait", "--for=condition=Established", "--timeout=60s", "crd/certificates.cert-manager.io", "crd/issuers.cert-manager.io")
-	tool(t, "helm", "install", "configstamp", chart, "--namespace", releaseNS, "--create-namespace", "--wait=false")
+	tool(t, "helm", append([]string{"upgrade", "--install", "configstamp", chart, "--namespace", releaseNS, "--create-namespace", "--wait=false"}, args...)...)
+}
+
+// outOfCluster points every entry of the chart's registration at a webhook server on this
+// machine (no image can run here), each at its own path, and returns the port, the
+// certificate directory to serve with, and a kubeconfig with a token of the chart's
+// ServiceAccount.
+func outOfCluster(t *testing.T) (port int, certDir, kubeconfig string) {
+	t.Helper()
+	certDir = t.TempDir()
+	ca, err := certs.WriteSelfSigned(certDir, "127.0.0.1", "localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if port, err = cluster.FreePort(); err != nil {
+		t.Fatal(err)
+	}
+	var mwc admissionregistrationv1.MutatingWebhookConfiguration
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: "configstamp"}, &mwc); err != nil {
+		t.Fatal(err)
+	}
+	var ops []string
+	for i, w := range mwc.Webhooks {
+		if w.ClientConfig.Service == nil || w.ClientConfig.Service.Path == nil {
+			t.Fatalf("entry %s does not call the Service at a path", w.Name)
+		}
+		url := fmt.Sprintf("https://127.0.0.1:%d%s", port, *w.ClientConfig.Service.Path)
+		ops = append(ops, fmt.Sprintf(`{"op":"replace","path":"/webhooks/%d/clientConfig","value":{"url":%q,"caBundle":%q}}`, i, url, base64.StdEncoding.EncodeToString(ca)))
+	}
+	tool(t, "kubectl", "patch", "mutatingwebhookconfiguration", "configstamp", "--type=json", "-p", "["+strings.Join(ops, ",")+"]")
+
+	token := strings.TrimSpace(tool(t, "kubectl", "--namespace", releaseNS, "create", "token", "configstamp", "--duration=1h"))
+	kubeconfig = filepath.Join(t.TempDir(), "sa.kubeconfig")
+	caFile := filepath.Join(env.Cluster.Dir, "pki", "ca.crt")
+	if err := os.WriteFile(kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: %q, certificate-authority: %q}}]
+users: [{name: sa, user: {token: %q}}]
+contexts: [{name: c, context: {cluster: c, user: sa}}]
+current-context: c
+`, env.Cluster.URL, caFile, token)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return port, certDir, kubeconfig
+}
+
+// canI checks what the chart's ServiceAccount may do: each case is kubectl auth can-i
+// arguments and the answer wanted.
+func canI(t *testing.T, cases map[string]string) {
+	t.Helper()
+	sa := "system:serviceaccount:" + releaseNS + ":configstamp"
+	for _, args := range slices.Sorted(maps.Keys(cases)) {
+		out, _ := toolErr("kubectl", append([]string{"auth", "can-i", "--as", sa}, strings.Fields(args)...)...)
+		lines := strings.Split(strings.TrimSpace(out), "\n") // warnings come first
+		if got := lines[len(lines)-1]; got != cases[args] {
+			t.Errorf("can-i %s: %q, want %q", args, got, cases[args])
+		}
+	}
+}
+
+// TestChartInstallsAndWorksUnderItsRBAC installs the chart with the real helm (the
+// cert-manager objects validated by cert-manager's real CRDs), then runs configstamp out
+// of cluster with a token of the chart's ServiceAccount: stamping and the watcher work
+// under that identity, and it can do nothing it should not.
+func TestChartInstallsAndWorksUnderItsRBAC(t *testing.T) {
+	installChart(t)
 	for _, obj := range []string{"certificate/configstamp-ca", "certificate/configstamp-webhook", "issuer/configstamp-ca", "issuer/configstamp-selfsigned"} {
 		tool(t, "kubectl", "--namespace", releaseNS, "get", obj)
 	}
@@ -66,32 +135,7 @@ func TestChartInstallsAndWorksUnderItsRBAC(t *testing.T) {
 		t.Fatalf("an invalid Certificate was accepted: %s", out)
 	}
 
-	// Point the chart's registration at a process out of cluster (no image can run here).
-	certDir := t.TempDir()
-	ca, err := certs.WriteSelfSigned(certDir, "127.0.0.1", "localhost")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, err := cluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.Path)
-	patch := fmt.Sprintf(`[{"op":"replace","path":"/webhooks/0/clientConfig","value":{"url":%q,"caBundle":%q}}]`, url, base64.StdEncoding.EncodeToString(ca))
-	tool(t, "kubectl", "patch", "mutatingwebhookconfiguration", webhook.ConfigurationName, "--type=json", "-p", patch)
-
-	token := strings.TrimSpace(tool(t, "kubectl", "--namespace", releaseNS, "create", "token", "configstamp", "--duration=1h"))
-	kubeconfig := filepath.Join(t.TempDir(), "sa.kubeconfig")
-	caFile := filepath.Join(env.Cluster.Dir, "pki", "ca.crt")
-	if err := os.WriteFile(kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: %q, certificate-authority: %q}}]
-users: [{name: sa, user: {token: %q}}]
-contexts: [{name: c, context: {cluster: c, user: sa}}]
-current-context: c
-`, env.Cluster.URL, caFile, token)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	port, certDir, kubeconfig := outOfCluster(t)
 	cs := env.Start(t, framework.Options{
 		Kubeconfig: kubeconfig, SkipRegistration: true, WebhookPort: port,
 		Args: []string{"--webhook-cert-dir", certDir, "--leader-elect", "--leader-election-namespace", releaseNS},
@@ -150,34 +194,206 @@ current-context: c
 	}
 
 	// And nothing more.
-	sa := "system:serviceaccount:" + releaseNS + ":configstamp"
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"get", "configmaps", "-n", ns}, "yes"},
-		{[]string{"watch", "configmaps", "--all-namespaces"}, "yes"},
-		{[]string{"patch", "deployments", "-n", ns}, "yes"},
-		{[]string{"create", "leases", "-n", releaseNS}, "yes"},
-		{[]string{"list", "replicasets", "-n", ns}, "yes"},
-		{[]string{"get", "mutatingwebhookconfigurations/configstamp"}, "yes"},
-		{[]string{"get", "mutatingwebhookconfigurations/other"}, "no"},
-		{[]string{"update", "replicasets", "-n", ns}, "no"},
-		{[]string{"get", "secrets", "-n", releaseNS}, "no"},
-		{[]string{"get", "secrets", "-n", ns}, "no"},
-		{[]string{"list", "secrets", "--all-namespaces"}, "no"},
-		{[]string{"update", "configmaps", "-n", ns}, "no"},
-		{[]string{"create", "deployments", "-n", ns}, "no"},
-		{[]string{"delete", "deployments", "-n", ns}, "no"},
-		{[]string{"update", "namespaces"}, "no"},
-		{[]string{"patch", "mutatingwebhookconfigurations"}, "no"},
-		{[]string{"create", "leases", "-n", ns}, "no"},
-		{[]string{"create", "pods", "-n", ns}, "no"},
-	} {
-		out, _ := toolErr("kubectl", append([]string{"auth", "can-i", "--as", sa}, tc.args...)...)
-		lines := strings.Split(strings.TrimSpace(out), "\n") // warnings come first
-		if got := lines[len(lines)-1]; got != tc.want {
-			t.Errorf("can-i %s: %q, want %q", strings.Join(tc.args, " "), got, tc.want)
+	canI(t, map[string]string{
+		"get configmaps -n " + ns:                             "yes",
+		"watch configmaps --all-namespaces":                   "yes",
+		"patch deployments -n " + ns:                          "yes",
+		"patch statefulsets -n " + ns:                         "yes",
+		"patch daemonsets -n " + ns:                           "yes",
+		"create leases -n " + releaseNS:                       "yes",
+		"list replicasets -n " + ns:                           "yes",
+		"list controllerrevisions -n " + ns:                   "yes",
+		"get mutatingwebhookconfigurations/configstamp":       "yes",
+		"get mutatingwebhookconfigurations/other":             "no",
+		"update replicasets -n " + ns:                         "no",
+		"get controllerrevisions -n " + ns:                    "no",
+		"get secrets -n " + releaseNS:                         "no",
+		"get secrets -n " + ns:                                "no",
+		"list secrets --all-namespaces":                       "no",
+		"create secrets -n " + releaseNS:                      "no",
+		"list rollouts.argoproj.io --all-namespaces":          "no",
+		"list customresourcedefinitions.apiextensions.k8s.io": "no",
+		"update configmaps -n " + ns:                          "no",
+		"create deployments -n " + ns:                         "no",
+		"delete deployments -n " + ns:                         "no",
+		"delete statefulsets -n " + ns:                        "no",
+		"update namespaces":                                   "no",
+		"patch mutatingwebhookconfigurations":                 "no",
+		"create leases -n " + ns:                              "no",
+		"create pods -n " + ns:                                "no",
+	})
+}
+
+// rolloutCRD is enough of Argo Rollouts' CRD for the API server to serve
+// argoproj.io/v1alpha1 rollouts (no Rollouts controller runs here).
+const rolloutCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: rollouts.argoproj.io}
+spec:
+  group: argoproj.io
+  scope: Namespaced
+  names: {kind: Rollout, listKind: RolloutList, plural: rollouts, singular: rollout, shortNames: [ro]}
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`
+
+// TestChartWithSecretsAndRolloutsWorksUnderItsRBAC installs the chart with Secrets and
+// Argo Rollouts enabled and runs configstamp with the flags the chart renders, under the
+// chart's ServiceAccount: it creates its key Secret, stamps and rolls workloads of every
+// kind, opted in by namespace or by their own label, consuming ConfigMaps and Secrets,
+// and hits no permission it lacks; the added permissions are exactly the documented ones.
+func TestChartWithSecretsAndRolloutsWorksUnderItsRBAC(t *testing.T) {
+	values := []string{"--set", "secrets.enabled=true", "--set", "argoRollouts.enabled=true"}
+	crd := filepath.Join(t.TempDir(), "rollouts.yaml")
+	if err := os.WriteFile(crd, []byte(rolloutCRD), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tool(t, "kubectl", "apply", "--server-side", "-f", crd)
+	tool(t, "kubectl", "wait", "--for=condition=Established", "--timeout=60s", "crd/rollouts.argoproj.io")
+	installChart(t, values...)
+	flags := processFlags(t, render(t, values...))
+	port, certDir, kubeconfig := outOfCluster(t)
+	cs := env.Start(t, framework.Options{
+		Kubeconfig: kubeconfig, SkipRegistration: true, WebhookPort: port,
+		Args: []string{"--webhook-cert-dir", certDir, "--debounce", "500ms",
+			"--secrets=" + flags["--secrets"], "--secret-hash-key=" + flags["--secret-hash-key"], "--argo-rollouts=" + flags["--argo-rollouts"]},
+	})
+	ctx := context.Background()
+	c := env.Client
+
+	// The key of Secret digests, created by configstamp under the ServiceAccount.
+	var key corev1.Secret
+	framework.Eventually(t, 30*time.Second, "configstamp creates its key Secret", func() error {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: releaseNS, Name: "configstamp-hash-key"}, &key); err != nil {
+			return err
+		}
+		if n := len(key.Data["key"]); n != 32 {
+			return fmt.Errorf("key of %d bytes, want 32", n)
+		}
+		return nil
+	})
+
+	create := func(obj client.Object) {
+		t.Helper()
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
 		}
 	}
+	podSpec := func(env ...corev1.EnvVar) corev1.PodSpec {
+		return corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/app:1", Env: env}}}
+	}
+	fromConfigMap := corev1.EnvVar{Name: "K", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}, Key: "k"}}}
+	fromSecret := corev1.EnvVar{Name: "PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "db"}, Key: "password"}}}
+	selector := func(app string) (*metav1.LabelSelector, map[string]string) {
+		l := map[string]string{"app": app}
+		return &metav1.LabelSelector{MatchLabels: l}, l
+	}
+	// hashOf reads a workload's stamp and sources (any kind, as unstructured).
+	hashOf := func(gvk schema.GroupVersionKind, ns, name string) (hash, sources string, generation int64) {
+		t.Helper()
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
+			t.Fatalf("get %s %s/%s: %v", gvk.Kind, ns, name, err)
+		}
+		ann, _, _ := unstructured.NestedStringMap(u.Object, "spec", "template", "metadata", "annotations")
+		return ann[stamp.HashAnnotation], ann[stamp.SourcesAnnotation], u.GetGeneration()
+	}
+	rollsOnce := func(gvk schema.GroupVersionKind, ns, name string, change func()) {
+		t.Helper()
+		first, _, gen := hashOf(gvk, ns, name)
+		if first == "" {
+			t.Fatalf("%s %s/%s not stamped on create under the chart's ServiceAccount", gvk.Kind, ns, name)
+		}
+		change()
+		framework.Eventually(t, 30*time.Second, gvk.Kind+" "+name+" rolled under the ServiceAccount", func() error {
+			if h, _, g := hashOf(gvk, ns, name); h == first || g != gen+1 {
+				return fmt.Errorf("generation %d (was %d), hash %s", g, gen, h)
+			}
+			return nil
+		})
+	}
+	patch := func(obj client.Object, p string) func() {
+		return func() {
+			if err := c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(p))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	// Opted in by namespace: a Deployment consuming a Secret, a DaemonSet and a Rollout
+	// consuming a ConfigMap.
+	ns := env.NewNamespace(t, true)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, StringData: map[string]string{"password": "hunter2"}}
+	create(secret)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cfg"}, Data: map[string]string{"k": "1"}}
+	create(cm)
+	sel, l := selector("app")
+	create(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app"}, Spec: appsv1.DeploymentSpec{
+		Selector: sel, Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: l}, Spec: podSpec(fromSecret)}}})
+	deployment := appsv1.SchemeGroupVersion.WithKind("Deployment")
+	if _, sources, _ := hashOf(deployment, ns, "app"); !strings.HasPrefix(sources, "secret/db=") || strings.Contains(sources, "hunter2") {
+		t.Errorf("sources %q, want secret/db=<keyed digest>", sources)
+	}
+	rollsOnce(deployment, ns, "app", patch(secret, `{"stringData":{"password":"hunter3"}}`))
+
+	sel, l = selector("agent")
+	create(&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent"}, Spec: appsv1.DaemonSetSpec{
+		Selector: sel, Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: l}, Spec: podSpec(fromConfigMap)}}})
+	tmpl, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "canary"}}, Spec: podSpec(fromConfigMap)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rollout := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+		"metadata": map[string]any{"namespace": ns, "name": "canary"},
+		"spec":     map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"app": "canary"}}, "template": tmpl},
+	}}
+	create(rollout)
+	rollsOnce(appsv1.SchemeGroupVersion.WithKind("DaemonSet"), ns, "agent", patch(cm, `{"data":{"k":"2"}}`))
+	if h, _, _ := hashOf(rollout.GroupVersionKind(), ns, "canary"); h == "" {
+		t.Error("Rollout not stamped under the chart's ServiceAccount")
+	}
+
+	// Opted in by its own label, in a namespace without it: a StatefulSet.
+	other := env.NewNamespace(t, false)
+	otherCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "cfg"}, Data: map[string]string{"k": "1"}}
+	create(otherCM)
+	sel, l = selector("store")
+	create(&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "store", Labels: map[string]string{stamp.InjectLabel: stamp.InjectValue}},
+		Spec: appsv1.StatefulSetSpec{ServiceName: "store", Selector: sel, Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: l}, Spec: podSpec(fromConfigMap)}}})
+	rollsOnce(appsv1.SchemeGroupVersion.WithKind("StatefulSet"), other, "store", patch(otherCM, `{"data":{"k":"2"}}`))
+	sel, l = selector("plain")
+	create(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "plain"}, Spec: appsv1.DeploymentSpec{
+		Selector: sel, Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: l}, Spec: podSpec(fromConfigMap)}}})
+	if h, _, _ := hashOf(deployment, other, "plain"); h != "" {
+		t.Errorf("a Deployment opted in neither way was stamped: %s", h)
+	}
+
+	if out := cs.Output(); strings.Contains(out, "forbidden") {
+		t.Fatalf("configstamp hit a permission it lacks:\n%s", out)
+	}
+	canI(t, map[string]string{
+		"watch secrets --all-namespaces":                        "yes",
+		"get secrets -n " + ns:                                  "yes",
+		"update secrets -n " + ns:                               "no",
+		"create secrets -n " + ns:                               "no",
+		"create secrets -n " + releaseNS:                        "yes",
+		"update secrets/configstamp-hash-key -n " + releaseNS:   "yes",
+		"update secrets/other -n " + releaseNS:                  "no",
+		"delete secrets/configstamp-hash-key -n " + releaseNS:   "no",
+		"patch rollouts.argoproj.io -n " + ns:                   "yes",
+		"delete rollouts.argoproj.io -n " + ns:                  "no",
+		"watch customresourcedefinitions.apiextensions.k8s.io":  "yes",
+		"update customresourcedefinitions.apiextensions.k8s.io": "no",
+		"patch statefulsets -n " + other:                        "yes",
+		"list controllerrevisions -n " + other:                  "yes",
+	})
 }
