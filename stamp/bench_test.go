@@ -68,12 +68,12 @@ func BenchmarkCompute(b *testing.B) {
 			for i := range srcs {
 				srcs[i].AllKeys, srcs[i].Keys = true, nil // hash everything: the worst case
 			}
-			lookup := func(_ context.Context, name string) (*corev1.ConfigMap, error) { return cms[name], nil }
+			lookup := func(_ context.Context, _, name string) (*corev1.ConfigMap, error) { return cms[name], nil }
 			b.Run(fmt.Sprintf("configmaps=%d/size=%s", n, human(size)), func(b *testing.B) {
 				b.ReportAllocs()
 				b.SetBytes(int64(n * size))
 				for b.Loop() {
-					if _, err := Compute(context.Background(), srcs, lookup); err != nil {
+					if _, err := Compute(context.Background(), srcs, lookup, nil); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -62,7 +62,7 @@ func TestGoldenStamps(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st, err := Compute(context.Background(), References(tt.spec), lookupOf(goldenConfigMaps()...))
+			st, err := Compute(context.Background(), References(tt.spec), lookupOf(goldenConfigMaps()...), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,6 +2,7 @@ package stamp
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -20,9 +21,22 @@ const EncodingVersion = "configstamp/v1"
 // digestChars is how many hex characters of a source digest the sources annotation shows.
 const digestChars = 12
 
-// Lookup reads one ConfigMap of the Deployment's namespace by name. It returns (nil, nil)
-// when the ConfigMap does not exist.
-type Lookup func(ctx context.Context, name string) (*corev1.ConfigMap, error)
+// Lookup reads one source of the workload's namespace by kind and name, a Secret as
+// SecretContent gives it. It returns (nil, nil) when the source does not exist.
+type Lookup func(ctx context.Context, kind, name string) (*corev1.ConfigMap, error)
+
+// SecretContent is a Secret as the stamp sees it: every key of its data as a data key
+// (env and volumes both see all of a Secret's data), with its metadata. nil for nil.
+func SecretContent(sec *corev1.Secret) *corev1.ConfigMap {
+	if sec == nil {
+		return nil
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: sec.ObjectMeta, Data: make(map[string]string, len(sec.Data))}
+	for k, v := range sec.Data {
+		cm.Data[k] = string(v)
+	}
+	return cm
+}
 
 // Digest is the hash of one source as the pod sees it.
 type Digest struct {
@@ -32,7 +46,8 @@ type Digest struct {
 	// Unmet is what the pods would lack to start with this content (Source.Unmet); it
 	// is not part of the hash.
 	Unmet string
-	// Sum is the SHA-256 of the source's encoding.
+	// Sum is the SHA-256 of the source's encoding; for a Secret, its HMAC-SHA256 under
+	// the installation's key, so the stamp lets no one test guesses of the content.
 	Sum [sha256.Size]byte
 }
 
@@ -86,29 +101,39 @@ func (s Stamp) SourcesAnnotation() string {
 // creation changes the hash. See README.md, "The hash", for the encoding: each source is
 // hashed on its own (SourceDigest), and the config hash covers the sources' digests
 // (Combine), so every byte of config is hashed once.
-func Compute(ctx context.Context, sources []Source, lookup Lookup) (Stamp, error) {
+// key is the HMAC key of Secret digests (see SourceDigest).
+func Compute(ctx context.Context, sources []Source, lookup Lookup, key []byte) (Stamp, error) {
 	digests := make([]Digest, 0, len(sources))
 	for _, src := range sources {
-		cm, err := lookup(ctx, src.Name)
+		cm, err := lookup(ctx, src.Kind, src.Name)
 		if err != nil {
 			return Stamp{}, fmt.Errorf("read %s %s: %w", src.Kind, src.Name, err)
 		}
 		if Ignored(cm) {
 			continue
 		}
-		digests = append(digests, SourceDigest(src, cm))
+		digests = append(digests, SourceDigest(src, cm, key))
 	}
 	return Combine(digests), nil
 }
 
-// Ignored reports whether a ConfigMap is annotated configstamp.io/ignore=true.
+// Ignored reports whether a source is annotated configstamp.io/ignore=true.
 func Ignored(cm *corev1.ConfigMap) bool {
 	return cm != nil && IsTrue(cm.Annotations[IgnoreAnnotation])
 }
 
-// SourceDigest hashes one source as the pod sees it; cm is nil when it does not exist.
-func SourceDigest(src Source, cm *corev1.ConfigMap) Digest {
+// SourceDigest hashes one source as the pod sees it; cm is nil when it does not exist. A
+// ConfigMap's digest is the SHA-256 of its encoding; a Secret's is the HMAC-SHA256 of
+// its encoding under key, which must not be empty for a Secret (a caller that reads
+// Secrets holds a key: an unkeyed digest of a Secret is never made).
+func SourceDigest(src Source, cm *corev1.ConfigMap, key []byte) Digest {
 	enc := encoder{h: sha256.New()}
+	if src.Kind == KindSecret {
+		if len(key) == 0 {
+			panic("stamp: a Secret digest needs a key")
+		}
+		enc.h = hmac.New(sha256.New, key)
+	}
 	enc.source(src, cm)
 	d := Digest{Kind: src.Kind, Name: src.Name, Missing: cm == nil, Unmet: src.Unmet(cm)}
 	enc.h.Sum(d.Sum[:0])

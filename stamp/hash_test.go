@@ -17,7 +17,7 @@ func cm(name string, data map[string]string, bin map[string][]byte) *corev1.Conf
 }
 
 func lookupOf(cms ...*corev1.ConfigMap) Lookup {
-	return func(_ context.Context, name string) (*corev1.ConfigMap, error) {
+	return func(_ context.Context, _, name string) (*corev1.ConfigMap, error) {
 		for _, c := range cms {
 			if c.Name == name {
 				return c, nil
@@ -29,7 +29,7 @@ func lookupOf(cms ...*corev1.ConfigMap) Lookup {
 
 func mustCompute(t *testing.T, srcs []Source, cms ...*corev1.ConfigMap) Stamp {
 	t.Helper()
-	st, err := Compute(context.Background(), srcs, lookupOf(cms...))
+	st, err := Compute(context.Background(), srcs, lookupOf(cms...), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestComputeIgnoredAndNone(t *testing.T) {
 func TestComputeLookupError(t *testing.T) {
 	boom := errors.New("boom")
 	_, err := Compute(context.Background(), []Source{{Kind: KindConfigMap, Name: "x", AllKeys: true}},
-		func(context.Context, string) (*corev1.ConfigMap, error) { return nil, boom })
+		func(context.Context, string, string) (*corev1.ConfigMap, error) { return nil, boom }, nil)
 	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "configmap x") {
 		t.Fatalf("err = %v", err)
 	}

@@ -1,17 +1,17 @@
-// Package stamp is configstamp's pure core: it finds the ConfigMap keys a pod template
-// consumes and hashes their content into the stamp the webhook writes and the watcher
-// verifies. It performs no I/O; callers pass a Lookup that reads ConfigMaps.
+// Package stamp is configstamp's pure core: it finds the ConfigMap and Secret keys a pod
+// template consumes and hashes their content into the stamp the webhook writes and the
+// watcher verifies. It performs no I/O; callers pass a Lookup that reads the sources.
 package stamp
 
 // Keys users see. They are part of the contract in DESIGN.md: keep them stable.
 const (
-	// InjectLabel on a Namespace opts every Deployment in it in.
+	// InjectLabel on a Namespace opts every workload in it in; on a workload, that one.
 	InjectLabel = "configstamp.io/inject"
 	// InjectValue is the value of InjectLabel that opts a namespace in.
 	InjectValue = "enabled"
-	// SkipAnnotation set to "true" on a Deployment opts that one workload out.
+	// SkipAnnotation set to "true" on a workload opts that one workload out.
 	SkipAnnotation = "configstamp.io/skip"
-	// IgnoreAnnotation set to "true" on a ConfigMap keeps it out of every hash.
+	// IgnoreAnnotation set to "true" on a ConfigMap or Secret keeps it out of every hash.
 	IgnoreAnnotation = "configstamp.io/ignore"
 	// HashAnnotation on the pod template holds the hex SHA-256 over all consumed config.
 	HashAnnotation = "configstamp.io/config-hash"
@@ -35,6 +35,10 @@ const (
 	// say (it predates configstamp, or changed while the webhook was bypassed). Writing
 	// metadata rolls nothing.
 	ObservedAnnotation = "configstamp.io/observed"
+	// ExtraSourcesAnnotation on a workload's metadata names sources its pod spec does not
+	// show (mounted by a sidecar injected at pod creation, read through the API):
+	// "configmap/a, secret/b". Each counts with all its keys, as optional.
+	ExtraSourcesAnnotation = "configstamp.io/extra-sources"
 )
 
 // IsTrue reports whether an annotation value means "true" (the contract uses "true").

@@ -8,9 +8,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// KindConfigMap is the only source kind today; it is part of the hash encoding so that
-// Secrets can be added later without two kinds ever sharing an encoding.
-const KindConfigMap = "configmap"
+// Source kinds. The kind is part of the hash encoding, so a ConfigMap and a Secret of one
+// name never share an encoding.
+const (
+	KindConfigMap = "configmap"
+	KindSecret    = "secret"
+)
+
+// Options say which sources count.
+type Options struct {
+	// Secrets: Secrets count as sources (secret volumes, projected secrets,
+	// envFrom.secretRef, secretKeyRef, secret/ entries of extra-sources). Off, they are
+	// left out as if not referenced.
+	Secrets bool
+}
 
 // Source is one object a pod template consumes and the keys of it the pod can see.
 type Source struct {
@@ -36,23 +47,52 @@ type Source struct {
 	RequiredEnvKeys []string
 }
 
-// References returns the ConfigMaps a pod spec consumes, sorted by (kind, name), with the
-// keys of each that the pod can see. A ConfigMap referenced several ways gets the union
-// of the keys; any reference that sees all keys makes it all keys.
+// References returns the ConfigMaps a pod spec consumes (Secrets are left out), sorted
+// by name, with the keys of each that the pod can see: Consumed without extra sources
+// and with default Options.
 func References(spec *corev1.PodSpec) []Source {
-	if spec == nil {
-		return nil
+	return Consumed(nil, spec, Options{})
+}
+
+// Consumed returns the sources a workload consumes, sorted by (kind, name), with the keys
+// of each that the pod can see: those its pod spec references, and those its
+// extra-sources annotation (in annotations, the workload's own) names. A source
+// referenced several ways gets the union of the keys; any reference that sees all keys
+// makes it all keys. Malformed extra-sources entries are left out (ExtraSources says
+// which).
+func Consumed(annotations map[string]string, spec *corev1.PodSpec, opts Options) []Source {
+	c := collector{opts: opts, m: map[string]*Source{}}
+	if spec != nil {
+		c.addPodSpec(spec)
 	}
-	c := collector{}
+	if v, ok := annotations[ExtraSourcesAnnotation]; ok {
+		refs, _ := ExtraSources(v, opts)
+		for _, r := range refs {
+			// Whatever consumes it (a sidecar injected at pod creation, the API) may
+			// read it all, files included; it is not required.
+			s := c.source(r.Kind, r.Name, new(true))
+			s.AllKeys, s.Binary = true, true
+		}
+	}
+	return c.sources()
+}
+
+func (c collector) addPodSpec(spec *corev1.PodSpec) {
 	for i := range spec.Volumes {
 		v := &spec.Volumes[i]
 		if v.ConfigMap != nil {
-			c.addVolume(v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.Optional)
+			c.addVolume(KindConfigMap, v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.Optional)
+		}
+		if v.Secret != nil {
+			c.addVolume(KindSecret, v.Secret.SecretName, v.Secret.Items, v.Secret.Optional)
 		}
 		if v.Projected != nil {
 			for j := range v.Projected.Sources {
 				if cm := v.Projected.Sources[j].ConfigMap; cm != nil {
-					c.addVolume(cm.Name, cm.Items, cm.Optional)
+					c.addVolume(KindConfigMap, cm.Name, cm.Items, cm.Optional)
+				}
+				if sec := v.Projected.Sources[j].Secret; sec != nil {
+					c.addVolume(KindSecret, sec.Name, sec.Items, sec.Optional)
 				}
 			}
 		}
@@ -62,16 +102,23 @@ func References(spec *corev1.PodSpec) []Source {
 			c.addContainer(&list[i])
 		}
 	}
-	return c.sources()
 }
 
-type collector map[string]*Source
+type collector struct {
+	opts Options
+	m    map[string]*Source // by kind + "/" + name
+}
 
-func (c collector) source(name string, optional *bool) *Source {
-	s, ok := c[name]
+// source returns the entry of one source, nil when its kind does not count.
+func (c collector) source(kind, name string, optional *bool) *Source {
+	if kind == KindSecret && !c.opts.Secrets {
+		return nil
+	}
+	id := kind + "/" + name
+	s, ok := c.m[id]
 	if !ok {
-		s = &Source{Kind: KindConfigMap, Name: name}
-		c[name] = s
+		s = &Source{Kind: kind, Name: name}
+		c.m[id] = s
 	}
 	if !isOptional(optional) {
 		s.Required = true
@@ -81,11 +128,14 @@ func (c collector) source(name string, optional *bool) *Source {
 
 func isOptional(o *bool) bool { return o != nil && *o }
 
-func (c collector) addVolume(name string, items []corev1.KeyToPath, optional *bool) {
+func (c collector) addVolume(kind, name string, items []corev1.KeyToPath, optional *bool) {
 	if name == "" {
 		return
 	}
-	s := c.source(name, optional)
+	s := c.source(kind, name, optional)
+	if s == nil {
+		return
+	}
 	s.Binary = true
 	if len(items) == 0 {
 		s.AllKeys = true
@@ -100,31 +150,57 @@ func (c collector) addVolume(name string, items []corev1.KeyToPath, optional *bo
 }
 
 func (c collector) addContainer(ct *corev1.Container) {
+	allKeys := func(kind, name string, optional *bool) {
+		if name == "" {
+			return
+		}
+		if s := c.source(kind, name, optional); s != nil {
+			s.AllKeys = true
+		}
+	}
 	for _, ef := range ct.EnvFrom {
-		if ef.ConfigMapRef != nil && ef.ConfigMapRef.Name != "" {
-			c.source(ef.ConfigMapRef.Name, ef.ConfigMapRef.Optional).AllKeys = true
+		if ef.ConfigMapRef != nil {
+			allKeys(KindConfigMap, ef.ConfigMapRef.Name, ef.ConfigMapRef.Optional)
+		}
+		if ef.SecretRef != nil {
+			allKeys(KindSecret, ef.SecretRef.Name, ef.SecretRef.Optional)
 		}
 	}
 	for _, e := range ct.Env {
-		if e.ValueFrom == nil || e.ValueFrom.ConfigMapKeyRef == nil || e.ValueFrom.ConfigMapKeyRef.Name == "" {
+		if e.ValueFrom == nil {
 			continue
 		}
-		ref := e.ValueFrom.ConfigMapKeyRef
-		s := c.source(ref.Name, ref.Optional)
-		s.Keys = append(s.Keys, ref.Key)
-		if !isOptional(ref.Optional) {
-			s.RequiredKeys = append(s.RequiredKeys, ref.Key)
-			s.RequiredEnvKeys = append(s.RequiredEnvKeys, ref.Key)
+		if ref := e.ValueFrom.ConfigMapKeyRef; ref != nil {
+			c.addKey(KindConfigMap, ref.Name, ref.Key, ref.Optional)
+		}
+		if ref := e.ValueFrom.SecretKeyRef; ref != nil {
+			c.addKey(KindSecret, ref.Name, ref.Key, ref.Optional)
 		}
 	}
 }
 
+// addKey adds one key an env variable selects.
+func (c collector) addKey(kind, name, key string, optional *bool) {
+	if name == "" {
+		return
+	}
+	s := c.source(kind, name, optional)
+	if s == nil {
+		return
+	}
+	s.Keys = append(s.Keys, key)
+	if !isOptional(optional) {
+		s.RequiredKeys = append(s.RequiredKeys, key)
+		s.RequiredEnvKeys = append(s.RequiredEnvKeys, key)
+	}
+}
+
 func (c collector) sources() []Source {
-	if len(c) == 0 {
+	if len(c.m) == 0 {
 		return nil
 	}
-	out := make([]Source, 0, len(c))
-	for _, s := range c {
+	out := make([]Source, 0, len(c.m))
+	for _, s := range c.m {
 		if s.AllKeys {
 			s.Keys = nil
 		} else {
@@ -147,17 +223,11 @@ func compareSources(a, b Source) int {
 	return cmp.Or(strings.Compare(a.Kind, b.Kind), strings.Compare(a.Name, b.Name))
 }
 
-// Names returns the names of the sources, in order; the watcher indexes them.
-func Names(sources []Source) []string {
-	out := make([]string, len(sources))
-	for i, s := range sources {
-		out[i] = s.Name
-	}
-	return out
-}
+// ID is the source's "kind/name", as the sources annotation and extra-sources write it.
+func (s Source) ID() string { return s.Kind + "/" + s.Name }
 
 // Unmet says what the pods would lack to start if cm (nil: missing) were the source's
-// content: the source itself, or a selected key, that a non-optional reference needs.
+// content (a Secret as SecretContent gives it): the source itself, or a selected key, that a non-optional reference needs.
 // Empty when nothing required is missing.
 func (s Source) Unmet(cm *corev1.ConfigMap) string {
 	if cm == nil {

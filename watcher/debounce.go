@@ -12,6 +12,8 @@ import (
 type debouncer[K comparable] struct {
 	quiet, max time.Duration
 	now        func() time.Time
+	// gauge, when set, shows how many keys are in a burst.
+	gauge interface{ Set(float64) }
 
 	mu    sync.Mutex
 	burst map[K]window
@@ -45,7 +47,7 @@ func (d *debouncer[K]) touch(key K, changed bool) {
 	w.last = now
 	w.changed = w.changed || changed
 	d.burst[key] = w
-	debouncePending.Set(float64(len(d.burst)))
+	d.report()
 }
 
 // ready reports whether key's burst is over (quiet for long enough, or capped), ending
@@ -70,7 +72,7 @@ func (d *debouncer[K]) ready(key K) (over, changed bool, wait time.Duration) {
 	}
 	delete(d.burst, key)
 	d.flight[key] = struct{}{}
-	debouncePending.Set(float64(len(d.burst)))
+	d.report()
 	return true, w.changed, 0
 }
 
@@ -94,7 +96,7 @@ func (d *debouncer[K]) restore(key K, changed bool) {
 	}
 	w.changed = w.changed || changed
 	d.burst[key] = w
-	debouncePending.Set(float64(len(d.burst)))
+	d.report()
 }
 
 // pending reports whether key has a burst waiting to be quiet, or one being handed on.
@@ -111,4 +113,10 @@ func (d *debouncer[K]) len() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return len(d.burst)
+}
+
+func (d *debouncer[K]) report() {
+	if d.gauge != nil {
+		d.gauge.Set(float64(len(d.burst)))
+	}
 }

@@ -7,67 +7,28 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/configstamp/configstamp/internal/configread"
+	"github.com/configstamp/configstamp/internal/scope"
+	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
 
 // evidence answers, from the times the objects carry (all on the API server's clock),
 // whether a workload's pods may run older config than the current one, when its pod
-// template cannot say: it has no stamp, or a stamp made for another template.
+// template cannot say: it has no stamp, or a stamp made for another template. When the
+// pods of a template began to be created is per kind (workload.Kind.PodsSince).
 type evidence struct {
-	cache client.Reader // Namespace and ConfigMap metadata as the watch has it
-	live  client.Reader // ConfigMap metadata, ReplicaSets, the registration
+	cache client.Reader // Namespace and source metadata as the watch has it
+	live  client.Reader // source metadata, the registration
+	scope *scope.Scope
 	// registration is the MutatingWebhookConfiguration's name.
 	registration string
 
 	mu         sync.Mutex
 	registered time.Time // creation of the registration, once seen
-}
-
-// podsSince returns when the pods of the Deployment's current template began to be
-// created: the creation of the ReplicaSet that runs that template, or the Deployment's
-// creation when it has no ReplicaSet at all (no pods yet, or no controller). ok is false
-// when ReplicaSets exist but none runs the current template yet: its pods are still to
-// be created, and will read the config as it is.
-func (e *evidence) podsSince(ctx context.Context, dep *appsv1.Deployment) (since time.Time, ok bool, err error) {
-	sel, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector)
-	if err != nil {
-		return time.Time{}, false, fmt.Errorf("selector of deployment %s/%s: %w", dep.Namespace, dep.Name, err)
-	}
-	var rsList appsv1.ReplicaSetList
-	if err := e.live.List(ctx, &rsList, client.InNamespace(dep.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		return time.Time{}, false, fmt.Errorf("list replicasets of deployment %s/%s: %w", dep.Namespace, dep.Name, err)
-	}
-	owned := 0
-	for i := range rsList.Items {
-		rs := &rsList.Items[i]
-		if owner := metav1.GetControllerOf(rs); owner == nil || owner.UID != dep.UID {
-			continue
-		}
-		owned++
-		if sameTemplate(&rs.Spec.Template, &dep.Spec.Template) {
-			return rs.CreationTimestamp.Time, true, nil
-		}
-	}
-	if owned == 0 {
-		return dep.CreationTimestamp.Time, true, nil
-	}
-	return time.Time{}, false, nil
-}
-
-// sameTemplate compares a ReplicaSet's template with a Deployment's, ignoring the
-// pod-template-hash label the Deployment controller adds.
-func sameTemplate(rs, dep *corev1.PodTemplateSpec) bool {
-	a, b := rs.DeepCopy(), dep.DeepCopy()
-	delete(a.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
-	delete(b.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
-	return equality.Semantic.DeepEqual(a, b)
 }
 
 // configNewer reports whether a source was written at or after since (the API server's
@@ -77,7 +38,7 @@ func sameTemplate(rs, dep *corev1.PodTemplateSpec) bool {
 // time could lag behind the content the decision was computed from.
 func (e *evidence) configNewer(ctx context.Context, namespace string, srcs []stamp.Source, since time.Time, basisKnown bool) (bool, error) {
 	for _, src := range srcs {
-		cm := newConfigMapMeta()
+		cm := configread.NewMeta(src.Kind)
 		err := e.live.Get(ctx, client.ObjectKey{Namespace: namespace, Name: src.Name}, cm)
 		if apierrors.IsNotFound(err) {
 			if basisKnown {
@@ -86,30 +47,31 @@ func (e *evidence) configNewer(ctx context.Context, namespace string, srcs []sta
 			continue
 		}
 		if err != nil {
-			return false, fmt.Errorf("get configmap %s/%s metadata: %w", namespace, src.Name, err)
+			return false, fmt.Errorf("get %s %s/%s metadata: %w", src.Kind, namespace, src.Name, err)
 		}
 		if stamp.IsTrue(cm.Annotations[stamp.IgnoreAnnotation]) {
 			continue
 		}
-		if !lastWrite(cm).Before(since) {
+		if !workload.LastWrite(cm).Before(since) {
 			return true, nil
 		}
 	}
 	return false, nil
 }
 
-// bypassed reports whether the Deployment was created while the registration already
+// bypassed reports whether the workload was created while the registration already
 // sent its namespace's admissions to configstamp, so it should have been stamped at
 // creation: created after the registration and after its namespace's last write (the
-// opt-in label). A Deployment that predates either is one configstamp was installed
-// over.
-func (e *evidence) bypassed(ctx context.Context, dep *appsv1.Deployment) (bool, error) {
+// opt-in label). A workload that predates either is one configstamp was installed
+// over. A workload opted in by its own label alone never counts: nothing tells when
+// the label was added, so it is taken as installed over (recorded, not rolled).
+func (e *evidence) bypassed(ctx context.Context, obj client.Object) (bool, error) {
 	reg, err := e.registrationCreated(ctx)
 	if err != nil || reg.IsZero() {
 		return false, err
 	}
-	ns, err := namespaceMeta(ctx, e.cache, dep.Namespace)
-	if err != nil || ns == nil {
+	ns, err := namespaceMeta(ctx, e.cache, obj.GetNamespace())
+	if err != nil || ns == nil || !e.scope.Includes(ns.Name, ns.Labels) {
 		return false, err
 	}
 	// The times have one-second resolution. A tie with the registration counts as
@@ -117,8 +79,8 @@ func (e *evidence) bypassed(ctx context.Context, dep *appsv1.Deployment) (bool, 
 	// without a stamp, and its new pods read the config as it was then. A tie with the
 	// namespace's last write counts as after: a namespace is written when it is
 	// created, often with its label, just before its Deployments.
-	created := dep.CreationTimestamp.Time
-	return created.After(reg) && !created.Before(lastWrite(ns)), nil
+	created := obj.GetCreationTimestamp().Time
+	return created.After(reg) && !created.Before(workload.LastWrite(ns)), nil
 }
 
 // registrationCreated returns when the registration was created; zero when it does not
@@ -148,24 +110,18 @@ func (e *evidence) registrationCreated(ctx context.Context) (time.Time, error) {
 func (e *evidence) cacheBehind(ctx context.Context, namespace string, srcs []stamp.Source) (bool, error) {
 	for _, src := range srcs {
 		key := client.ObjectKey{Namespace: namespace, Name: src.Name}
-		live, cached := newConfigMapMeta(), newConfigMapMeta()
+		live, cached := configread.NewMeta(src.Kind), configread.NewMeta(src.Kind)
 		liveErr := e.live.Get(ctx, key, live)
 		if liveErr != nil && !apierrors.IsNotFound(liveErr) {
-			return false, fmt.Errorf("get configmap %s metadata: %w", key, liveErr)
+			return false, fmt.Errorf("get %s %s metadata: %w", src.Kind, key, liveErr)
 		}
 		cachedErr := e.cache.Get(ctx, key, cached)
 		if cachedErr != nil && !apierrors.IsNotFound(cachedErr) {
-			return false, fmt.Errorf("get cached configmap %s metadata: %w", key, cachedErr)
+			return false, fmt.Errorf("get cached %s %s metadata: %w", src.Kind, key, cachedErr)
 		}
 		if apierrors.IsNotFound(liveErr) != apierrors.IsNotFound(cachedErr) || live.ResourceVersion != cached.ResourceVersion {
 			return true, nil
 		}
 	}
 	return false, nil
-}
-
-func newConfigMapMeta() *metav1.PartialObjectMetadata {
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
-	return m
 }

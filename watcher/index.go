@@ -1,28 +1,31 @@
 package watcher
 
 import (
-	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
 
-// ConfigMapIndex indexes Deployments by the ConfigMaps their pods consume, as
-// "namespace/name", so a ConfigMap event finds its dependents without a LIST.
-const ConfigMapIndex = "configstamp.io/configmaps"
+// SourceIndex indexes workloads by the sources their pods consume, as
+// "kind/namespace/name", so a ConfigMap or Secret event finds its dependents without a
+// LIST.
+const SourceIndex = "configstamp.io/sources"
 
-// indexConfigMaps is the field index function for ConfigMapIndex.
-func indexConfigMaps(obj client.Object) []string {
-	dep, ok := obj.(*appsv1.Deployment)
-	if !ok {
-		return nil
+// indexSources returns the field index function of SourceIndex for one kind.
+func indexSources(kind *workload.Kind, opts stamp.Options) client.IndexerFunc {
+	return func(obj client.Object) []string {
+		tmpl := kind.Template(obj)
+		if tmpl == nil {
+			return nil
+		}
+		srcs := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, opts)
+		keys := make([]string, 0, len(srcs))
+		for _, s := range srcs {
+			keys = append(keys, indexKey(s.Kind, obj.GetNamespace(), s.Name))
+		}
+		return keys
 	}
-	srcs := stamp.References(&dep.Spec.Template.Spec)
-	keys := make([]string, 0, len(srcs))
-	for _, s := range srcs {
-		keys = append(keys, indexKey(dep.Namespace, s.Name))
-	}
-	return keys
 }
 
-func indexKey(namespace, name string) string { return namespace + "/" + name }
+func indexKey(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }

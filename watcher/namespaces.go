@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/configstamp/configstamp/internal/scope"
+	"github.com/configstamp/configstamp/internal/workload"
 )
 
 // namespaceMeta reads a Namespace's metadata from the manager's cache; nil when it does
@@ -33,20 +33,21 @@ func namespaceMeta(ctx context.Context, c client.Reader, name string) (*metav1.P
 	return ns, nil
 }
 
-// inScope reports whether the registration sends admissions for namespace: the watcher
-// acts nowhere else (a nudge there could never be stamped).
-func inScope(ctx context.Context, c client.Reader, sc *scope.Scope, namespace string) (bool, error) {
-	ns, err := namespaceMeta(ctx, c, namespace)
+// inScope reports whether the registration sends admissions for the workload (its
+// namespace opted in, or itself by its label): the watcher acts nowhere else (a nudge
+// there could never be stamped).
+func inScope(ctx context.Context, c client.Reader, sc *scope.Scope, obj client.Object) (bool, error) {
+	ns, err := namespaceMeta(ctx, c, obj.GetNamespace())
 	if err != nil || ns == nil {
 		return false, err
 	}
-	return sc.Includes(ns.Name, ns.Labels), nil
+	return sc.IncludesWorkload(ns.Name, ns.Labels, obj.GetLabels()), nil
 }
 
-// namespaceEvents checks every Deployment of a namespace that comes into scope (the
+// namespaceEvents checks every workload of a namespace that comes into scope (the
 // opt-in label added), so each gets its record at once: the first config change after
-// that is then judged precisely. The initial list is covered by the Deployments' own.
-func namespaceEvents(sc *scope.Scope, c client.Reader, tr *triggers) handler.TypedEventHandler[client.Object, reconcile.Request] {
+// that is then judged precisely. The initial list is covered by the workloads' own.
+func namespaceEvents(sc *scope.Scope, c client.Reader, kind *workload.Kind, tr *triggers) handler.TypedEventHandler[client.Object, reconcile.Request] {
 	return handler.Funcs{
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			was := sc.Includes(e.ObjectOld.GetName(), e.ObjectOld.GetLabels())
@@ -54,13 +55,13 @@ func namespaceEvents(sc *scope.Scope, c client.Reader, tr *triggers) handler.Typ
 			if was || !is {
 				return
 			}
-			var deps appsv1.DeploymentList
-			if err := c.List(ctx, &deps, client.InNamespace(e.ObjectNew.GetName()), client.UnsafeDisableDeepCopy); err != nil {
-				logf.FromContext(ctx).Error(err, "List Deployments of a namespace that opted in", "namespace", e.ObjectNew.GetName())
+			list := kind.NewList()
+			if err := c.List(ctx, list, client.InNamespace(e.ObjectNew.GetName()), client.UnsafeDisableDeepCopy); err != nil {
+				logf.FromContext(ctx).Error(err, "List workloads of a namespace that opted in", "namespace", e.ObjectNew.GetName(), "kind", kind.Kind)
 				return
 			}
-			for i := range deps.Items {
-				key := client.ObjectKeyFromObject(&deps.Items[i])
+			for _, obj := range kind.Items(list) {
+				key := client.ObjectKeyFromObject(obj)
 				tr.add(key, trigger{})
 				q.Add(reconcile.Request{NamespacedName: key})
 			}
@@ -68,15 +69,7 @@ func namespaceEvents(sc *scope.Scope, c client.Reader, tr *triggers) handler.Typ
 	}
 }
 
-// lastWrite is when the object was last written, from its managed fields (metadata the
-// watch carries, reduced to the latest time by the cache transform), or its creation
-// time. Both are the API server's clock.
-func lastWrite(obj client.Object) time.Time {
-	t := obj.GetCreationTimestamp().Time
-	for _, mf := range obj.GetManagedFields() {
-		if mf.Time != nil && mf.Time.After(t) {
-			t = mf.Time.Time
-		}
-	}
-	return t
-}
+// lastWrite is when the object was last written (workload.LastWrite): from its managed
+// fields (metadata the watch carries, reduced to the latest time by the cache
+// transform), or its creation time. Both are the API server's clock.
+func lastWrite(obj metav1.Object) time.Time { return workload.LastWrite(obj) }

@@ -1,20 +1,22 @@
-// Package watcher is configstamp's ConfigMap watcher: when a consumed ConfigMap changes,
-// it nudges the Deployments that consume it, so the change flows through the webhook,
-// and it heals stamps the webhook missed.
+// Package watcher is configstamp's source watcher: when a consumed ConfigMap or Secret
+// changes, it nudges the workloads that consume it, so the change flows through the
+// webhook, and it heals stamps the webhook missed.
 package watcher
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -23,17 +25,19 @@ import (
 
 	"github.com/configstamp/configstamp/internal/configread"
 	"github.com/configstamp/configstamp/internal/scope"
+	"github.com/configstamp/configstamp/internal/workload"
+	"github.com/configstamp/configstamp/stamp"
 )
 
 // Options configure the watcher.
 type Options struct {
-	// Debounce is how long a ConfigMap must be quiet before its dependents are checked.
+	// Debounce is how long a source must be quiet before its dependents are checked.
 	Debounce time.Duration
 	// DebounceMax caps the wait from the first event of a burst.
 	DebounceMax time.Duration
-	// ReadTimeout bounds the live ConfigMap reads of one check.
+	// ReadTimeout bounds the live source reads of one check.
 	ReadTimeout time.Duration
-	// Concurrency is how many Deployments are checked and nudged at once.
+	// Concurrency is how many workloads of each kind are checked and nudged at once.
 	Concurrency int
 	// RetryBase and RetryMax bound the exponential backoff of a failed check or a
 	// stamp that bypassed the webhook.
@@ -51,6 +55,14 @@ type Options struct {
 	RollStaleAtInstall bool
 	// Cache of source digests shared with the webhook (optional).
 	Cache *configread.DigestCache
+	// Kinds are the workload kinds watched from the start (default: workload.Builtin()).
+	Kinds []*workload.Kind
+	// ArgoRollouts also watches Argo Rollouts, once their CRD exists.
+	ArgoRollouts bool
+	// Sources says which sources count; Key is the HMAC key of Secret digests
+	// (required with Secrets).
+	Sources stamp.Options
+	Key     []byte
 }
 
 // Defaults for Options.
@@ -80,57 +92,113 @@ func (o *Options) defaults() {
 	if o.Registration == "" {
 		o.Registration = "configstamp"
 	}
+	if len(o.Kinds) == 0 {
+		o.Kinds = workload.Builtin()
+	}
 }
 
-// SetupWithManager registers the field index and both controllers. They run on the
-// leader only.
+// SetupWithManager registers the field indexes and the controllers: one per workload
+// kind, one per source kind. They run on the leader only. With ArgoRollouts, Rollouts
+// are watched once their CRD exists (at start, or when it appears later).
 func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	opts.defaults()
 	if opts.Scope == nil {
 		return errors.New("watcher: no scope")
 	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &appsv1.Deployment{}, ConfigMapIndex, indexConfigMaps); err != nil {
-		return fmt.Errorf("index deployments by configmap: %w", err)
+	if opts.Sources.Secrets && len(opts.Key) == 0 {
+		return errors.New("watcher: Secrets enabled without a hash key")
 	}
-	tr := &triggers{}
-	debounce := newDebouncer[types.NamespacedName](opts.Debounce, opts.DebounceMax)
-	dependents := make(chan event.GenericEvent, 1024)
-	deps := &deploymentReconciler{
-		client: mgr.GetClient(), live: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder("configstamp"),
-		readTimeout: opts.ReadTimeout, scope: opts.Scope, cache: opts.Cache, triggers: tr,
-		evidence:  &evidence{cache: mgr.GetClient(), live: mgr.GetAPIReader(), registration: opts.Registration},
-		rollStale: opts.RollStaleAtInstall, minInterval: opts.MinRolloutInterval, pending: debounce.pending,
-	}
-	err := ctrl.NewControllerManagedBy(mgr).
-		Named("deployment").
-		Watches(&appsv1.Deployment{}, deps.events(opts.Debounce)).
-		WatchesRawSource(source.Channel(dependents, &handler.EnqueueRequestForObject{})).
-		WatchesMetadata(&corev1.Namespace{}, namespaceEvents(opts.Scope, mgr.GetClient(), tr)).
-		WithOptions(controller.Options{
-			MaxConcurrentReconciles: opts.Concurrency,
-			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](opts.RetryBase, opts.RetryMax),
-		}).
-		Complete(deps)
-	if err != nil {
-		return fmt.Errorf("set up deployment controller: %w", err)
-	}
-
 	server, _, err := rest.DefaultServerUrlFor(mgr.GetConfig())
 	if err != nil {
 		return fmt.Errorf("API server URL: %w", err)
 	}
-	cms := &configMapReconciler{
-		client: mgr.GetClient(), debounce: debounce,
-		quiet: opts.Debounce, dependents: dependents, triggers: tr, scope: opts.Scope,
-		replay: &replayWindow{serverNow: serverClock(mgr.GetHTTPClient(), server.String())},
+	w := &watcher{mgr: mgr, opts: opts, sources: map[string]*sourceReconciler{}}
+	replay := &replayWindow{serverNow: serverClock(mgr.GetHTTPClient(), server.String())}
+	sourceKinds := []string{stamp.KindConfigMap}
+	if opts.Sources.Secrets {
+		sourceKinds = append(sourceKinds, stamp.KindSecret)
 	}
-	err = ctrl.NewControllerManagedBy(mgr).
-		Named("configmap").
-		WatchesMetadata(&corev1.ConfigMap{}, cms.events()).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
-		Complete(cms)
+	for _, kind := range sourceKinds {
+		debounce := newDebouncer[types.NamespacedName](opts.Debounce, opts.DebounceMax)
+		debounce.gauge = debouncePending.WithLabelValues(kind)
+		w.sources[kind] = &sourceReconciler{
+			kind: kind, client: mgr.GetClient(), debounce: debounce, quiet: opts.Debounce, replay: replay, scope: opts.Scope,
+		}
+	}
+	for _, k := range opts.Kinds {
+		if err := w.setupKind(ctx, k); err != nil {
+			return err
+		}
+	}
+	for _, kind := range sourceKinds {
+		src := w.sources[kind]
+		obj := client.Object(&corev1.ConfigMap{})
+		if kind == stamp.KindSecret {
+			obj = &corev1.Secret{}
+		}
+		err := ctrl.NewControllerManagedBy(mgr).
+			Named(kind).
+			WatchesMetadata(obj, src.events()).
+			WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
+			Complete(src)
+		if err != nil {
+			return fmt.Errorf("set up %s controller: %w", kind, err)
+		}
+	}
+	if opts.ArgoRollouts {
+		dc, err := discovery.NewDiscoveryClientForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+		if err != nil {
+			return fmt.Errorf("discovery client: %w", err)
+		}
+		return mgr.Add(&kindDetector{kind: workload.Rollout, discovery: dc, setup: w.setupKind})
+	}
+	return nil
+}
+
+// watcher sets up the controllers of the workload kinds.
+type watcher struct {
+	mgr     ctrl.Manager
+	opts    Options
+	sources map[string]*sourceReconciler
+}
+
+// pending reports whether a source is in a burst (or handing its dependents on).
+func (w *watcher) pending(kind string, key types.NamespacedName) bool {
+	src := w.sources[kind]
+	return src != nil && src.debounce.pending(key)
+}
+
+// setupKind indexes the workloads of one kind by the sources they consume and starts
+// their controller, which the source controllers then feed.
+func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
+	mgr, opts := w.mgr, w.opts
+	if err := mgr.GetFieldIndexer().IndexField(ctx, k.New(), SourceIndex, indexSources(k, opts.Sources)); err != nil {
+		return fmt.Errorf("index %s by source: %w", k.Resource, err)
+	}
+	tr := &triggers{}
+	queue := make(chan event.GenericEvent, 1024)
+	rec := &workloadReconciler{
+		kind: k, client: mgr.GetClient(), live: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder("configstamp"),
+		config:  &configread.Reader{Client: mgr.GetAPIReader(), Cache: opts.Cache, Key: opts.Key, Timeout: opts.ReadTimeout},
+		sources: opts.Sources, scope: opts.Scope, triggers: tr,
+		evidence:  &evidence{cache: mgr.GetClient(), live: mgr.GetAPIReader(), scope: opts.Scope, registration: opts.Registration},
+		rollStale: opts.RollStaleAtInstall, minInterval: opts.MinRolloutInterval, pending: w.pending,
+	}
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named(strings.ToLower(k.Kind)).
+		Watches(k.New(), rec.events(opts.Debounce)).
+		WatchesRawSource(source.Channel(queue, &handler.EnqueueRequestForObject{})).
+		WatchesMetadata(&corev1.Namespace{}, namespaceEvents(opts.Scope, mgr.GetClient(), k, tr)).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: opts.Concurrency,
+			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](opts.RetryBase, opts.RetryMax),
+		}).
+		Complete(rec)
 	if err != nil {
-		return fmt.Errorf("set up configmap controller: %w", err)
+		return fmt.Errorf("set up %s controller: %w", k.Resource, err)
+	}
+	for _, src := range w.sources {
+		src.addDependents(dependentsOf{kind: k, queue: queue, triggers: tr})
 	}
 	return nil
 }

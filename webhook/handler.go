@@ -1,5 +1,5 @@
 // Package webhook is configstamp's mutating admission webhook: it stamps the hash of the
-// config a Deployment's pods consume into their template, so a config change rolls them.
+// config a workload's pods consume into their template, so a config change rolls them.
 package webhook
 
 import (
@@ -15,7 +15,7 @@ import (
 
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
-	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,11 +23,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configstamp/configstamp/internal/configread"
+	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
 
 // Path is where the API server sends Deployment admission reviews.
-const Path = "/mutate-apps-v1-deployment"
+var Path = workload.Deployment.Path()
 
 // Audit annotation keys; the API server prefixes them with the webhook entry's name.
 const (
@@ -44,12 +45,18 @@ const DefaultReadTimeout = 3 * time.Second
 // Stamper is the admission handler. It is a raw admission.Handler rather than a
 // CustomDefaulter because it has to set auditAnnotations and warnings.
 type Stamper struct {
-	// Reader reads ConfigMaps live (manager.GetAPIReader()), never from a cache.
+	// Kinds are the workload kinds it stamps (default: workload.Builtin()).
+	Kinds []*workload.Kind
+	// Sources says which sources count (Secrets or not).
+	Sources stamp.Options
+	// Reader reads sources live (manager.GetAPIReader()), never from a cache.
 	Reader client.Reader
 	// ReadTimeout bounds the reads of one admission.
 	ReadTimeout time.Duration
-	// Cache, when set, lets an unchanged ConfigMap be checked with a metadata-only read.
+	// Cache, when set, lets an unchanged source be checked with a metadata-only read.
 	Cache *configread.DigestCache
+	// Key is the HMAC key of Secret digests (required when Sources.Secrets).
+	Key []byte
 	// Self is the user configstamp's watcher runs as: only its requests may nudge or
 	// write a record. Empty: anyone's marker counts.
 	Self string
@@ -57,8 +64,8 @@ type Stamper struct {
 
 var _ admission.Handler = &Stamper{}
 
-// Handle stamps CREATE and UPDATE of apps/v1 Deployments. Whatever goes wrong short of an
-// undecodable object, it admits the request: it never blocks a deploy.
+// Handle stamps CREATE and UPDATE of the workloads of its kinds. Whatever goes wrong short
+// of an undecodable object, it admits the request: it never blocks a deploy.
 func (s *Stamper) Handle(ctx context.Context, req admission.Request) admission.Response {
 	start := time.Now()
 	resp, result := s.handle(ctx, req)
@@ -72,27 +79,33 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 		log.Error(errNoRequest, "Rejected malformed admission review")
 		return admission.Errored(http.StatusBadRequest, errNoRequest), resultRejected
 	}
-	if req.Kind.Group != "apps" || req.Kind.Kind != "Deployment" {
-		return admission.Allowed("configstamp only stamps apps/v1 Deployments"), resultSkipped
+	kind := workload.Find(s.kinds(), req.Kind.Group, req.Kind.Kind)
+	if kind == nil {
+		return admission.Allowed(fmt.Sprintf("configstamp does not stamp %s.%s", req.Kind.Kind, req.Kind.Group)), resultSkipped
 	}
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return admission.Allowed(""), resultSkipped
 	}
-	dep, err := decode(req.Object.Raw)
+	log = log.WithValues("kind", kind.Kind)
+	obj, err := decode(kind, req.Object.Raw)
 	if err != nil {
-		log.Error(err, "Rejected undecodable Deployment", "namespace", req.Namespace, "name", req.Name)
+		log.Error(err, "Rejected undecodable object", "namespace", req.Namespace, "name", req.Name)
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode object: %w", err)), resultRejected
 	}
-	var old *appsv1.Deployment
+	tmpl := kind.Template(obj)
+	var old client.Object
+	var oldTmpl *corev1.PodTemplateSpec
 	if req.Operation == admissionv1.Update {
-		if old, err = decode(req.OldObject.Raw); err != nil {
-			log.Error(err, "Rejected undecodable old Deployment", "namespace", req.Namespace, "name", req.Name)
+		if old, err = decode(kind, req.OldObject.Raw); err != nil {
+			log.Error(err, "Rejected undecodable old object", "namespace", req.Namespace, "name", req.Name)
 			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode oldObject: %w", err)), resultRejected
 		}
+		oldTmpl = kind.Template(old)
 	}
 
 	var patches []jsonpatch.JsonPatchOperation
-	marker, marked := dep.Annotations[stamp.NudgeAnnotation]
+	annotations := obj.GetAnnotations()
+	marker, marked := annotations[stamp.NudgeAnnotation]
 	if marked {
 		patches = append(patches, jsonpatch.NewOperation("remove", "/metadata/annotations/"+escape(stamp.NudgeAnnotation), nil))
 	}
@@ -102,37 +115,49 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	ours := marked && (s.Self == "" || req.UserInfo.Username == s.Self)
 	recording := ours && marker == stamp.NudgeRecord // the watcher writes a record
 	nudged := ours && marker != "" && !recording
-	if stamp.IsTrue(dep.Annotations[stamp.SkipAnnotation]) {
-		return respond(patches, ""), resultSkipped
+	if tmpl == nil || stamp.IsTrue(annotations[stamp.SkipAnnotation]) {
+		// Skipped, or no pod template of its own (a Rollout that refers to a
+		// Deployment's).
+		return respond(patches), resultSkipped
 	}
-	namespace := dep.Namespace
+	namespace := obj.GetNamespace()
 	if namespace == "" {
 		namespace = req.Namespace
 	}
+	name := obj.GetName()
+	var warnings []string
+	if v, ok := annotations[stamp.ExtraSourcesAnnotation]; ok {
+		if _, problems := stamp.ExtraSources(v, s.Sources); len(problems) > 0 {
+			warnings = append(warnings, "configstamp: ignored entries of "+stamp.ExtraSourcesAnnotation+": "+strings.Join(problems, "; "))
+		}
+	}
 	// The stamp and the record the workload carries are configstamp's: an UPDATE that
 	// drops or changes them (kubectl replace, helm upgrade --force, rollout undo copying
-	// a ReplicaSet's annotations) does not change what they say.
-	stored := &dep.Spec.Template.ObjectMeta
+	// a ReplicaSet's annotations) does not change what they say. A change of the pod
+	// template, or of the extra sources, is a change of what the pods consume.
+	stored := &tmpl.ObjectMeta
 	templateChanged := true
 	var record map[string]string
-	if old != nil {
-		stored = &old.Spec.Template.ObjectMeta
-		templateChanged = !stamp.SameTemplate(&old.Spec.Template, &dep.Spec.Template)
-		record = old.Annotations
+	if old != nil && oldTmpl != nil {
+		stored = &oldTmpl.ObjectMeta
+		templateChanged = !stamp.SameTemplate(oldTmpl, tmpl) ||
+			old.GetAnnotations()[stamp.ExtraSourcesAnnotation] != annotations[stamp.ExtraSourcesAnnotation]
+		record = old.GetAnnotations()
 	}
 	if recording {
-		record = dep.Annotations
+		record = annotations
 	}
 	storedHash := stored.Annotations[stamp.HashAnnotation]
-	rec, recValid := stamp.ObservedFor(record, &dep.Spec.Template)
+	rec, recValid := stamp.ObservedFor(record, tmpl)
 	basis := storedHash
 	if recValid {
 		basis = rec.Hash
 	}
 	keep := func() []jsonpatch.JsonPatchOperation {
-		ops := restoreStamp(stored, &dep.Spec.Template.ObjectMeta)
-		return append(ops, annotationPatch(dep.Annotations, stamp.ObservedAnnotation, record[stamp.ObservedAnnotation])...)
+		ops := restoreStamp(stored, &tmpl.ObjectMeta)
+		return append(ops, annotationPatch(annotations, stamp.ObservedAnnotation, record[stamp.ObservedAnnotation])...)
 	}
+	srcs := stamp.Consumed(annotations, &tmpl.Spec, s.Sources)
 
 	if !templateChanged && !nudged && (recValid || storedHash == "") {
 		// Someone else's update that leaves the pod template as it is. A workload with a
@@ -140,29 +165,29 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 		// a record is left alone: installing configstamp rolls nothing. What it carries
 		// of configstamp's stays as stored, unless it is what configstamp writes now
 		// (this is a reinvocation after configstamp's own patch).
-		if s.current(ctx, namespace, dep, storedHash, record[stamp.ObservedAnnotation]) {
-			return respond(patches, ""), resultSkipped
+		if s.current(ctx, namespace, annotations, tmpl, srcs, storedHash, record[stamp.ObservedAnnotation]) {
+			return respond(patches, warnings...), resultSkipped
 		}
-		return respond(append(patches, keep()...), ""), resultSkipped
+		return respond(append(patches, keep()...), warnings...), resultSkipped
 	}
 
-	want, err := configread.Stamp(ctx, s.Reader, s.Cache, namespace, &dep.Spec.Template.Spec, s.readTimeout())
+	want, err := s.reader().Stamp(ctx, namespace, srcs)
 	if err != nil {
-		log.Error(err, "Admitted with the stored config hash: could not read config", "namespace", namespace, "name", dep.Name, "storedHash", storedHash)
-		return respond(append(patches, keep()...), "configstamp: could not read config; the Deployment keeps its stored config hash ("+short(storedHash)+
-			") and configstamp re-checks it shortly: "+err.Error()), resultReadError
+		log.Error(err, "Admitted with the stored config hash: could not read config", "namespace", namespace, "name", name, "storedHash", storedHash)
+		return respond(append(patches, keep()...), append(warnings, "configstamp: could not read config; the "+kind.Kind+" keeps its stored config hash ("+short(storedHash)+
+			") and configstamp re-checks it shortly: "+err.Error())...), resultReadError
 	}
 	unmet := want.Unmet()
 	if len(unmet) > 0 && !templateChanged && want.Hash != basis {
 		// A nudge, or someone's update that keeps the template: rolling now would start
 		// pods that cannot start. Keep what is stored; the watcher reports it.
-		log.Info("Kept the stored config hash: required config is missing", "namespace", namespace, "name", dep.Name,
+		log.Info("Kept the stored config hash: required config is missing", "namespace", namespace, "name", name,
 			"operation", string(req.Operation), "user", req.UserInfo.Username, "storedHash", storedHash, "missing", unmet)
-		return respond(append(patches, keep()...), "configstamp: kept the stored config hash, not rolling into missing config: "+strings.Join(unmet, "; ")), resultHeld
+		return respond(append(patches, keep()...), append(warnings, "configstamp: kept the stored config hash, not rolling into missing config: "+strings.Join(unmet, "; "))...), resultHeld
 	}
 
 	// The template gets the stamp, and the metadata the record of it.
-	patches = append(patches, templatePatch(&dep.Spec.Template.ObjectMeta, stampAnnotations(want.Hash, want.SourcesAnnotation()))...)
+	patches = append(patches, templatePatch(&tmpl.ObjectMeta, stampAnnotations(want.Hash, want.SourcesAnnotation()))...)
 	if nudged && !templateChanged && recValid && want.Hash != "" && want.Hash == storedHash && want.Hash != rec.Hash {
 		// The template already carries the wanted stamp, but its pods run other config
 		// (its record): only a new template rolls them.
@@ -171,14 +196,13 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	}
 	newRecord := ""
 	if want.Hash != "" {
-		newRecord = stamp.Observed{Hash: want.Hash, Template: stamp.TemplateFingerprint(&dep.Spec.Template)}.String()
+		newRecord = stamp.Observed{Hash: want.Hash, Template: stamp.TemplateFingerprint(tmpl)}.String()
 	}
-	patches = append(patches, annotationPatch(dep.Annotations, stamp.ObservedAnnotation, newRecord)...)
-	warning := ""
+	patches = append(patches, annotationPatch(annotations, stamp.ObservedAnnotation, newRecord)...)
 	if len(unmet) > 0 {
-		warning = "configstamp: required config is missing, the new pods cannot start until it exists: " + strings.Join(unmet, "; ")
+		warnings = append(warnings, "configstamp: required config is missing, the new pods cannot start until it exists: "+strings.Join(unmet, "; "))
 	}
-	resp := respond(patches, warning)
+	resp := respond(patches, warnings...)
 	if want.Hash != "" {
 		resp.AuditAnnotations = map[string]string{AuditHash: want.Hash, AuditSources: want.SourcesAnnotation()}
 	}
@@ -187,7 +211,7 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	}
 	dryRun := req.DryRun != nil && *req.DryRun
 	log.Info("Stamped config hash",
-		"namespace", namespace, "name", dep.Name, "operation", string(req.Operation),
+		"namespace", namespace, "name", name, "operation", string(req.Operation),
 		"user", req.UserInfo.Username, "oldHash", basis, "newHash", want.Hash,
 		"sources", want.SourcesAnnotation(), "dryRun", dryRun)
 	if !dryRun {
@@ -215,17 +239,28 @@ func annotationPatch(cur map[string]string, key, value string) []jsonpatch.JsonP
 // stored ones and are what configstamp would write now: a reinvocation after its own
 // patch (another webhook changed the object since). It reads config only when they
 // differ.
-func (s *Stamper) current(ctx context.Context, namespace string, dep *appsv1.Deployment, storedHash, storedRecord string) bool {
-	hash, record := dep.Spec.Template.Annotations[stamp.HashAnnotation], dep.Annotations[stamp.ObservedAnnotation]
+func (s *Stamper) current(ctx context.Context, namespace string, annotations map[string]string, tmpl *corev1.PodTemplateSpec, srcs []stamp.Source, storedHash, storedRecord string) bool {
+	hash, record := tmpl.Annotations[stamp.HashAnnotation], annotations[stamp.ObservedAnnotation]
 	if (hash == "" || hash == storedHash) && (record == "" || record == storedRecord) {
 		return false
 	}
-	want, err := configread.Stamp(ctx, s.Reader, s.Cache, namespace, &dep.Spec.Template.Spec, s.readTimeout())
+	want, err := s.reader().Stamp(ctx, namespace, srcs)
 	if err != nil || want.Hash == "" || hash != want.Hash {
 		return false
 	}
-	rec, ok := stamp.ObservedFor(dep.Annotations, &dep.Spec.Template)
+	rec, ok := stamp.ObservedFor(annotations, tmpl)
 	return ok && rec.Hash == want.Hash
+}
+
+func (s *Stamper) kinds() []*workload.Kind {
+	if len(s.Kinds) > 0 {
+		return s.Kinds
+	}
+	return workload.Builtin()
+}
+
+func (s *Stamper) reader() *configread.Reader {
+	return &configread.Reader{Client: s.Reader, Cache: s.Cache, Key: s.Key, Timeout: s.readTimeout()}
 }
 
 // restoreStamp puts the stored stamp (and restart annotation) back into an incoming
@@ -259,15 +294,15 @@ func (s *Stamper) readTimeout() time.Duration {
 	return DefaultReadTimeout
 }
 
-func decode(raw []byte) (*appsv1.Deployment, error) {
+func decode(kind *workload.Kind, raw []byte) (client.Object, error) {
 	if len(raw) == 0 {
 		return nil, fmt.Errorf("empty object")
 	}
-	var d appsv1.Deployment
-	if err := json.Unmarshal(raw, &d); err != nil {
+	obj := kind.New()
+	if err := json.Unmarshal(raw, obj); err != nil {
 		return nil, err
 	}
-	return &d, nil
+	return obj, nil
 }
 
 // templatePatch returns the smallest JSON patch that makes the template's annotations
@@ -314,13 +349,13 @@ func escape(k string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
 }
 
-func respond(patches []jsonpatch.JsonPatchOperation, warning string) admission.Response {
+func respond(patches []jsonpatch.JsonPatchOperation, warnings ...string) admission.Response {
 	resp := admission.Allowed("")
 	if len(patches) > 0 {
 		resp = admission.Patched("", patches...)
 	}
-	if warning != "" {
-		resp = resp.WithWarnings(warning)
+	if len(warnings) > 0 {
+		resp = resp.WithWarnings(warnings...)
 	}
 	return resp
 }

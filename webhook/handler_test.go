@@ -65,7 +65,7 @@ func cm(name, v string) *corev1.ConfigMap {
 // expected is the stamp for ConfigMap "cfg" holding k=v.
 func expected(t *testing.T, v string) stamp.Stamp {
 	st, err := stamp.Compute(context.Background(), []stamp.Source{{Kind: stamp.KindConfigMap, Name: "cfg", AllKeys: true}},
-		func(context.Context, string) (*corev1.ConfigMap, error) { return cm("cfg", v), nil })
+		func(context.Context, string, string) (*corev1.ConfigMap, error) { return cm("cfg", v), nil }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestHandleMalformed(t *testing.T) {
 		}
 	}
 	other := request(t, admissionv1.Create, dep(nil, "img", "cfg"), nil)
-	other.Kind.Kind = "StatefulSet"
+	other.Kind.Kind = "ReplicaSet"
 	if resp := s.Handle(context.Background(), other); !resp.Allowed || len(resp.Patches) != 0 {
 		t.Errorf("other kinds must pass untouched: %+v", resp)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -17,44 +18,73 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/configstamp/configstamp/internal/scope"
+	"github.com/configstamp/configstamp/internal/workload"
 )
 
-// Names in the registration. The entry name has three dot-separated parts because the API
-// server uses it as the prefix of the audit annotations (deployments.configstamp.io/config-hash).
+// Names in the registration.
 const (
 	ConfigurationName = "configstamp"
-	EntryName         = "deployments.configstamp.io"
-	DefaultTimeout    = 5
+	// EntryName is the Deployments' entry (see workload.Kind.EntryName).
+	EntryName      = "deployments.configstamp.io"
+	DefaultTimeout = 5
 )
 
-// Registration is the MutatingWebhookConfiguration that sends Deployment CREATE and
-// UPDATE in the namespaces of sc to configstamp. cfg is either a URL (dev mode) or a
-// Service reference, with the CA that signs the serving certificate.
-func Registration(cfg admissionregistrationv1.WebhookClientConfig, sc *scope.Scope) *admissionregistrationv1.MutatingWebhookConfiguration {
-	return &admissionregistrationv1.MutatingWebhookConfiguration{
+// Registration is the MutatingWebhookConfiguration that sends CREATE and UPDATE of every
+// kind to configstamp: two entries per kind, one for the namespaces of sc, one for
+// workloads opted in by their own label in the other namespaces sc does not exclude (so
+// a workload that matches both ways is sent once). cfg is either a URL without a path
+// (dev mode) or a Service reference, with the CA that signs the serving certificate; each
+// entry gets its kind's path.
+func Registration(cfg admissionregistrationv1.WebhookClientConfig, sc *scope.Scope, kinds []*workload.Kind) *admissionregistrationv1.MutatingWebhookConfiguration {
+	reg := &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: ConfigurationName, Labels: map[string]string{"app.kubernetes.io/name": "configstamp"}},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name:         EntryName,
-			ClientConfig: cfg,
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-				Rule: admissionregistrationv1.Rule{
-					APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"deployments"},
-					Scope: ptr.To(admissionregistrationv1.NamespacedScope),
-				},
-			}},
-			// The watcher acts in exactly these namespaces (same scope).
-			NamespaceSelector: sc.NamespaceSelector(),
-			// Fail open: an outage of configstamp never blocks a deploy; the watcher
-			// notices the missed stamp and heals it.
-			FailurePolicy:           ptr.To(admissionregistrationv1.Ignore),
-			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
-			TimeoutSeconds:          ptr.To[int32](DefaultTimeout),
-			AdmissionReviewVersions: []string{"v1"},
-			ReinvocationPolicy:      ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy),
-			MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
-		}},
 	}
+	for _, k := range kinds {
+		byNamespace := entry(k, clientConfigFor(cfg, k.Path()))
+		byNamespace.Name = k.EntryName()
+		// The watcher acts in exactly these namespaces (same scope).
+		byNamespace.NamespaceSelector = sc.NamespaceSelector()
+		byLabel := entry(k, clientConfigFor(cfg, k.Path()))
+		byLabel.Name = k.LabelEntryName()
+		byLabel.NamespaceSelector = sc.LabelNamespaceSelector()
+		byLabel.ObjectSelector = sc.ObjectSelector()
+		reg.Webhooks = append(reg.Webhooks, byNamespace, byLabel)
+	}
+	return reg
+}
+
+func entry(k *workload.Kind, cfg admissionregistrationv1.WebhookClientConfig) admissionregistrationv1.MutatingWebhook {
+	return admissionregistrationv1.MutatingWebhook{
+		ClientConfig: cfg,
+		Rules: []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+			Rule: admissionregistrationv1.Rule{
+				APIGroups: []string{k.Group}, APIVersions: []string{k.Version}, Resources: []string{k.Resource},
+				Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+			},
+		}},
+		// Fail open: an outage of configstamp never blocks a deploy; the watcher
+		// notices the missed stamp and heals it.
+		FailurePolicy:           ptr.To(admissionregistrationv1.Ignore),
+		SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+		TimeoutSeconds:          ptr.To[int32](DefaultTimeout),
+		AdmissionReviewVersions: []string{"v1"},
+		ReinvocationPolicy:      ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy),
+		MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
+	}
+}
+
+// clientConfigFor is cfg calling path.
+func clientConfigFor(cfg admissionregistrationv1.WebhookClientConfig, path string) admissionregistrationv1.WebhookClientConfig {
+	out := *cfg.DeepCopy()
+	switch {
+	case out.Service != nil:
+		out.Service.Path = ptr.To(path)
+	case out.URL != nil:
+		u := strings.TrimSuffix(*out.URL, "/") + path
+		out.URL = &u
+	}
+	return out
 }
 
 // Registrar creates or updates the registration once the webhook server is serving. It
@@ -91,7 +121,7 @@ func (r *Registrar) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("apply registration %s: %w", r.Registration.Name, err)
 	}
-	log.Info("Registered webhook", "configuration", r.Registration.Name, "entry", EntryName)
+	log.Info("Registered webhook", "configuration", r.Registration.Name, "entries", len(r.Registration.Webhooks))
 	<-ctx.Done()
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configstamp/configstamp/internal/configread"
+	"github.com/configstamp/configstamp/internal/workload"
+	"github.com/configstamp/configstamp/stamp"
 )
 
 // Options configure the admission webhook.
@@ -24,16 +26,28 @@ type Options struct {
 	Cache *configread.DigestCache
 	// Self is the user configstamp runs as: only its nudges and records count.
 	Self string
+	// Kinds are the workload kinds to stamp (default: workload.Builtin()).
+	Kinds []*workload.Kind
+	// Sources says which sources count; Key is the HMAC key of Secret digests.
+	Sources stamp.Options
+	Key     []byte
 }
 
-// SetupWithManager registers the Deployment stamper on the manager's webhook server.
-// Every replica serves admission; nothing here needs leader election.
+// SetupWithManager registers the stamper on the manager's webhook server, at the path of
+// every kind. Every replica serves admission; nothing here needs leader election.
 func SetupWithManager(mgr ctrl.Manager, opts Options) {
 	if opts.Reader == nil {
 		opts.Reader = mgr.GetAPIReader()
 	}
+	if len(opts.Kinds) == 0 {
+		opts.Kinds = workload.Builtin()
+	}
+	st := &Stamper{
+		Kinds: opts.Kinds, Sources: opts.Sources, Key: opts.Key,
+		Reader: opts.Reader, ReadTimeout: opts.ReadTimeout, Cache: opts.Cache, Self: opts.Self,
+	}
 	wh := &admission.Webhook{
-		Handler: &Stamper{Reader: opts.Reader, ReadTimeout: opts.ReadTimeout, Cache: opts.Cache, Self: opts.Self},
+		Handler: st,
 		// The handler logs namespace, name and user itself; the default constructor
 		// would add them a second time under the same keys.
 		LogConstructor: func(base logr.Logger, req *admission.Request) logr.Logger {
@@ -44,5 +58,8 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) {
 			return l
 		},
 	}
-	mgr.GetWebhookServer().Register(Path, wh.WithRecoverPanic(true))
+	wh = wh.WithRecoverPanic(true)
+	for _, k := range opts.Kinds {
+		mgr.GetWebhookServer().Register(k.Path(), wh)
+	}
 }

@@ -23,8 +23,11 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/configstamp/configstamp/certs"
+	"github.com/configstamp/configstamp/internal/argo"
 	"github.com/configstamp/configstamp/internal/configread"
+	"github.com/configstamp/configstamp/internal/hashkey"
 	"github.com/configstamp/configstamp/internal/scope"
+	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/watcher"
 	"github.com/configstamp/configstamp/webhook"
@@ -52,6 +55,9 @@ type options struct {
 	excludeNamespaces       string
 	minRolloutInterval      time.Duration
 	rollStaleAtInstall      bool
+	secrets                 bool
+	secretHashKey           string
+	argoRollouts            bool
 	selfSigned              selfSignedOptions
 	qps                     float64
 	burst                   int
@@ -72,14 +78,17 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one replica runs the watcher; every replica serves admission.")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (required out of cluster).")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "configstamp-watcher", "Name of the leader election Lease.")
-	fs.DurationVar(&o.debounce, "debounce", watcher.DefaultDebounce, "How long a ConfigMap must be quiet before the Deployments consuming it are nudged (0: at once).")
-	fs.DurationVar(&o.debounceMax, "debounce-max", watcher.DefaultDebounceMax, "Longest wait from the first change of a ConfigMap that never stops changing.")
-	fs.DurationVar(&o.readTimeout, "read-timeout", webhook.DefaultReadTimeout, "Deadline for the live ConfigMap reads of one admission or one check.")
-	fs.StringVar(&o.namespaceLabel, "namespace-label", stamp.InjectLabel, "Label (value \"enabled\") that opts a namespace in; must match the registration's namespaceSelector.")
+	fs.DurationVar(&o.debounce, "debounce", watcher.DefaultDebounce, "How long a ConfigMap or Secret must be quiet before the workloads consuming it are nudged (0: at once).")
+	fs.DurationVar(&o.debounceMax, "debounce-max", watcher.DefaultDebounceMax, "Longest wait from the first change of a source that never stops changing.")
+	fs.DurationVar(&o.readTimeout, "read-timeout", webhook.DefaultReadTimeout, "Deadline for the live ConfigMap and Secret reads of one admission or one check.")
+	fs.StringVar(&o.namespaceLabel, "namespace-label", stamp.InjectLabel, "Label (value \"enabled\") that opts a namespace, or a single workload, in; must match the registration's selectors.")
 	fs.StringVar(&o.excludeNamespaces, "exclude-namespaces", strings.Join(scope.DefaultExcluded, ","), "Comma-separated namespaces never acted in, whatever their labels; must match the registration's namespaceSelector (the chart adds its own namespace).")
 	fs.DurationVar(&o.minRolloutInterval, "min-rollout-interval", watcher.DefaultMinRolloutInterval, "Least time between two rollouts of one workload caused by configstamp (a writer that never stops); the latest content always lands. 0: no limit.")
 	fs.BoolVar(&o.rollStaleAtInstall, "roll-stale-at-install", false, "Roll unstamped workloads that predate configstamp when their config was written after their pods started. Off: installing rolls nothing.")
-	fs.IntVar(&o.concurrency, "concurrency", watcher.DefaultConcurrency, "How many Deployments the watcher checks and nudges at once.")
+	fs.BoolVar(&o.secrets, "secrets", false, "Also hash the Secrets pod templates consume (secret volumes, projected secrets, envFrom.secretRef, secretKeyRef), keyed with the key in --secret-hash-key. Off: Secrets are never read.")
+	fs.StringVar(&o.secretHashKey, "secret-hash-key", "", "NAMESPACE/NAME of the Secret holding the HMAC key of Secret digests (created with a random key if missing); required with --secrets.")
+	fs.BoolVar(&o.argoRollouts, "argo-rollouts", false, "Also stamp Argo Rollouts (argoproj.io/v1alpha1), once their CRD exists (detected at start and later).")
+	fs.IntVar(&o.concurrency, "concurrency", watcher.DefaultConcurrency, "How many workloads of each kind the watcher checks and nudges at once.")
 	fs.Float64Var(&o.qps, "kube-api-qps", 20, "Client-side rate limit of requests to the API server, per second.")
 	fs.IntVar(&o.burst, "kube-api-burst", 30, "Client-side burst of requests to the API server.")
 	o.selfSigned.bindFlags(fs)
@@ -96,6 +105,14 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	if o.selfSigned.secret != "" && o.devWebhookURL != "" {
 		return nil, errors.New("--self-signed-secret and --dev-webhook-url exclude each other")
 	}
+	if o.secrets && o.secretHashKey == "" {
+		return nil, errors.New("--secrets needs --secret-hash-key NAMESPACE/NAME")
+	}
+	if o.secretHashKey != "" {
+		if _, err := hashkey.ParseRef(o.secretHashKey); err != nil {
+			return nil, fmt.Errorf("--secret-hash-key: %w", err)
+		}
+	}
 	return o, nil
 }
 
@@ -111,6 +128,11 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	kinds := workload.Builtin()
+	if o.argoRollouts {
+		kinds = append(kinds, workload.Rollout)
+	}
+	sources := stamp.Options{Secrets: o.secrets}
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -135,13 +157,16 @@ func run(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		u.Path = webhook.Path
-		registration = webhook.Registration(admissionregistrationv1.WebhookClientConfig{URL: new(u.String()), CABundle: ca}, sc)
+		u.Path = ""
+		registration = webhook.Registration(admissionregistrationv1.WebhookClientConfig{URL: new(u.String()), CABundle: ca}, sc, kinds)
 		log.Info("Using a self-signed serving certificate", "dir", o.webhookCertDir, "url", u.String())
 	}
 
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := argo.AddToScheme(scheme); err != nil {
 		return err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
@@ -184,11 +209,30 @@ func run(ctx context.Context, args []string) error {
 	} else {
 		log.Info("Running as", "user", self)
 	}
-	webhook.SetupWithManager(mgr, webhook.Options{ReadTimeout: o.readTimeout, Reader: admissionReader, Cache: digests, Self: self})
+	var key []byte
+	if o.secrets {
+		// Every replica needs the key before it serves admission.
+		ref, _ := hashkey.ParseRef(o.secretHashKey)
+		keyClient, err := client.New(cfg, client.Options{Scheme: scheme}) // uncached: one Secret, never a Secret cache
+		if err != nil {
+			return fmt.Errorf("create client: %w", err)
+		}
+		if key, err = hashkey.Ensure(ctx, keyClient, ref); err != nil {
+			return fmt.Errorf("secret hash key: %w", err)
+		}
+		log.Info("Loaded the hash key of Secret digests", "secret", ref.String())
+	}
+	// The builtin kinds' and (with --argo-rollouts) the Rollout path are served from the
+	// start, whether or not the CRD exists yet: the API server calls only what exists.
+	webhook.SetupWithManager(mgr, webhook.Options{
+		ReadTimeout: o.readTimeout, Reader: admissionReader, Cache: digests, Self: self,
+		Kinds: kinds, Sources: sources, Key: key,
+	})
 	if err := watcher.SetupWithManager(ctx, mgr, watcher.Options{
 		Debounce: o.debounce, DebounceMax: o.debounceMax, ReadTimeout: o.readTimeout, Concurrency: o.concurrency,
 		Scope: sc, Registration: webhook.ConfigurationName, MinRolloutInterval: o.minRolloutInterval,
 		RollStaleAtInstall: o.rollStaleAtInstall, Cache: digests,
+		ArgoRollouts: o.argoRollouts, Sources: sources, Key: key,
 	}); err != nil {
 		return err
 	}
@@ -221,6 +265,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 
-	log.Info("Starting configstamp", "debounce", o.debounce.String(), "leaderElect", o.leaderElect, "devWebhookURL", o.devWebhookURL)
+	log.Info("Starting configstamp", "debounce", o.debounce.String(), "leaderElect", o.leaderElect, "devWebhookURL", o.devWebhookURL,
+		"secrets", o.secrets, "argoRollouts", o.argoRollouts)
 	return mgr.Start(ctx)
 }

@@ -4,6 +4,7 @@ package configread
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -13,26 +14,65 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/lru"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/stamp"
 )
 
-// Lookup reads ConfigMaps of one namespace through r. Pass an uncached reader
-// (manager.GetAPIReader()): a cache can lag behind a write made a moment ago.
+// Lookup reads the sources of one namespace through r, a Secret as stamp.SecretContent
+// gives it. Pass an uncached reader (manager.GetAPIReader()): a cache can lag behind a
+// write made a moment ago (and a cached Secret read would cache every Secret).
 func Lookup(r client.Reader, namespace string) stamp.Lookup {
-	return func(ctx context.Context, name string) (*corev1.ConfigMap, error) {
-		var cm corev1.ConfigMap
-		err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &cm)
-		if apierrors.IsNotFound(err) {
-			return nil, nil
+	return func(ctx context.Context, kind, name string) (*corev1.ConfigMap, error) {
+		key := client.ObjectKey{Namespace: namespace, Name: name}
+		if kind == stamp.KindSecret {
+			var sec corev1.Secret
+			if err := r.Get(ctx, key, &sec); err != nil {
+				return nil, client.IgnoreNotFound(err)
+			}
+			return stamp.SecretContent(&sec), nil
 		}
-		if err != nil {
-			return nil, err
+		var cm corev1.ConfigMap
+		if err := r.Get(ctx, key, &cm); err != nil {
+			return nil, client.IgnoreNotFound(err)
 		}
 		return &cm, nil
 	}
+}
+
+// Reader computes stamps from live reads.
+type Reader struct {
+	// Client reads sources live (manager.GetAPIReader() or a client of its own), never
+	// from a cache.
+	Client client.Reader
+	// Cache, when set, lets an unchanged source be checked with a metadata-only read.
+	Cache *DigestCache
+	// Key is the HMAC key of Secret digests; without one, a Secret source is an error.
+	Key []byte
+	// Timeout bounds the reads of one stamp (0: no deadline).
+	Timeout time.Duration
+}
+
+// Stamp computes the stamp of srcs (stamp.Consumed of a workload in namespace).
+func (r *Reader) Stamp(ctx context.Context, namespace string, srcs []stamp.Source) (stamp.Stamp, error) {
+	return compute(ctx, r.Client, r.Cache, r.Key, namespace, srcs, r.Timeout)
+}
+
+// MetaGVK is the GroupVersionKind of a source kind, for metadata-only reads.
+func MetaGVK(kind string) schema.GroupVersionKind {
+	if kind == stamp.KindSecret {
+		return corev1.SchemeGroupVersion.WithKind("Secret")
+	}
+	return corev1.SchemeGroupVersion.WithKind("ConfigMap")
+}
+
+// NewMeta is an empty metadata-only object of a source kind.
+func NewMeta(kind string) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(MetaGVK(kind))
+	return m
 }
 
 // DigestCache remembers, per ConfigMap and key selection, the digest of the content at
@@ -91,12 +131,10 @@ func cacheKey(namespace string, src stamp.Source) string {
 // maxParallelReads bounds the concurrent reads of one stamp computation.
 const maxParallelReads = 8
 
-// Stamp computes the stamp a pod spec in namespace should carry, reading its ConfigMaps
-// live through r under timeout (no deadline when timeout is 0). With a cache, each
-// ConfigMap is first read metadata-only; its content is read only when its
-// resourceVersion has no digest in the cache.
-func Stamp(ctx context.Context, r client.Reader, cache *DigestCache, namespace string, spec *corev1.PodSpec, timeout time.Duration) (stamp.Stamp, error) {
-	srcs := stamp.References(spec)
+// compute reads srcs live through r under timeout (no deadline when timeout is 0) and
+// combines their digests. With a cache, each source is first read metadata-only; its
+// content is read only when its resourceVersion has no digest in the cache.
+func compute(ctx context.Context, r client.Reader, cache *DigestCache, key []byte, namespace string, srcs []stamp.Source, timeout time.Duration) (stamp.Stamp, error) {
 	if len(srcs) == 0 {
 		return stamp.Stamp{}, nil
 	}
@@ -111,7 +149,7 @@ func Stamp(ctx context.Context, r client.Reader, cache *DigestCache, namespace s
 	g.SetLimit(maxParallelReads)
 	for i, src := range srcs {
 		g.Go(func() error {
-			d, err := digest(gctx, r, cache, namespace, src)
+			d, err := digest(gctx, r, cache, key, namespace, src)
 			if err != nil {
 				return fmt.Errorf("read %s %s/%s: %w", src.Kind, namespace, src.Name, err)
 			}
@@ -131,19 +169,21 @@ func Stamp(ctx context.Context, r client.Reader, cache *DigestCache, namespace s
 	return stamp.Combine(kept), nil
 }
 
-// digest returns one source's digest, or nil when the ConfigMap is ignored. A source
+// digest returns one source's digest, or nil when the source is ignored. A source
 // seen before is first read metadata-only; its content is read when it is new, or when
 // its resourceVersion moved.
-func digest(ctx context.Context, r client.Reader, cache *DigestCache, namespace string, src stamp.Source) (*stamp.Digest, error) {
+func digest(ctx context.Context, r client.Reader, cache *DigestCache, hmacKey []byte, namespace string, src stamp.Source) (*stamp.Digest, error) {
+	if src.Kind == stamp.KindSecret && len(hmacKey) == 0 {
+		return nil, errors.New("no key for Secret digests")
+	}
 	key := cacheKey(namespace, src)
 	if cache != nil {
 		if v, ok := cache.lru.Get(key); ok {
 			prev := v.(cached)
-			meta := &metav1.PartialObjectMetadata{}
-			meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+			meta := NewMeta(src.Kind)
 			err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: src.Name}, meta)
 			if apierrors.IsNotFound(err) {
-				d := stamp.SourceDigest(src, nil)
+				d := stamp.SourceDigest(src, nil, hmacKey)
 				return &d, nil
 			}
 			if err != nil {
@@ -157,14 +197,14 @@ func digest(ctx context.Context, r client.Reader, cache *DigestCache, namespace 
 			}
 		}
 	}
-	cm, err := Lookup(r, namespace)(ctx, src.Name)
+	cm, err := Lookup(r, namespace)(ctx, src.Kind, src.Name)
 	if err != nil {
 		return nil, err
 	}
 	if stamp.Ignored(cm) {
 		return nil, nil
 	}
-	d := stamp.SourceDigest(src, cm)
+	d := stamp.SourceDigest(src, cm, hmacKey)
 	if cache != nil && cm != nil {
 		cache.lru.Add(key, cached{uid: string(cm.UID), resourceVersion: cm.ResourceVersion, sum: d.Sum, unmet: d.Unmet})
 	}

@@ -40,14 +40,14 @@ func TestStampWithDigestCache(t *testing.T) {
 	ctx := context.Background()
 	cache := NewDigestCache(16)
 	uncached := func() stamp.Stamp {
-		st, err := Stamp(ctx, c, nil, "ns", spec("a", "b", "missing"), 0)
+		st, err := (&Reader{Client: c, Cache: nil}).Stamp(ctx, "ns", stamp.References(spec("a", "b", "missing")))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return st
 	}
 
-	first, err := Stamp(ctx, c, cache, "ns", spec("a", "b", "missing"), 0)
+	first, err := (&Reader{Client: c, Cache: cache}).Stamp(ctx, "ns", stamp.References(spec("a", "b", "missing")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestStampWithDigestCache(t *testing.T) {
 		t.Fatalf("cached path computes %q, uncached %q", first.Hash, uncached().Hash)
 	}
 	contentReads = 0
-	again, _ := Stamp(ctx, c, cache, "ns", spec("a", "b", "missing"), 0)
+	again, _ := (&Reader{Client: c, Cache: cache}).Stamp(ctx, "ns", stamp.References(spec("a", "b", "missing")))
 	if contentReads != 0 || again.Hash != first.Hash {
 		t.Fatalf("unchanged ConfigMaps: %d content reads (want 0), hash %q vs %q", contentReads, again.Hash, first.Hash)
 	}
@@ -68,7 +68,7 @@ func TestStampWithDigestCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	contentReads = 0
-	changed, _ := Stamp(ctx, c, cache, "ns", spec("a", "b", "missing"), 0)
+	changed, _ := (&Reader{Client: c, Cache: cache}).Stamp(ctx, "ns", stamp.References(spec("a", "b", "missing")))
 	if contentReads != 1 || changed.Hash == first.Hash || changed.Hash != uncached().Hash {
 		t.Fatalf("after a write: %d content reads (want 1), hash changed %v, equals uncached %v", contentReads, changed.Hash != first.Hash, changed.Hash == uncached().Hash)
 	}
@@ -78,7 +78,7 @@ func TestStampWithDigestCache(t *testing.T) {
 	if err := c.Update(ctx, &a); err != nil {
 		t.Fatal(err)
 	}
-	ign, _ := Stamp(ctx, c, cache, "ns", spec("a", "b", "missing"), 0)
+	ign, _ := (&Reader{Client: c, Cache: cache}).Stamp(ctx, "ns", stamp.References(spec("a", "b", "missing")))
 	if len(ign.Sources) != 2 || ign.Hash != uncached().Hash {
 		t.Fatalf("ignored ConfigMap: %d sources, hash equals uncached %v", len(ign.Sources), ign.Hash == uncached().Hash)
 	}

@@ -70,3 +70,39 @@ func (s *Scope) Includes(name string, nsLabels map[string]string) bool {
 	set[corev1.LabelMetadataName] = name
 	return s.selector.Matches(set)
 }
+
+// Labelled reports whether a workload's labels opt it in by itself.
+func (s *Scope) Labelled(objLabels map[string]string) bool {
+	return objLabels[s.Label] == stamp.InjectValue
+}
+
+// IncludesWorkload reports whether the registration sends admissions for a workload
+// with objLabels in the namespace named name (with nsLabels): its namespace opted in,
+// or the workload itself in a namespace not excluded.
+func (s *Scope) IncludesWorkload(name string, nsLabels, objLabels map[string]string) bool {
+	if s.Includes(name, nsLabels) {
+		return true
+	}
+	return s.Labelled(objLabels) && !slices.Contains(s.Excluded, name)
+}
+
+// ObjectSelector is the objectSelector of the registration's by-label entries: the
+// opt-in label on the workload itself.
+func (s *Scope) ObjectSelector() *metav1.LabelSelector {
+	return &metav1.LabelSelector{MatchLabels: map[string]string{s.Label: stamp.InjectValue}}
+}
+
+// LabelNamespaceSelector is the namespaceSelector of the by-label entries: namespaces
+// not opted in (those that are go to the namespace entries, so a workload that matches
+// both ways is sent once) and not excluded.
+func (s *Scope) LabelNamespaceSelector() *metav1.LabelSelector {
+	sel := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+		Key: s.Label, Operator: metav1.LabelSelectorOpNotIn, Values: []string{stamp.InjectValue},
+	}}}
+	if len(s.Excluded) > 0 {
+		sel.MatchExpressions = append(sel.MatchExpressions, metav1.LabelSelectorRequirement{
+			Key: corev1.LabelMetadataName, Operator: metav1.LabelSelectorOpNotIn, Values: slices.Clone(s.Excluded),
+		})
+	}
+	return sel
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/configstamp/configstamp/certs"
 	"github.com/configstamp/configstamp/internal/scope"
+	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/test/framework"
@@ -37,7 +38,7 @@ func TestSelfSignedModeRotates(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := webhook.Registration(admissionregistrationv1.WebhookClientConfig{
-		URL: new(fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.Path))}, sc)
+		URL: new(fmt.Sprintf("https://127.0.0.1:%d", port))}, sc, workload.Builtin())
 	if err := k8s.Create(bg, reg); err != nil {
 		t.Fatal(err)
 	}

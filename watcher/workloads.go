@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,10 +20,11 @@ import (
 
 	"github.com/configstamp/configstamp/internal/configread"
 	"github.com/configstamp/configstamp/internal/scope"
+	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
 
-// Event reasons recorded on Deployments.
+// Event reasons recorded on workloads.
 const (
 	ReasonConfigChanged = "ConfigChanged"
 	ReasonStampBypassed = "StampBypassed"
@@ -33,7 +33,7 @@ const (
 
 // nudgePatch is the watcher's "empty" update: it only sets the nudge marker, which the
 // webhook strips again while it recomputes the stamp. If the stamp is unchanged the API
-// server stores nothing; if the webhook is down, the marker lands in the Deployment's
+// server stores nothing; if the webhook is down, the marker lands in the workload's
 // metadata, which rolls nothing.
 var nudgePatch = client.RawPatch(types.MergePatchType,
 	[]byte(`{"metadata":{"annotations":{"`+stamp.NudgeAnnotation+`":"true"}}}`))
@@ -43,77 +43,89 @@ var nudgePatch = client.RawPatch(types.MergePatchType,
 // is reported and left alone until the next event.
 const maxBypassRetries = 10
 
-// deploymentReconciler checks one Deployment's config against the evidence of the config
-// its pods run (its stamp, or its record) and, when they differ, either rolls it through
-// the webhook (a nudge) or, when its pods already run the current config, records that.
-type deploymentReconciler struct {
-	client      client.Client // cached reads, direct writes
-	live        client.Reader // live ConfigMap reads
-	recorder    recorder.EventRecorder
-	readTimeout time.Duration
-	scope       *scope.Scope
-	cache       *configread.DigestCache
-	evidence    *evidence
-	triggers    *triggers
+// workloadReconciler checks one workload's config against the evidence of the config its
+// pods run (its stamp, or its record) and, when they differ, either rolls it through the
+// webhook (a nudge) or, when its pods already run the current config, records that. One
+// runs per kind.
+type workloadReconciler struct {
+	kind     *workload.Kind
+	client   client.Client // cached reads, direct writes
+	live     client.Reader // live workload reads
+	recorder recorder.EventRecorder
+	// config computes stamps from live reads of the sources.
+	config   *configread.Reader
+	sources  stamp.Options
+	scope    *scope.Scope
+	evidence *evidence
+	triggers *triggers
 	// rollStale rolls unstamped workloads that predate configstamp when their config was
 	// written after their pods started; off by default: installing rolls nothing.
 	rollStale bool
 	// minInterval is the least time between two rollouts of one workload by configstamp.
 	minInterval time.Duration
-	// pending reports a ConfigMap still waiting to be quiet: its dependents are checked
-	// when it is, not before (a burst ends in one rollout).
-	pending func(types.NamespacedName) bool
+	// pending reports a source (kind, key) still waiting to be quiet: its dependents are
+	// checked when it is, not before (a burst ends in one rollout).
+	pending func(kind string, key types.NamespacedName) bool
 
 	mu       sync.Mutex
 	lastRoll map[types.NamespacedName]time.Time
 	bypasses map[types.NamespacedName]int
 }
 
-// events checks every Deployment in the initial list (a change while configstamp was
+// events checks every workload in the initial list (a change while configstamp was
 // down; a workload seen for the first time gets its record), every new unstamped one
-// after the debounce (created while the webhook was unreachable), and every update that
-// changed the pod template or dropped the stamp or the record (it may have bypassed the
-// webhook).
-// Updates that only move the stamp are the webhook's own work; a new stamped Deployment
-// is covered by the ConfigMap events.
-func (r *deploymentReconciler) events(quiet time.Duration) handler.Funcs {
-	consumes := func(dep *appsv1.Deployment) bool { return len(stamp.References(&dep.Spec.Template.Spec)) > 0 }
+// after the debounce (created while the webhook was unreachable), every update that
+// changed the pod template or the extra sources or dropped the stamp or the record (it
+// may have bypassed the webhook), and every workload that opts in by its own label (it
+// gets its record at once).
+// Updates that only move the stamp are the webhook's own work; a new stamped workload
+// is covered by the source events.
+func (r *workloadReconciler) events(quiet time.Duration) handler.Funcs {
+	consumes := func(obj client.Object) bool {
+		tmpl := r.kind.Template(obj)
+		return tmpl != nil && len(stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, r.sources)) > 0
+	}
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			dep, ok := e.Object.(*appsv1.Deployment)
-			if !ok || !consumes(dep) {
+			if e.Object == nil || !consumes(e.Object) {
 				return
 			}
-			key := client.ObjectKeyFromObject(dep)
+			key := client.ObjectKeyFromObject(e.Object)
 			switch {
 			case e.IsInInitialList:
 				r.triggers.add(key, trigger{event: true})
 				q.Add(reconcile.Request{NamespacedName: key})
-			case dep.Spec.Template.Annotations[stamp.HashAnnotation] == "":
+			case r.kind.Template(e.Object).Annotations[stamp.HashAnnotation] == "":
 				r.triggers.add(key, trigger{event: true})
 				q.AddAfter(reconcile.Request{NamespacedName: key}, quiet)
 			}
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			old, ok1 := e.ObjectOld.(*appsv1.Deployment)
-			dep, ok2 := e.ObjectNew.(*appsv1.Deployment)
-			if !ok1 || !ok2 || !consumes(dep) {
+			if e.ObjectOld == nil || e.ObjectNew == nil || !consumes(e.ObjectNew) {
 				return
 			}
-			dropped := old.Spec.Template.Annotations[stamp.HashAnnotation] != "" && dep.Spec.Template.Annotations[stamp.HashAnnotation] == "" ||
-				old.Annotations[stamp.ObservedAnnotation] != "" && dep.Annotations[stamp.ObservedAnnotation] == ""
-			if !dropped && stamp.SameTemplate(&old.Spec.Template, &dep.Spec.Template) {
+			key := client.ObjectKeyFromObject(e.ObjectNew)
+			if !r.scope.Labelled(e.ObjectOld.GetLabels()) && r.scope.Labelled(e.ObjectNew.GetLabels()) {
+				// Opted in by its own label: its record, at once.
+				r.triggers.add(key, trigger{})
+				q.Add(reconcile.Request{NamespacedName: key})
 				return
 			}
-			key := client.ObjectKeyFromObject(dep)
+			oldTmpl, tmpl := r.kind.Template(e.ObjectOld), r.kind.Template(e.ObjectNew)
+			oldAnn, ann := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
+			dropped := oldTmpl != nil && oldTmpl.Annotations[stamp.HashAnnotation] != "" && tmpl.Annotations[stamp.HashAnnotation] == "" ||
+				oldAnn[stamp.ObservedAnnotation] != "" && ann[stamp.ObservedAnnotation] == ""
+			if !dropped && oldTmpl != nil && stamp.SameTemplate(oldTmpl, tmpl) && oldAnn[stamp.ExtraSourcesAnnotation] == ann[stamp.ExtraSourcesAnnotation] {
+				return
+			}
 			r.triggers.add(key, trigger{event: true})
 			q.AddAfter(reconcile.Request{NamespacedName: key}, quiet)
 		},
 	}
 }
 
-// Reconcile checks the Deployment; the trigger that queued it is kept for a retry.
-func (r *deploymentReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+// Reconcile checks the workload; the trigger that queued it is kept for a retry.
+func (r *workloadReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	tr := r.triggers.take(req.NamespacedName)
 	if tr.event {
 		r.resetBypasses(req.NamespacedName)
@@ -125,30 +137,31 @@ func (r *deploymentReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 	return res, err
 }
 
-func (r *deploymentReconciler) check(ctx context.Context, key types.NamespacedName, tr trigger) (reconcile.Result, error) {
-	var dep appsv1.Deployment
-	if err := r.client.Get(ctx, key, &dep); err != nil {
+func (r *workloadReconciler) check(ctx context.Context, key types.NamespacedName, tr trigger) (reconcile.Result, error) {
+	obj := r.kind.New()
+	if err := r.client.Get(ctx, key, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(key)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	return r.judge(ctx, &dep, tr, false)
+	return r.judge(ctx, obj, tr, false)
 }
 
-// judge decides for one Deployment. live tells that dep was read from the API server
+// judge decides for one workload. live tells that obj was read from the API server
 // rather than the cache: a decision on an uncertain basis is only ever made on a live
 // read, since the cache may not show configstamp's own latest write (a record) yet.
-func (r *deploymentReconciler) judge(ctx context.Context, dep *appsv1.Deployment, tr trigger, live bool) (reconcile.Result, error) {
+func (r *workloadReconciler) judge(ctx context.Context, obj client.Object, tr trigger, live bool) (reconcile.Result, error) {
 	log := logf.FromContext(ctx)
-	key := client.ObjectKeyFromObject(dep)
-	if !dep.DeletionTimestamp.IsZero() || stamp.IsTrue(dep.Annotations[stamp.SkipAnnotation]) {
+	key := client.ObjectKeyFromObject(obj)
+	tmpl := r.kind.Template(obj)
+	if tmpl == nil || obj.GetDeletionTimestamp() != nil || stamp.IsTrue(obj.GetAnnotations()[stamp.SkipAnnotation]) {
 		return reconcile.Result{}, nil
 	}
-	if ok, err := inScope(ctx, r.client, r.scope, dep.Namespace); err != nil || !ok {
+	if ok, err := inScope(ctx, r.client, r.scope, obj); err != nil || !ok {
 		return reconcile.Result{}, err
 	}
-	refs := stamp.References(&dep.Spec.Template.Spec)
+	refs := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, r.sources)
 	if len(refs) == 0 {
 		return reconcile.Result{}, nil
 	}
@@ -158,8 +171,8 @@ func (r *deploymentReconciler) judge(ctx context.Context, dep *appsv1.Deployment
 		// without a basis too: recording now would take in the change its pods have not
 		// seen; the burst's end rolls it instead.
 		for _, src := range refs {
-			if r.pending(types.NamespacedName{Namespace: dep.Namespace, Name: src.Name}) {
-				log.V(1).Info("Check left to the ConfigMap's debounce", "configmap", src.Name)
+			if r.pending(src.Kind, types.NamespacedName{Namespace: obj.GetNamespace(), Name: src.Name}) {
+				log.V(1).Info("Check left to the source's debounce", "source", src.ID())
 				return reconcile.Result{}, nil
 			}
 		}
@@ -169,22 +182,22 @@ func (r *deploymentReconciler) judge(ctx context.Context, dep *appsv1.Deployment
 	// is certain (the webhook writes one with every stamp). Without one, the template's
 	// stamp may have been made for another template (an update that bypassed the
 	// webhook), or there is none (a workload that predates configstamp).
-	stored := dep.Spec.Template.Annotations[stamp.HashAnnotation]
-	storedSources := dep.Spec.Template.Annotations[stamp.SourcesAnnotation]
+	stored := tmpl.Annotations[stamp.HashAnnotation]
+	storedSources := tmpl.Annotations[stamp.SourcesAnnotation]
 	basis := stored
-	rec, certain := stamp.ObservedFor(dep.Annotations, &dep.Spec.Template)
+	rec, certain := stamp.ObservedFor(obj.GetAnnotations(), tmpl)
 	if certain {
 		basis = rec.Hash
 	} else if !live {
-		var fresh appsv1.Deployment
-		if err := r.live.Get(ctx, key, &fresh); err != nil {
+		fresh := r.kind.New()
+		if err := r.live.Get(ctx, key, fresh); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
-		if fresh.ResourceVersion != dep.ResourceVersion {
-			return r.judge(ctx, &fresh, tr, true)
+		if fresh.GetResourceVersion() != obj.GetResourceVersion() {
+			return r.judge(ctx, fresh, tr, true)
 		}
 	}
-	want, err := r.expected(ctx, dep)
+	want, err := r.expected(ctx, obj, refs)
 	if err != nil {
 		checks.WithLabelValues("error").Inc()
 		return reconcile.Result{}, err
@@ -194,7 +207,7 @@ func (r *deploymentReconciler) judge(ctx context.Context, dep *appsv1.Deployment
 		if !certain && !r.triggers.changedSince(key) {
 			// A stamp without a record (made by a version that wrote none, or the
 			// record was dropped): record it, so later decisions are certain.
-			return reconcile.Result{}, r.record(ctx, dep, want)
+			return reconcile.Result{}, r.record(ctx, obj, tmpl, want)
 		}
 		log.V(1).Info("Config current", "hash", basis)
 		checks.WithLabelValues("current").Inc()
@@ -204,14 +217,14 @@ func (r *deploymentReconciler) judge(ctx context.Context, dep *appsv1.Deployment
 		// Rolling now would start pods that cannot start: wait for the config to return
 		// (unchanged: nothing rolls; changed: one rollout).
 		checks.WithLabelValues("held").Inc()
-		r.recorder.Eventf(dep, nil, corev1.EventTypeWarning, ReasonConfigMissing, "Hold",
+		r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonConfigMissing, "Hold",
 			"Not rolling: %s; new pods could not start. Waiting for it to return", strings.Join(unmet, "; "))
 		log.Info("Held a rollout: required config is missing", "missing", unmet, "basis", basis)
 		return reconcile.Result{}, nil
 	}
 
 	log.V(1).Info("Config differs from the basis", "basis", basis, "certain", certain, "want", want.Hash, "changedLive", tr.changed, "liveRead", live)
-	roll, err := r.shouldRoll(ctx, dep, refs, basis, certain, tr)
+	roll, err := r.shouldRoll(ctx, obj, refs, basis, certain, tr)
 	if err != nil {
 		checks.WithLabelValues("error").Inc()
 		return reconcile.Result{}, err
@@ -222,19 +235,19 @@ func (r *deploymentReconciler) judge(ctx context.Context, dep *appsv1.Deployment
 			// meanwhile): the check it queued rolls; recording now would hide it.
 			return reconcile.Result{}, nil
 		}
-		if behind, err := r.evidence.cacheBehind(ctx, dep.Namespace, refs); err != nil || behind {
+		if behind, err := r.evidence.cacheBehind(ctx, obj.GetNamespace(), refs); err != nil || behind {
 			// A write the content read saw has not reached the watch yet: its event
 			// will start a burst; recording now would take it in unseen.
 			return reconcile.Result{RequeueAfter: time.Second}, err
 		}
-		return reconcile.Result{}, r.record(ctx, dep, want)
+		return reconcile.Result{}, r.record(ctx, obj, tmpl, want)
 	}
 	if wait := r.untilNextRoll(key); wait > 0 {
 		log.V(1).Info("Rollout deferred: minimum interval between rollouts", "wait", wait.String())
 		checks.WithLabelValues("deferred").Inc()
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
-	return reconcile.Result{}, r.nudge(ctx, dep, want, basis, storedSources)
+	return reconcile.Result{}, r.nudge(ctx, obj, want, basis, storedSources)
 }
 
 // shouldRoll decides, for a workload whose basis differs from its config, whether its
@@ -242,87 +255,93 @@ func (r *deploymentReconciler) judge(ctx context.Context, dep *appsv1.Deployment
 // this template) or a change seen live always rolls. Otherwise the times decide: config
 // written at or after its current pods began to be created. An unstamped workload that
 // predates configstamp is only recorded, unless rollStale.
-func (r *deploymentReconciler) shouldRoll(ctx context.Context, dep *appsv1.Deployment, refs []stamp.Source, basis string, certain bool, tr trigger) (bool, error) {
+func (r *workloadReconciler) shouldRoll(ctx context.Context, obj client.Object, refs []stamp.Source, basis string, certain bool, tr trigger) (bool, error) {
 	if certain || tr.changed {
 		return true, nil
 	}
 	if basis == "" && !r.rollStale {
-		bypassed, err := r.evidence.bypassed(ctx, dep)
+		bypassed, err := r.evidence.bypassed(ctx, obj)
 		if err != nil || !bypassed {
 			return false, err
 		}
 	}
-	since, ok, err := r.evidence.podsSince(ctx, dep)
+	since, ok, err := r.kind.PodsSince(ctx, r.live, obj)
 	if err != nil || !ok {
 		return false, err
 	}
-	return r.evidence.configNewer(ctx, dep.Namespace, refs, since, basis != "")
+	return r.evidence.configNewer(ctx, obj.GetNamespace(), refs, since, basis != "")
 }
 
-// record writes the config the pods run into the Deployment's metadata (no rollout),
+// record writes the config the pods run into the workload's metadata (no rollout),
 // conditional on the resourceVersion the decision was made on. The marker tells the
 // webhook the record is configstamp's own (it keeps anyone else's updates from changing
 // it) and is stripped by it.
-func (r *deploymentReconciler) record(ctx context.Context, dep *appsv1.Deployment, want stamp.Stamp) error {
+func (r *workloadReconciler) record(ctx context.Context, obj client.Object, tmpl *corev1.PodTemplateSpec, want stamp.Stamp) error {
 	if want.Hash == "" { // every source ignored: nothing to record
 		return nil
 	}
-	rec := stamp.Observed{Hash: want.Hash, Template: stamp.TemplateFingerprint(&dep.Spec.Template)}
-	patch := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"annotations":{%q:%q,%q:%q}}}`, dep.ResourceVersion,
+	rec := stamp.Observed{Hash: want.Hash, Template: stamp.TemplateFingerprint(tmpl)}
+	stored := tmpl.Annotations[stamp.HashAnnotation]
+	patch := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"annotations":{%q:%q,%q:%q}}}`, obj.GetResourceVersion(),
 		stamp.ObservedAnnotation, rec.String(), stamp.NudgeAnnotation, stamp.NudgeRecord)
-	if err := r.client.Patch(ctx, dep, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+	if err := r.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		checks.WithLabelValues("error").Inc()
-		return fmt.Errorf("record observed config of deployment %s/%s: %w", dep.Namespace, dep.Name, err)
+		return fmt.Errorf("record observed config of %s %s/%s: %w", r.kind, obj.GetNamespace(), obj.GetName(), err)
 	}
 	checks.WithLabelValues("recorded").Inc()
-	logf.FromContext(ctx).Info("Recorded the config the pods run", "hash", want.Hash, "stamp", dep.Spec.Template.Annotations[stamp.HashAnnotation])
+	logf.FromContext(ctx).Info("Recorded the config the pods run", "hash", want.Hash, "stamp", stored)
 	return nil
 }
 
-// nudge rolls the Deployment through the webhook and verifies the stamp it got.
-func (r *deploymentReconciler) nudge(ctx context.Context, dep *appsv1.Deployment, want stamp.Stamp, basis, before string) error {
+// nudge rolls the workload through the webhook and verifies the stamp it got.
+func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want stamp.Stamp, basis, before string) error {
 	log := logf.FromContext(ctx)
-	key := client.ObjectKeyFromObject(dep)
-	if err := r.client.Patch(ctx, dep, nudgePatch); err != nil {
+	key := client.ObjectKeyFromObject(obj)
+	if err := r.client.Patch(ctx, obj, nudgePatch); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		checks.WithLabelValues("error").Inc()
-		return fmt.Errorf("nudge deployment %s: %w", key, err)
+		return fmt.Errorf("nudge %s %s: %w", r.kind, key, err)
 	}
 	nudges.Inc()
-	got := dep.Spec.Template.Annotations[stamp.HashAnnotation]
-	if _, marked := dep.Annotations[stamp.NudgeAnnotation]; marked {
+	tmpl := r.kind.Template(obj)
+	if tmpl == nil { // it dropped its template meanwhile (a Rollout given a workloadRef)
+		return nil
+	}
+	got := tmpl.Annotations[stamp.HashAnnotation]
+	if _, marked := obj.GetAnnotations()[stamp.NudgeAnnotation]; marked {
 		// The webhook strips the marker it reads: it was not called at all (even if
 		// the template happens to carry the wanted stamp already).
-		return r.bypassed(ctx, dep, got, want.Hash)
+		return r.bypassed(ctx, obj, got, want.Hash)
 	}
 	if got != want.Hash {
 		// The config may have moved on since we read it: compare with a fresh read
 		// before calling it a bypass.
-		if again, err := r.expected(ctx, dep); err == nil && (again.Hash == got || len(again.Unmet()) > 0) {
+		refs := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, r.sources)
+		if again, err := r.expected(ctx, obj, refs); err == nil && (again.Hash == got || len(again.Unmet()) > 0) {
 			checks.WithLabelValues("nudged").Inc()
 			return nil
 		}
-		return r.bypassed(ctx, dep, got, want.Hash)
+		return r.bypassed(ctx, obj, got, want.Hash)
 	}
 	r.resetBypasses(key)
 	r.rolled(key)
 	checks.WithLabelValues("nudged").Inc()
-	changed := changedSources(before, dep.Spec.Template.Annotations[stamp.SourcesAnnotation])
-	r.recorder.Eventf(dep, nil, corev1.EventTypeNormal, ReasonConfigChanged, "Nudge",
+	changed := changedSources(before, tmpl.Annotations[stamp.SourcesAnnotation])
+	r.recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonConfigChanged, "Nudge",
 		"Config changed (%s): config hash %s -> %s", strings.Join(changed, ", "), short(basis), short(got))
-	log.Info("Nudged Deployment after a config change", "oldHash", basis, "newHash", got, "changed", changed)
+	log.Info("Nudged "+r.kind.Kind+" after a config change", "oldHash", basis, "newHash", got, "changed", changed)
 	return nil
 }
 
 // bypassed reports a nudge the webhook did not stamp, and retries it a bounded number of
 // times; then it is left alone until the next event.
-func (r *deploymentReconciler) bypassed(ctx context.Context, dep *appsv1.Deployment, got, want string) error {
-	key := client.ObjectKeyFromObject(dep)
+func (r *workloadReconciler) bypassed(ctx context.Context, obj client.Object, got, want string) error {
+	key := client.ObjectKeyFromObject(obj)
 	r.mu.Lock()
 	if r.bypasses == nil {
 		r.bypasses = map[types.NamespacedName]int{}
@@ -333,29 +352,29 @@ func (r *deploymentReconciler) bypassed(ctx context.Context, dep *appsv1.Deploym
 	bypasses.Inc()
 	if n > maxBypassRetries {
 		checks.WithLabelValues("bypass_abandoned").Inc()
-		r.recorder.Eventf(dep, nil, corev1.EventTypeWarning, ReasonStampBypassed, "Verify",
-			"Stored config hash %q still differs from the expected %q after %d nudges: the configstamp webhook is not called for this Deployment; left alone until its next change",
-			short(got), short(want), n)
+		r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonStampBypassed, "Verify",
+			"Stored config hash %q still differs from the expected %q after %d nudges: the configstamp webhook is not called for this %s; left alone until its next change",
+			short(got), short(want), n, r.kind)
 		logf.FromContext(ctx).Info("Stopped retrying a stamp that bypassed the webhook", "storedHash", got, "expectedHash", want, "attempts", n)
 		r.resetBypasses(key)
 		return nil
 	}
 	checks.WithLabelValues("bypassed").Inc()
-	r.recorder.Eventf(dep, nil, corev1.EventTypeWarning, ReasonStampBypassed, "Verify",
+	r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonStampBypassed, "Verify",
 		"Stored config hash %q differs from the expected %q after a nudge: the configstamp webhook was not called (failurePolicy Ignore); retrying",
 		short(got), short(want))
 	logf.FromContext(ctx).Info("Detected a stamp that bypassed the webhook; retrying", "storedHash", got, "expectedHash", want, "attempt", n)
-	return fmt.Errorf("deployment %s: stamp %q, want %q: webhook bypassed", key, short(got), short(want))
+	return fmt.Errorf("%s %s: stamp %q, want %q: webhook bypassed", r.kind, key, short(got), short(want))
 }
 
-func (r *deploymentReconciler) resetBypasses(key types.NamespacedName) {
+func (r *workloadReconciler) resetBypasses(key types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.bypasses, key)
 }
 
 // untilNextRoll is how long until the workload may be rolled again (zero: now).
-func (r *deploymentReconciler) untilNextRoll(key types.NamespacedName) time.Duration {
+func (r *workloadReconciler) untilNextRoll(key types.NamespacedName) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	last, ok := r.lastRoll[key]
@@ -366,7 +385,7 @@ func (r *deploymentReconciler) untilNextRoll(key types.NamespacedName) time.Dura
 }
 
 // rolled remembers a rollout; entries older than the interval are dropped as it goes.
-func (r *deploymentReconciler) rolled(key types.NamespacedName) {
+func (r *workloadReconciler) rolled(key types.NamespacedName) {
 	if r.minInterval <= 0 {
 		return
 	}
@@ -386,17 +405,17 @@ func (r *deploymentReconciler) rolled(key types.NamespacedName) {
 	r.lastRoll[key] = now
 }
 
-func (r *deploymentReconciler) forget(key types.NamespacedName) {
+func (r *workloadReconciler) forget(key types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.lastRoll, key)
 	delete(r.bypasses, key)
 }
 
-func (r *deploymentReconciler) expected(ctx context.Context, dep *appsv1.Deployment) (stamp.Stamp, error) {
-	st, err := configread.Stamp(ctx, r.live, r.cache, dep.Namespace, &dep.Spec.Template.Spec, r.readTimeout)
+func (r *workloadReconciler) expected(ctx context.Context, obj client.Object, refs []stamp.Source) (stamp.Stamp, error) {
+	st, err := r.config.Stamp(ctx, obj.GetNamespace(), refs)
 	if err != nil {
-		return stamp.Stamp{}, fmt.Errorf("compute stamp of deployment %s/%s: %w", dep.Namespace, dep.Name, err)
+		return stamp.Stamp{}, fmt.Errorf("compute stamp of %s %s/%s: %w", r.kind, obj.GetNamespace(), obj.GetName(), err)
 	}
 	return st, nil
 }

@@ -16,13 +16,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/configstamp/configstamp/internal/configread"
 	"github.com/configstamp/configstamp/internal/scope"
+	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
 
 func TestBypassRetriesAreBounded(t *testing.T) {
 	rec := events.NewFakeRecorder(100)
-	r := &deploymentReconciler{recorder: rec}
+	r := &workloadReconciler{kind: workload.Deployment, recorder: rec}
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app"}}
 	for i := 1; i <= maxBypassRetries; i++ {
 		if err := r.bypassed(context.Background(), dep, "old", "new"); err == nil {
@@ -47,7 +49,7 @@ func TestBypassRetriesAreBounded(t *testing.T) {
 
 func TestMinimumIntervalBetweenRollouts(t *testing.T) {
 	key := types.NamespacedName{Namespace: "ns", Name: "app"}
-	r := &deploymentReconciler{minInterval: time.Hour}
+	r := &workloadReconciler{kind: workload.Deployment, minInterval: time.Hour}
 	if w := r.untilNextRoll(key); w != 0 {
 		t.Fatalf("never rolled: wait %v", w)
 	}
@@ -55,7 +57,7 @@ func TestMinimumIntervalBetweenRollouts(t *testing.T) {
 	if w := r.untilNextRoll(key); w <= 59*time.Minute {
 		t.Fatalf("just rolled: wait %v, want about an hour", w)
 	}
-	if w := (&deploymentReconciler{}).untilNextRoll(key); w != 0 {
+	if w := (&workloadReconciler{kind: workload.Deployment}).untilNextRoll(key); w != 0 {
 		t.Fatalf("no interval: wait %v", w)
 	}
 }
@@ -80,7 +82,8 @@ func TestReconcileGivesUpOnABypass(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &deploymentReconciler{client: c, live: c, recorder: events.NewFakeRecorder(100), scope: sc, triggers: &triggers{}}
+	r := &workloadReconciler{kind: workload.Deployment, client: c, live: c, recorder: events.NewFakeRecorder(100), scope: sc, triggers: &triggers{},
+		config: &configread.Reader{Client: c}}
 	key := types.NamespacedName{Namespace: "ns", Name: "app"}
 	r.triggers.add(key, trigger{event: true})
 	var errs int

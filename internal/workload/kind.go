@@ -1,0 +1,239 @@
+// Package workload holds everything configstamp knows about each kind of workload it
+// stamps: which object it is, where its pod template lives, how to list it, and how to
+// tell when the pods of its current template began to be created. The webhook and the
+// watcher are written against Kind, so a new kind is one entry here (kubectl's
+// polymorphic helpers are the model), not a copy of the Deployment code.
+package workload
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Kind is one kind of workload.
+type Kind struct {
+	// Group, Version, Kind and Resource (plural) name it in the API.
+	Group, Version, Kind, Resource string
+
+	newObject func() client.Object
+	newList   func() client.ObjectList
+	template  func(client.Object) *corev1.PodTemplateSpec
+	selector  func(client.Object) *metav1.LabelSelector
+	// observed is the generation the workload's controller has seen (its status);
+	// nil for kinds whose pod history is read from ReplicaSets.
+	observed func(client.Object) int64
+	// hashLabel is the label the kind's controller adds to the template of the
+	// ReplicaSets it owns (ReplicaSet history only).
+	hashLabel string
+}
+
+// GVK is the kind's GroupVersionKind.
+func (k *Kind) GVK() schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: k.Group, Version: k.Version, Kind: k.Kind}
+}
+
+// GVR is the kind's GroupVersionResource.
+func (k *Kind) GVR() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: k.Group, Version: k.Version, Resource: k.Resource}
+}
+
+// New returns an empty object of the kind.
+func (k *Kind) New() client.Object { return k.newObject() }
+
+// NewList returns an empty list of the kind.
+func (k *Kind) NewList() client.ObjectList { return k.newList() }
+
+// Ref returns an object of the kind carrying only its key (for queueing).
+func (k *Kind) Ref(key client.ObjectKey) client.Object {
+	obj := k.newObject()
+	obj.SetNamespace(key.Namespace)
+	obj.SetName(key.Name)
+	return obj
+}
+
+// Items returns the objects of a list of the kind (pointers into it).
+func (k *Kind) Items(list client.ObjectList) []client.Object {
+	var out []client.Object
+	_ = apimeta.EachListItem(list, func(o runtime.Object) error {
+		if obj, ok := o.(client.Object); ok {
+			out = append(out, obj)
+		}
+		return nil
+	})
+	return out
+}
+
+// Template returns the pod template of obj, nil when it has none of its own (a Rollout
+// that refers to a Deployment's template) or obj is not of the kind.
+func (k *Kind) Template(obj client.Object) *corev1.PodTemplateSpec { return k.template(obj) }
+
+// String is the kind's name, e.g. "Deployment".
+func (k *Kind) String() string { return k.Kind }
+
+// Path is where the API server sends the kind's admission reviews, e.g.
+// /mutate-apps-v1-deployment.
+func (k *Kind) Path() string {
+	return "/mutate-" + strings.ReplaceAll(k.Group, ".", "-") + "-" + k.Version + "-" + strings.ToLower(k.Kind)
+}
+
+// EntryName is the name of the registration entry for workloads in opted-in namespaces.
+// It has three dot-separated parts because the API server prefixes the audit
+// annotations with it (deployments.configstamp.io/config-hash).
+func (k *Kind) EntryName() string { return k.Resource + ".configstamp.io" }
+
+// LabelEntryName is the name of the registration entry for workloads opted in by their
+// own label in namespaces that are not.
+func (k *Kind) LabelEntryName() string { return k.Resource + ".by-label.configstamp.io" }
+
+// The kinds configstamp stamps.
+var (
+	Deployment = &Kind{
+		Group: "apps", Version: "v1", Kind: "Deployment", Resource: "deployments",
+		newObject: func() client.Object { return &appsv1.Deployment{} },
+		newList:   func() client.ObjectList { return &appsv1.DeploymentList{} },
+		template: func(o client.Object) *corev1.PodTemplateSpec {
+			if d, ok := o.(*appsv1.Deployment); ok {
+				return &d.Spec.Template
+			}
+			return nil
+		},
+		selector: func(o client.Object) *metav1.LabelSelector { return o.(*appsv1.Deployment).Spec.Selector },
+		hashLabel: appsv1.DefaultDeploymentUniqueLabelKey,
+	}
+	StatefulSet = &Kind{
+		Group: "apps", Version: "v1", Kind: "StatefulSet", Resource: "statefulsets",
+		newObject: func() client.Object { return &appsv1.StatefulSet{} },
+		newList:   func() client.ObjectList { return &appsv1.StatefulSetList{} },
+		template: func(o client.Object) *corev1.PodTemplateSpec {
+			if s, ok := o.(*appsv1.StatefulSet); ok {
+				return &s.Spec.Template
+			}
+			return nil
+		},
+		selector: func(o client.Object) *metav1.LabelSelector { return o.(*appsv1.StatefulSet).Spec.Selector },
+		observed: func(o client.Object) int64 { return o.(*appsv1.StatefulSet).Status.ObservedGeneration },
+	}
+	DaemonSet = &Kind{
+		Group: "apps", Version: "v1", Kind: "DaemonSet", Resource: "daemonsets",
+		newObject: func() client.Object { return &appsv1.DaemonSet{} },
+		newList:   func() client.ObjectList { return &appsv1.DaemonSetList{} },
+		template: func(o client.Object) *corev1.PodTemplateSpec {
+			if d, ok := o.(*appsv1.DaemonSet); ok {
+				return &d.Spec.Template
+			}
+			return nil
+		},
+		selector: func(o client.Object) *metav1.LabelSelector { return o.(*appsv1.DaemonSet).Spec.Selector },
+		observed: func(o client.Object) int64 { return o.(*appsv1.DaemonSet).Status.ObservedGeneration },
+	}
+)
+
+// Builtin are the kinds every cluster has.
+func Builtin() []*Kind { return []*Kind{Deployment, StatefulSet, DaemonSet} }
+
+// Find returns the kind of kinds with this API group and kind, nil when none.
+func Find(kinds []*Kind, group, kind string) *Kind {
+	for _, k := range kinds {
+		if k.Group == group && k.Kind == kind {
+			return k
+		}
+	}
+	return nil
+}
+
+// PodsSince returns when the pods of obj's current template began to be created, read
+// live through r: for kinds that roll through ReplicaSets, the creation of the
+// ReplicaSet that runs that template; for StatefulSets and DaemonSets, the latest write
+// of their newest ControllerRevision (reused revisions are written again when they
+// become current), once their controller has seen the current generation. Without any
+// (no pods yet, or no controller), the workload's creation. ok is false when the
+// controller has not yet taken the current template in: its pods are still to be
+// created, and will read the config as it is.
+func (k *Kind) PodsSince(ctx context.Context, r client.Reader, obj client.Object) (since time.Time, ok bool, err error) {
+	sel, err := metav1.LabelSelectorAsSelector(k.selector(obj))
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("selector of %s %s/%s: %w", k.Kind, obj.GetNamespace(), obj.GetName(), err)
+	}
+	if k.observed != nil {
+		return k.revisionsSince(ctx, r, obj, sel)
+	}
+	var rsList appsv1.ReplicaSetList
+	if err := r.List(ctx, &rsList, client.InNamespace(obj.GetNamespace()), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return time.Time{}, false, fmt.Errorf("list replicasets of %s %s/%s: %w", k.Kind, obj.GetNamespace(), obj.GetName(), err)
+	}
+	owned := 0
+	for i := range rsList.Items {
+		rs := &rsList.Items[i]
+		if owner := metav1.GetControllerOf(rs); owner == nil || owner.UID != obj.GetUID() {
+			continue
+		}
+		owned++
+		if k.sameTemplate(&rs.Spec.Template, k.template(obj)) {
+			return rs.CreationTimestamp.Time, true, nil
+		}
+	}
+	if owned == 0 {
+		return obj.GetCreationTimestamp().Time, true, nil
+	}
+	return time.Time{}, false, nil
+}
+
+func (k *Kind) revisionsSince(ctx context.Context, r client.Reader, obj client.Object, sel labels.Selector) (time.Time, bool, error) {
+	if k.observed(obj) < obj.GetGeneration() {
+		return time.Time{}, false, nil
+	}
+	var list appsv1.ControllerRevisionList
+	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return time.Time{}, false, fmt.Errorf("list controllerrevisions of %s %s/%s: %w", k.Kind, obj.GetNamespace(), obj.GetName(), err)
+	}
+	var newest *appsv1.ControllerRevision
+	for i := range list.Items {
+		cr := &list.Items[i]
+		if owner := metav1.GetControllerOf(cr); owner == nil || owner.UID != obj.GetUID() {
+			continue
+		}
+		if newest == nil || cr.Revision > newest.Revision {
+			newest = cr
+		}
+	}
+	if newest == nil {
+		return obj.GetCreationTimestamp().Time, true, nil
+	}
+	return LastWrite(newest), true, nil
+}
+
+// sameTemplate compares a ReplicaSet's template with the workload's, ignoring the
+// pod-template-hash label the kind's controller adds.
+func (k *Kind) sameTemplate(rs, own *corev1.PodTemplateSpec) bool {
+	if own == nil {
+		return false
+	}
+	a, b := rs.DeepCopy(), own.DeepCopy()
+	delete(a.Labels, k.hashLabel)
+	delete(b.Labels, k.hashLabel)
+	return equality.Semantic.DeepEqual(a, b)
+}
+
+// LastWrite is when the object was last written, from its managed fields, or its
+// creation time. Both are the API server's clock.
+func LastWrite(obj metav1.Object) time.Time {
+	t := obj.GetCreationTimestamp().Time
+	for _, mf := range obj.GetManagedFields() {
+		if mf.Time != nil && mf.Time.After(t) {
+			t = mf.Time.Time
+		}
+	}
+	return t
+}

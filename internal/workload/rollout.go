@@ -1,0 +1,26 @@
+package workload
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configstamp/configstamp/internal/argo"
+)
+
+// Rollout is Argo Rollouts' Rollout: its ReplicaSets carry the
+// rollouts-pod-template-hash label. A Rollout with a workloadRef runs another
+// workload's template and has none of its own: it is not stamped.
+var Rollout = &Kind{
+	Group: argo.GroupVersion.Group, Version: argo.GroupVersion.Version, Kind: "Rollout", Resource: "rollouts",
+	newObject: func() client.Object { return &argo.Rollout{} },
+	newList:   func() client.ObjectList { return &argo.RolloutList{} },
+	template: func(o client.Object) *corev1.PodTemplateSpec {
+		if r, ok := o.(*argo.Rollout); ok && r.Spec.WorkloadRef == nil {
+			return &r.Spec.Template
+		}
+		return nil
+	},
+	selector:  func(o client.Object) *metav1.LabelSelector { return o.(*argo.Rollout).Spec.Selector },
+	hashLabel: "rollouts-pod-template-hash",
+}

@@ -1,0 +1,146 @@
+package watcher
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/configstamp/configstamp/internal/scope"
+	"github.com/configstamp/configstamp/internal/workload"
+	"github.com/configstamp/configstamp/stamp"
+)
+
+// dependentsOf is where a source hands on the workloads of one kind that consume it:
+// the kind's controller, through its channel, and the kind's triggers.
+type dependentsOf struct {
+	kind     *workload.Kind
+	queue    chan<- event.GenericEvent
+	triggers *triggers
+}
+
+// sourceReconciler turns events of one source kind (ConfigMaps or Secrets; metadata
+// only: it never holds content) into checks of the workloads that consume them, once
+// the source has been quiet. triggers tells the workload controllers which of them saw
+// a real change.
+type sourceReconciler struct {
+	kind       string // stamp.KindConfigMap or stamp.KindSecret
+	client     client.Reader // the manager's cache
+	debounce   *debouncer[types.NamespacedName]
+	quiet      time.Duration
+	// dependents grows when a kind appears later (the Rollout CRD installed).
+	mu         sync.Mutex
+	dependents []dependentsOf
+	// replay decides which sources of the initial list count as recent writes.
+	replay *replayWindow
+	scope  *scope.Scope
+}
+
+// events maps source watch events into the debounced queue. The initial list on start
+// is skipped: replaying every source as new would send a check to every dependent;
+// every workload is checked from its own initial list instead. Only a source written
+// since this replica became leader (less a margin) is replayed from the initial list: a
+// workload created meanwhile may have missed that write (the webhook stamped it before,
+// the watch began after). A resync (same resourceVersion) is no change.
+func (r *sourceReconciler) events() handler.Funcs {
+	enqueue := func(obj client.Object, changed bool, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		key := client.ObjectKeyFromObject(obj)
+		r.debounce.touch(key, changed)
+		q.AddAfter(reconcile.Request{NamespacedName: key}, r.quiet)
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if ignored(e.Object) || (e.IsInInitialList && !r.replay.recent(ctx, e.Object)) {
+				return
+			}
+			// A replayed write is judged by evidence (times), not taken as a change
+			// seen live: installing configstamp rolls nothing.
+			enqueue(e.Object, !e.IsInInitialList, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.ObjectOld.GetResourceVersion() == e.ObjectNew.GetResourceVersion() || (ignored(e.ObjectOld) && ignored(e.ObjectNew)) {
+				return
+			}
+			enqueue(e.ObjectNew, true, q)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if ignored(e.Object) {
+				return
+			}
+			enqueue(e.Object, true, q)
+		},
+	}
+}
+
+func ignored(obj client.Object) bool {
+	return stamp.IsTrue(obj.GetAnnotations()[stamp.IgnoreAnnotation])
+}
+
+// Reconcile waits for the source to be quiet, then hands every workload that consumes it
+// (found through the field index, not a LIST) to its kind's controller, telling it
+// whether the change was seen live. On an error the change stays pending.
+func (r *sourceReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	over, changed, wait := r.debounce.ready(req.NamespacedName)
+	if !over {
+		return reconcile.Result{RequeueAfter: wait}, nil // zero: nothing pending
+	}
+	handed := false
+	defer func() { // also on a panic: a burst must never stay in flight
+		if handed {
+			r.debounce.done(req.NamespacedName)
+		} else {
+			r.debounce.restore(req.NamespacedName, changed)
+		}
+	}()
+	res, err := r.fanOut(ctx, req, changed)
+	handed = err == nil
+	return res, err
+}
+
+// addDependents makes the workloads of one more kind dependents of the source kind.
+func (r *sourceReconciler) addDependents(d dependentsOf) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.dependents = append(r.dependents, d)
+}
+
+func (r *sourceReconciler) fanOut(ctx context.Context, req reconcile.Request, changed bool) (reconcile.Result, error) {
+	if slices.Contains(r.scope.Excluded, req.Namespace) {
+		return reconcile.Result{}, nil
+	}
+	// Whether each dependent is in scope (its namespace, or its own label) is checked
+	// by its controller.
+	r.mu.Lock()
+	kinds := slices.Clone(r.dependents)
+	r.mu.Unlock()
+	for _, d := range kinds {
+		list := d.kind.NewList()
+		if err := r.client.List(ctx, list, client.InNamespace(req.Namespace),
+			client.MatchingFields{SourceIndex: indexKey(r.kind, req.Namespace, req.Name)}, client.UnsafeDisableDeepCopy); err != nil {
+			return reconcile.Result{}, fmt.Errorf("list %s dependents of %s %s: %w", d.kind, r.kind, req, err)
+		}
+		items := d.kind.Items(list)
+		if len(items) > 0 {
+			logf.FromContext(ctx).V(1).Info("Source quiet; checking its dependents", "source", r.kind, "kind", d.kind.Kind, "dependents", len(items))
+		}
+		for _, obj := range items {
+			key := client.ObjectKeyFromObject(obj)
+			d.triggers.add(key, trigger{changed: changed, handoff: true})
+			select {
+			case d.queue <- event.GenericEvent{Object: d.kind.Ref(key)}:
+			case <-ctx.Done():
+				return reconcile.Result{}, ctx.Err()
+			}
+		}
+	}
+	return reconcile.Result{}, nil
+}
