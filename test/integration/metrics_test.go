@@ -57,8 +57,8 @@ func testMetrics(t *testing.T, cs *framework.Configstamp, metricsAddr string) {
 				return fmt.Errorf("%s = %v, want >= 1", want, m[want])
 			}
 		}
-		if _, ok := m["configstamp_debounce_pending"]; !ok {
-			return fmt.Errorf("configstamp_debounce_pending missing")
+		if _, ok := m[`configstamp_debounce_pending{source="configmap"}`]; !ok {
+			return fmt.Errorf(`configstamp_debounce_pending{source="configmap"} missing`)
 		}
 		return nil
 	})
