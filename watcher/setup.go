@@ -59,10 +59,10 @@ type Options struct {
 	Kinds []*workload.Kind
 	// ArgoRollouts also watches Argo Rollouts, once their CRD exists.
 	ArgoRollouts bool
-	// Sources says which sources count; Key is the HMAC key of Secret digests
+	// Sources says which sources count; Key returns the HMAC key of Secret digests
 	// (required with Secrets).
 	Sources stamp.Options
-	Key     []byte
+	Key     func() []byte
 }
 
 // Defaults for Options.
@@ -105,7 +105,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if opts.Scope == nil {
 		return errors.New("watcher: no scope")
 	}
-	if opts.Sources.Secrets && len(opts.Key) == 0 {
+	if opts.Sources.Secrets && opts.Key == nil {
 		return errors.New("watcher: Secrets enabled without a hash key")
 	}
 	server, _, err := rest.DefaultServerUrlFor(mgr.GetConfig())

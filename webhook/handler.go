@@ -55,8 +55,8 @@ type Stamper struct {
 	ReadTimeout time.Duration
 	// Cache, when set, lets an unchanged source be checked with a metadata-only read.
 	Cache *configread.DigestCache
-	// Key is the HMAC key of Secret digests (required when Sources.Secrets).
-	Key []byte
+	// Key returns the HMAC key of Secret digests (required when Sources.Secrets).
+	Key func() []byte
 	// Self is the user configstamp's watcher runs as: only its requests may nudge or
 	// write a record. Empty: anyone's marker counts.
 	Self string

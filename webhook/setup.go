@@ -28,9 +28,9 @@ type Options struct {
 	Self string
 	// Kinds are the workload kinds to stamp (default: workload.Builtin()).
 	Kinds []*workload.Kind
-	// Sources says which sources count; Key is the HMAC key of Secret digests.
+	// Sources says which sources count; Key returns the HMAC key of Secret digests.
 	Sources stamp.Options
-	Key     []byte
+	Key     func() []byte
 }
 
 // SetupWithManager registers the stamper on the manager's webhook server, at the path of

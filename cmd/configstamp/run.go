@@ -209,17 +209,23 @@ func run(ctx context.Context, args []string) error {
 	} else {
 		log.Info("Running as", "user", self)
 	}
-	var key []byte
+	var key func() []byte
 	if o.secrets {
-		// Every replica needs the key before it serves admission.
+		// Every replica needs the key before it serves admission, and follows the
+		// Secret afterwards (a rotation), so that all replicas digest alike.
 		ref, _ := hashkey.ParseRef(o.secretHashKey)
 		keyClient, err := client.New(cfg, client.Options{Scheme: scheme}) // uncached: one Secret, never a Secret cache
 		if err != nil {
 			return fmt.Errorf("create client: %w", err)
 		}
-		if key, err = hashkey.Ensure(ctx, keyClient, ref); err != nil {
+		keeper := &hashkey.Keeper{Client: keyClient, Ref: ref}
+		if err := keeper.Load(ctx); err != nil {
 			return fmt.Errorf("secret hash key: %w", err)
 		}
+		if err := mgr.Add(keeper); err != nil {
+			return err
+		}
+		key = keeper.Key
 		log.Info("Loaded the hash key of Secret digests", "secret", ref.String())
 	}
 	// The builtin kinds' and (with --argo-rollouts) the Rollout path are served from the

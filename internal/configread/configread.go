@@ -4,6 +4,8 @@ package configread
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -49,15 +51,20 @@ type Reader struct {
 	Client client.Reader
 	// Cache, when set, lets an unchanged source be checked with a metadata-only read.
 	Cache *DigestCache
-	// Key is the HMAC key of Secret digests; without one, a Secret source is an error.
-	Key []byte
+	// Key returns the HMAC key of Secret digests (it may change: a rotation); without
+	// one, a Secret source is an error.
+	Key func() []byte
 	// Timeout bounds the reads of one stamp (0: no deadline).
 	Timeout time.Duration
 }
 
 // Stamp computes the stamp of srcs (stamp.Consumed of a workload in namespace).
 func (r *Reader) Stamp(ctx context.Context, namespace string, srcs []stamp.Source) (stamp.Stamp, error) {
-	return compute(ctx, r.Client, r.Cache, r.Key, namespace, srcs, r.Timeout)
+	var key []byte
+	if r.Key != nil {
+		key = r.Key()
+	}
+	return compute(ctx, r.Client, r.Cache, key, namespace, srcs, r.Timeout)
 }
 
 // MetaGVK is the GroupVersionKind of a source kind, for metadata-only reads.
@@ -95,7 +102,7 @@ func NewDigestCache(size int) *DigestCache { return &DigestCache{lru: lru.New(si
 // and its unmet requirements (key selection, binaryData visibility, which keys are
 // required). Every field is length-prefixed, so no two sources share a key, whatever
 // their names and keys contain.
-func cacheKey(namespace string, src stamp.Source) string {
+func cacheKey(namespace string, src stamp.Source, hmacKey []byte) string {
 	var b strings.Builder
 	field := func(s string) {
 		b.WriteString(strconv.Itoa(len(s)))
@@ -111,6 +118,12 @@ func cacheKey(namespace string, src stamp.Source) string {
 	}
 	field(namespace)
 	field(src.Kind)
+	if src.Kind == stamp.KindSecret {
+		// A Secret's digest depends on the key: a rotated key must not find the
+		// digests made with the old one.
+		fp := sha256.Sum256(hmacKey)
+		field(hex.EncodeToString(fp[:8]))
+	}
 	field(src.Name)
 	flag(src.AllKeys)
 	flag(src.Binary)
@@ -176,7 +189,7 @@ func digest(ctx context.Context, r client.Reader, cache *DigestCache, hmacKey []
 	if src.Kind == stamp.KindSecret && len(hmacKey) == 0 {
 		return nil, errors.New("no key for Secret digests")
 	}
-	key := cacheKey(namespace, src)
+	key := cacheKey(namespace, src, hmacKey)
 	if cache != nil {
 		if v, ok := cache.lru.Get(key); ok {
 			prev := v.(cached)

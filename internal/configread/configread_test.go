@@ -2,6 +2,7 @@ package configread
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,13 +28,13 @@ func spec(names ...string) *corev1.PodSpec {
 func TestStampWithDigestCache(t *testing.T) {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
-	contentReads := 0
+	var contentReads atomic.Int64
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", UID: "ua"}, Data: map[string]string{"k": "1"}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b", UID: "ub"}, Data: map[string]string{"k": "1"}},
 	).WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 		if _, ok := obj.(*corev1.ConfigMap); ok && key.Name != "missing" {
-			contentReads++ // a missing ConfigMap costs one 404 either way
+			contentReads.Add(1) // a missing ConfigMap costs one 404 either way
 		}
 		return c.Get(ctx, key, obj, opts...)
 	}}).Build()
@@ -54,10 +55,10 @@ func TestStampWithDigestCache(t *testing.T) {
 	if first.Hash == "" || first.Hash != uncached().Hash || first.SourcesAnnotation() != uncached().SourcesAnnotation() {
 		t.Fatalf("cached path computes %q, uncached %q", first.Hash, uncached().Hash)
 	}
-	contentReads = 0
+	contentReads.Store(0)
 	again, _ := (&Reader{Client: c, Cache: cache}).Stamp(ctx, "ns", stamp.References(spec("a", "b", "missing")))
-	if contentReads != 0 || again.Hash != first.Hash {
-		t.Fatalf("unchanged ConfigMaps: %d content reads (want 0), hash %q vs %q", contentReads, again.Hash, first.Hash)
+	if contentReads.Load() != 0 || again.Hash != first.Hash {
+		t.Fatalf("unchanged ConfigMaps: %d content reads (want 0), hash %q vs %q", contentReads.Load(), again.Hash, first.Hash)
 	}
 
 	// A write changes the resourceVersion: that one ConfigMap is read again.
@@ -67,10 +68,10 @@ func TestStampWithDigestCache(t *testing.T) {
 	if err := c.Update(ctx, &a); err != nil {
 		t.Fatal(err)
 	}
-	contentReads = 0
+	contentReads.Store(0)
 	changed, _ := (&Reader{Client: c, Cache: cache}).Stamp(ctx, "ns", stamp.References(spec("a", "b", "missing")))
-	if contentReads != 1 || changed.Hash == first.Hash || changed.Hash != uncached().Hash {
-		t.Fatalf("after a write: %d content reads (want 1), hash changed %v, equals uncached %v", contentReads, changed.Hash != first.Hash, changed.Hash == uncached().Hash)
+	if contentReads.Load() != 1 || changed.Hash == first.Hash || changed.Hash != uncached().Hash {
+		t.Fatalf("after a write: %d content reads (want 1), hash changed %v, equals uncached %v", contentReads.Load(), changed.Hash != first.Hash, changed.Hash == uncached().Hash)
 	}
 
 	// An ignore annotation (metadata) is seen without a content read.
@@ -105,7 +106,7 @@ func TestCacheKeyIsCollisionFree(t *testing.T) {
 	}
 	seen := map[string]int{}
 	for i, d := range distinct {
-		k := cacheKey(d.ns, d.src)
+		k := cacheKey(d.ns, d.src, nil)
 		if j, dup := seen[k]; dup {
 			t.Fatalf("sources %d and %d share the cache key %q", j, i, k)
 		}

@@ -1,0 +1,85 @@
+package hashkey
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+)
+
+// DefaultRefresh is how often a Keeper reads the key Secret again.
+const DefaultRefresh = 30 * time.Second
+
+// Keeper holds the current key and reads the Secret again every Refresh (Ensure: a
+// deleted Secret is re-created by whichever replica comes first), so that every replica
+// converges on the key the Secret holds within about Refresh of a rotation, instead of
+// replicas started at different times digesting with different keys. It runs on every
+// replica: each serves admission.
+type Keeper struct {
+	Client  client.Client // uncached, as Ensure requires
+	Ref     types.NamespacedName
+	Refresh time.Duration
+
+	mu  sync.RWMutex
+	key []byte
+}
+
+var _ manager.LeaderElectionRunnable = &Keeper{}
+
+// Load reads (or creates) the key once; call it before serving.
+func (k *Keeper) Load(ctx context.Context) error {
+	key, err := Ensure(ctx, k.Client, k.Ref)
+	if err != nil {
+		return err
+	}
+	k.set(ctx, key)
+	return nil
+}
+
+// Key returns the current key (nil before Load).
+func (k *Keeper) Key() []byte {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return k.key
+}
+
+func (k *Keeper) set(ctx context.Context, key []byte) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.key != nil && !bytes.Equal(k.key, key) {
+		logf.FromContext(ctx).Info("The hash key of Secret digests changed; stamps of workloads consuming Secrets change at their next check", "secret", k.Ref.String())
+	}
+	k.key = key
+}
+
+// NeedLeaderElection is false: every replica digests Secrets.
+func (k *Keeper) NeedLeaderElection() bool { return false }
+
+// Start reads the key again every Refresh until ctx ends. A failed read keeps the
+// current key.
+func (k *Keeper) Start(ctx context.Context) error {
+	refresh := k.Refresh
+	if refresh <= 0 {
+		refresh = DefaultRefresh
+	}
+	t := time.NewTicker(refresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			key, err := Ensure(ctx, k.Client, k.Ref)
+			if err != nil {
+				logf.FromContext(ctx).Error(err, "Could not read the hash key of Secret digests; keeping the current one", "secret", k.Ref.String())
+				continue
+			}
+			k.set(ctx, key)
+		}
+	}
+}
