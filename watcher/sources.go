@@ -33,10 +33,10 @@ type dependentsOf struct {
 // the source has been quiet. triggers tells the workload controllers which of them saw
 // a real change.
 type sourceReconciler struct {
-	kind       string // stamp.KindConfigMap or stamp.KindSecret
-	client     client.Reader // the manager's cache
-	debounce   *debouncer[types.NamespacedName]
-	quiet      time.Duration
+	kind     string        // stamp.KindConfigMap or stamp.KindSecret
+	client   client.Reader // the manager's cache
+	debounce *debouncer[types.NamespacedName]
+	quiet    time.Duration
 	// dependents grows when a kind appears later (the Rollout CRD installed).
 	mu         sync.Mutex
 	dependents []dependentsOf

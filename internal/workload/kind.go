@@ -109,7 +109,7 @@ var (
 			}
 			return nil
 		},
-		selector: func(o client.Object) *metav1.LabelSelector { return o.(*appsv1.Deployment).Spec.Selector },
+		selector:  func(o client.Object) *metav1.LabelSelector { return o.(*appsv1.Deployment).Spec.Selector },
 		hashLabel: appsv1.DefaultDeploymentUniqueLabelKey,
 	}
 	StatefulSet = &Kind{
