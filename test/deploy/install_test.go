@@ -48,8 +48,9 @@ func certManagerCRDs(t *testing.T) string {
 	return filepath.Join(mod.Dir, "deploy", "crds")
 }
 
-// installChart applies the cert-manager CRDs the chart's objects need and installs (or
-// upgrades) the chart with the real helm.
+// installChart applies the cert-manager CRDs the chart's objects need and installs the
+// chart with the real helm, afresh: a release left by an earlier test is uninstalled
+// first (outOfCluster repoints its registration, which an upgrade could not merge).
 func installChart(t *testing.T, args ...string) {
 	t.Helper()
 	crds := certManagerCRDs(t)
@@ -57,7 +58,8 @@ func installChart(t *testing.T, args ...string) {
 		tool(t, "kubectl", "apply", "--server-side", "-f", filepath.Join(crds, f))
 	}
 	tool(t, "kubectl", "wait", "--for=condition=Established", "--timeout=60s", "crd/certificates.cert-manager.io", "crd/issuers.cert-manager.io")
-	tool(t, "helm", append([]string{"upgrade", "--install", "configstamp", chart, "--namespace", releaseNS, "--create-namespace", "--wait=false"}, args...)...)
+	tool(t, "helm", "uninstall", "configstamp", "--namespace", releaseNS, "--ignore-not-found", "--wait")
+	tool(t, "helm", append([]string{"install", "configstamp", chart, "--namespace", releaseNS, "--create-namespace", "--wait=false"}, args...)...)
 }
 
 // outOfCluster points every entry of the chart's registration at a webhook server on this
@@ -224,24 +226,6 @@ func TestChartInstallsAndWorksUnderItsRBAC(t *testing.T) {
 	})
 }
 
-// rolloutCRD is enough of Argo Rollouts' CRD for the API server to serve
-// argoproj.io/v1alpha1 rollouts (no Rollouts controller runs here).
-const rolloutCRD = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: rollouts.argoproj.io}
-spec:
-  group: argoproj.io
-  scope: Namespaced
-  names: {kind: Rollout, listKind: RolloutList, plural: rollouts, singular: rollout, shortNames: [ro]}
-  versions:
-  - name: v1alpha1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`
-
 // TestChartWithSecretsAndRolloutsWorksUnderItsRBAC installs the chart with Secrets and
 // Argo Rollouts enabled and runs configstamp with the flags the chart renders, under the
 // chart's ServiceAccount: it creates its key Secret, stamps and rolls workloads of every
@@ -249,12 +233,10 @@ spec:
 // and hits no permission it lacks; the added permissions are exactly the documented ones.
 func TestChartWithSecretsAndRolloutsWorksUnderItsRBAC(t *testing.T) {
 	values := []string{"--set", "secrets.enabled=true", "--set", "argoRollouts.enabled=true"}
-	crd := filepath.Join(t.TempDir(), "rollouts.yaml")
-	if err := os.WriteFile(crd, []byte(rolloutCRD), 0o644); err != nil {
+	// Argo's real Rollout CRD (no Rollouts controller runs here), before configstamp starts.
+	if err := env.InstallCRDs(context.Background(), framework.ArgoRolloutsCRD()); err != nil {
 		t.Fatal(err)
 	}
-	tool(t, "kubectl", "apply", "--server-side", "-f", crd)
-	tool(t, "kubectl", "wait", "--for=condition=Established", "--timeout=60s", "crd/rollouts.argoproj.io")
 	installChart(t, values...)
 	flags := processFlags(t, render(t, values...))
 	port, certDir, kubeconfig := outOfCluster(t)

@@ -26,8 +26,10 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/configstamp/configstamp/internal/scope"
+	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/cluster"
+	"github.com/configstamp/configstamp/webhook"
 )
 
 const releaseNS = "configstamp-system"
@@ -149,6 +151,7 @@ func TestRenderRegistration(t *testing.T) {
 			}
 			checkOneScope(t, objs)
 			checkOneScope(t, render(t, append(tc.args, "--set", "excludeNamespaces={kube-system,kube-public,"+releaseNS+"}", "--set", "namespaceLabel=example.com/stamp")...))
+			checkSameAsConfigstamp(t, objs)
 			checkSentOnce(t, objs, stamp.InjectLabel)
 			check := func(what string, ok bool) {
 				t.Helper()
@@ -215,6 +218,34 @@ func checkOneScope(t *testing.T, objs map[string]*unstructured.Unstructured) {
 		}
 		if got, want := w.NamespaceSelector, sc.NamespaceSelector(); !equality.Semantic.DeepEqual(got, want) {
 			t.Errorf("entry %s: selector %+v, but configstamp acts on %+v", w.Name, got, want)
+		}
+	}
+}
+
+// checkSameAsConfigstamp compares the rendered registration's entries with those
+// configstamp registers itself (--dev-webhook-url) for the flags the chart passes it:
+// the same kinds, names, paths, rules, selectors and policies, in the same order.
+func checkSameAsConfigstamp(t *testing.T, objs map[string]*unstructured.Unstructured) {
+	t.Helper()
+	mwc := typed[admissionregistrationv1.MutatingWebhookConfiguration](t, objs, "MutatingWebhookConfiguration/configstamp")
+	flags := processFlags(t, objs)
+	sc, err := scope.New(flags["--namespace-label"], strings.Split(flags["--exclude-namespaces"], ","))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := workload.Builtin()
+	if flags["--argo-rollouts"] == "true" {
+		kinds = append(kinds, workload.Rollout)
+	}
+	svc := admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
+		Namespace: releaseNS, Name: "configstamp", Port: new(int32(443))}}
+	want := webhook.Registration(svc, sc, kinds)
+	if len(want.Webhooks) != len(mwc.Webhooks) {
+		t.Fatalf("chart registers %d entries, configstamp %d", len(mwc.Webhooks), len(want.Webhooks))
+	}
+	for i := range want.Webhooks {
+		if got, w := mwc.Webhooks[i], want.Webhooks[i]; !equality.Semantic.DeepEqual(got, w) {
+			t.Errorf("entry %d: chart renders\n%+v\nconfigstamp registers\n%+v", i, got, w)
 		}
 	}
 }
