@@ -1,0 +1,95 @@
+package workload
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+)
+
+func TestNames(t *testing.T) {
+	for k, want := range map[*Kind][3]string{
+		Deployment:  {"/mutate-apps-v1-deployment", "deployments.configstamp.io", "deployments.by-label.configstamp.io"},
+		StatefulSet: {"/mutate-apps-v1-statefulset", "statefulsets.configstamp.io", "statefulsets.by-label.configstamp.io"},
+		DaemonSet:   {"/mutate-apps-v1-daemonset", "daemonsets.configstamp.io", "daemonsets.by-label.configstamp.io"},
+		Rollout:     {"/mutate-argoproj-io-v1alpha1-rollout", "rollouts.configstamp.io", "rollouts.by-label.configstamp.io"},
+	} {
+		if got := [3]string{k.Path(), k.EntryName(), k.LabelEntryName()}; got != want {
+			t.Errorf("%s: %q, want %q", k, got, want)
+		}
+	}
+	if Find(Builtin(), "apps", "StatefulSet") != StatefulSet || Find(Builtin(), "argoproj.io", "Rollout") != nil {
+		t.Error("Find")
+	}
+}
+
+func at(s int) metav1.Time { return metav1.NewTime(time.Date(2026, 1, 1, 0, 0, s, 0, time.UTC)) }
+
+func owned(obj client.Object) []metav1.OwnerReference {
+	return []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "X", Name: obj.GetName(), UID: obj.GetUID(), Controller: ptr.To(true)}}
+}
+
+func TestPodsSinceReplicaSets(t *testing.T) {
+	labels := map[string]string{"app": "a"}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", UID: "d", CreationTimestamp: at(1)},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}}}
+	d.Spec.Template.Labels = labels
+	d.Spec.Template.Spec.Containers = []corev1.Container{{Name: "c", Image: "v2"}}
+	rs := func(name, image string, created int, owner client.Object) *appsv1.ReplicaSet {
+		r := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: labels, CreationTimestamp: at(created), OwnerReferences: owned(owner)}}
+		r.Spec.Template = *d.Spec.Template.DeepCopy()
+		r.Spec.Template.Labels = map[string]string{"app": "a", appsv1.DefaultDeploymentUniqueLabelKey: name}
+		r.Spec.Template.Spec.Containers[0].Image = image
+		return r
+	}
+	other := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "b", UID: "other"}}
+	check := func(objs []client.Object, wantOK bool, want int) {
+		t.Helper()
+		since, ok, err := Deployment.PodsSince(context.Background(), fakeClient(objs...), d)
+		if err != nil || ok != wantOK || (ok && !since.Equal(at(want).Time)) {
+			t.Fatalf("since %v ok %v err %v; want ok %v at %d", since, ok, err, wantOK, want)
+		}
+	}
+	check(nil, true, 1)                                                                   // no ReplicaSets: its creation
+	check([]client.Object{rs("old", "v1", 2, d)}, false, 0)                               // the current template's is still to come
+	check([]client.Object{rs("old", "v1", 2, d), rs("new", "v2", 5, d)}, true, 5)         // the current template's
+	check([]client.Object{rs("old", "v1", 2, d), rs("theirs", "v2", 7, other)}, false, 0) // someone else's does not count
+}
+
+func TestPodsSinceControllerRevisions(t *testing.T) {
+	labels := map[string]string{"app": "s"}
+	s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s", UID: "s", Generation: 2, CreationTimestamp: at(1)},
+		Spec: appsv1.StatefulSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}}}
+	// The fake client keeps no managed-fields times: the revisions' creation stands in
+	// for their last write (LastWrite takes the later of the two).
+	cr := func(name string, revision int64, written int) *appsv1.ControllerRevision {
+		return &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: labels, CreationTimestamp: at(written),
+			OwnerReferences: owned(s)}, Revision: revision}
+	}
+	c := fakeClient(cr("r1", 1, 2), cr("r3", 3, 9), cr("r2", 2, 5))
+	if _, ok, err := StatefulSet.PodsSince(context.Background(), c, s); ok || err != nil {
+		t.Fatalf("generation not observed yet: ok %v err %v", ok, err)
+	}
+	s.Status.ObservedGeneration = 2
+	since, ok, err := StatefulSet.PodsSince(context.Background(), c, s)
+	if err != nil || !ok || !since.Equal(at(9).Time) {
+		t.Fatalf("since %v ok %v err %v, want the newest revision's last write", since, ok, err)
+	}
+	if since, ok, _ := StatefulSet.PodsSince(context.Background(), fakeClient(), s); !ok || !since.Equal(at(1).Time) {
+		t.Fatalf("no revisions: %v %v, want its creation", since, ok)
+	}
+}
+
+func fakeClient(objs ...client.Object) client.Client {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+}
