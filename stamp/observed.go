@@ -18,10 +18,23 @@ import (
 type Observed struct {
 	Hash     string
 	Template string
+	// Secrets is true when the hash covers Secrets: written only for a workload that
+	// consumes one while Secrets count (HasSecrets). A record whose flag differs from
+	// HasSecrets of the workload's sources now was made while Secrets counted
+	// differently: it is not a certain basis (turning Secrets on or off is judged like
+	// an install, by evidence, and rolls nothing by itself).
+	Secrets bool
 }
 
-// String renders the annotation value, "<config hash> template=<fingerprint>".
-func (o Observed) String() string { return o.Hash + " template=" + o.Template }
+// String renders the annotation value, "<config hash> template=<fingerprint>", with
+// " secrets" at the end when the hash covers Secrets.
+func (o Observed) String() string {
+	s := o.Hash + " template=" + o.Template
+	if o.Secrets {
+		s += " secrets"
+	}
+	return s
+}
 
 // ParseObserved reads an ObservedAnnotation value; ok is false when it is malformed.
 func ParseObserved(v string) (o Observed, ok bool) {
@@ -29,8 +42,27 @@ func ParseObserved(v string) (o Observed, ok bool) {
 	if !found || len(hash) != 2*sha256.Size || rest == "" {
 		return Observed{}, false
 	}
-	return Observed{Hash: hash, Template: rest}, true
+	fp, flag, hasFlag := strings.Cut(rest, " ")
+	if fp == "" || (hasFlag && flag != "secrets") {
+		return Observed{}, false
+	}
+	return Observed{Hash: hash, Template: fp, Secrets: hasFlag}, true
 }
+
+// HasSecrets reports whether any of srcs is a Secret: the Secrets flag a record of them
+// carries.
+func HasSecrets(srcs []Source) bool {
+	for _, s := range srcs {
+		if s.Kind == KindSecret {
+			return true
+		}
+	}
+	return false
+}
+
+// Certain reports whether the record is a certain basis for a workload whose sources
+// are srcs: made while Secrets counted as they do now.
+func (o Observed) Certain(srcs []Source) bool { return o.Secrets == HasSecrets(srcs) }
 
 // ObservedFor returns the record in annotations that is valid for template, if any.
 func ObservedFor(annotations map[string]string, template *corev1.PodTemplateSpec) (Observed, bool) {

@@ -29,9 +29,34 @@ func TestObservedRoundTripAndValidity(t *testing.T) {
 	if _, ok := ObservedFor(ann, newImage); ok {
 		t.Fatal("record valid for another template")
 	}
-	for _, bad := range []string{"", "abc template=x", strings.Repeat("ab", 32), strings.Repeat("ab", 32) + " template="} {
+	for _, bad := range []string{"", "abc template=x", strings.Repeat("ab", 32), strings.Repeat("ab", 32) + " template=",
+		strings.Repeat("ab", 32) + " template=x other", strings.Repeat("ab", 32) + " template= secrets"} {
 		if _, ok := ParseObserved(bad); ok {
 			t.Fatalf("ParseObserved(%q) accepted", bad)
+		}
+	}
+}
+
+// A record says whether its hash covers Secrets; it is a certain basis only while
+// Secrets count for the workload as they did then.
+func TestObservedSecretsFlag(t *testing.T) {
+	o := Observed{Hash: strings.Repeat("ab", 32), Template: "0123456789abcdef", Secrets: true}
+	if got, ok := ParseObserved(o.String()); !ok || got != o || !strings.HasSuffix(o.String(), " secrets") {
+		t.Fatalf("round trip %q: %+v %v", o.String(), got, ok)
+	}
+	plain := Observed{Hash: o.Hash, Template: o.Template}
+	if strings.Contains(plain.String(), "secrets") {
+		t.Fatalf("a ConfigMap-only record carries the flag: %q", plain.String())
+	}
+	cms := []Source{{Kind: KindConfigMap, Name: "a"}}
+	withSecret := append(cms, Source{Kind: KindSecret, Name: "b"})
+	for _, c := range []struct {
+		rec  Observed
+		srcs []Source
+		want bool
+	}{{plain, cms, true}, {plain, withSecret, false}, {o, withSecret, true}, {o, cms, false}} {
+		if got := c.rec.Certain(c.srcs); got != c.want {
+			t.Errorf("%q certain for %v: %v, want %v", c.rec.String(), c.srcs, got, c.want)
 		}
 	}
 }

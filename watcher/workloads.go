@@ -186,6 +186,7 @@ func (r *workloadReconciler) judge(ctx context.Context, obj client.Object, tr tr
 	storedSources := tmpl.Annotations[stamp.SourcesAnnotation]
 	basis := stored
 	rec, certain := stamp.ObservedFor(obj.GetAnnotations(), tmpl)
+	certain = certain && rec.Certain(refs)
 	if certain {
 		basis = rec.Hash
 	} else if !live {
@@ -207,7 +208,7 @@ func (r *workloadReconciler) judge(ctx context.Context, obj client.Object, tr tr
 		if !certain && !r.triggers.changedSince(key) {
 			// A stamp without a record (made by a version that wrote none, or the
 			// record was dropped): record it, so later decisions are certain.
-			return reconcile.Result{}, r.record(ctx, obj, tmpl, want)
+			return reconcile.Result{}, r.record(ctx, obj, tmpl, want, stamp.HasSecrets(refs))
 		}
 		log.V(1).Info("Config current", "hash", basis)
 		checks.WithLabelValues("current").Inc()
@@ -240,7 +241,7 @@ func (r *workloadReconciler) judge(ctx context.Context, obj client.Object, tr tr
 			// will start a burst; recording now would take it in unseen.
 			return reconcile.Result{RequeueAfter: time.Second}, err
 		}
-		return reconcile.Result{}, r.record(ctx, obj, tmpl, want)
+		return reconcile.Result{}, r.record(ctx, obj, tmpl, want, stamp.HasSecrets(refs))
 	}
 	if wait := r.untilNextRoll(key); wait > 0 {
 		log.V(1).Info("Rollout deferred: minimum interval between rollouts", "wait", wait.String())
@@ -276,11 +277,11 @@ func (r *workloadReconciler) shouldRoll(ctx context.Context, obj client.Object, 
 // conditional on the resourceVersion the decision was made on. The marker tells the
 // webhook the record is configstamp's own (it keeps anyone else's updates from changing
 // it) and is stripped by it.
-func (r *workloadReconciler) record(ctx context.Context, obj client.Object, tmpl *corev1.PodTemplateSpec, want stamp.Stamp) error {
+func (r *workloadReconciler) record(ctx context.Context, obj client.Object, tmpl *corev1.PodTemplateSpec, want stamp.Stamp, hasSecrets bool) error {
 	if want.Hash == "" { // every source ignored: nothing to record
 		return nil
 	}
-	rec := stamp.Observed{Hash: want.Hash, Template: stamp.TemplateFingerprint(tmpl)}
+	rec := stamp.Observed{Hash: want.Hash, Template: stamp.TemplateFingerprint(tmpl), Secrets: hasSecrets}
 	stored := tmpl.Annotations[stamp.HashAnnotation]
 	patch := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"annotations":{%q:%q,%q:%q}}}`, obj.GetResourceVersion(),
 		stamp.ObservedAnnotation, rec.String(), stamp.NudgeAnnotation, stamp.NudgeRecord)

@@ -148,16 +148,19 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 		record = annotations
 	}
 	storedHash := stored.Annotations[stamp.HashAnnotation]
+	srcs := stamp.Consumed(annotations, &tmpl.Spec, s.Sources)
+	// A record for this template keeps someone else's update from changing the stamp;
+	// it is the basis only when made while Secrets counted as they do now.
 	rec, recValid := stamp.ObservedFor(record, tmpl)
+	certain := recValid && rec.Certain(srcs)
 	basis := storedHash
-	if recValid {
+	if certain {
 		basis = rec.Hash
 	}
 	keep := func() []jsonpatch.JsonPatchOperation {
 		ops := restoreStamp(stored, &tmpl.ObjectMeta)
 		return append(ops, annotationPatch(annotations, stamp.ObservedAnnotation, record[stamp.ObservedAnnotation])...)
 	}
-	srcs := stamp.Consumed(annotations, &tmpl.Spec, s.Sources)
 
 	if !templateChanged && !nudged && (recValid || storedHash == "") {
 		// Someone else's update that leaves the pod template as it is. A workload with a
@@ -188,7 +191,7 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 
 	// The template gets the stamp, and the metadata the record of it.
 	patches = append(patches, templatePatch(&tmpl.ObjectMeta, stampAnnotations(want.Hash, want.SourcesAnnotation()))...)
-	if nudged && !templateChanged && recValid && want.Hash != "" && want.Hash == storedHash && want.Hash != rec.Hash {
+	if nudged && !templateChanged && certain && want.Hash != "" && want.Hash == storedHash && want.Hash != rec.Hash {
 		// The template already carries the wanted stamp, but its pods run other config
 		// (its record): only a new template rolls them.
 		now := time.Now().UTC().Format(time.RFC3339)
@@ -196,7 +199,7 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	}
 	newRecord := ""
 	if want.Hash != "" {
-		newRecord = stamp.Observed{Hash: want.Hash, Template: stamp.TemplateFingerprint(tmpl)}.String()
+		newRecord = stamp.Observed{Hash: want.Hash, Template: stamp.TemplateFingerprint(tmpl), Secrets: stamp.HasSecrets(srcs)}.String()
 	}
 	patches = append(patches, annotationPatch(annotations, stamp.ObservedAnnotation, newRecord)...)
 	if len(unmet) > 0 {
