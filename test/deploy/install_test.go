@@ -373,7 +373,7 @@ func TestChartWithSecretsAndRolloutsWorksUnderItsRBAC(t *testing.T) {
 		"delete secrets/configstamp-hash-key -n " + releaseNS:   "no",
 		"patch rollouts.argoproj.io -n " + ns:                   "yes",
 		"delete rollouts.argoproj.io -n " + ns:                  "no",
-		"watch customresourcedefinitions.apiextensions.k8s.io":  "yes",
+		"watch customresourcedefinitions.apiextensions.k8s.io":  "no",
 		"update customresourcedefinitions.apiextensions.k8s.io": "no",
 		"patch statefulsets -n " + other:                        "yes",
 		"list controllerrevisions -n " + other:                  "yes",

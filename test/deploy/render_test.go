@@ -393,7 +393,6 @@ func TestRenderRBACLeastPrivilege(t *testing.T) {
 					}
 					if rollouts {
 						clusterWide.add("argoproj.io/rollouts", "", "get", "list", "watch", "patch")
-						clusterWide.add("apiextensions.k8s.io/customresourcedefinitions", "", "get", "list", "watch")
 					}
 					checkGrants(t, "ClusterRole", cr.Rules, clusterWide)
 					checkGrants(t, "Role", role.Rules, namespaced)
