@@ -20,11 +20,11 @@ const (
 var (
 	admissionRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configstamp_admission_requests_total",
-		Help: "Deployment admission requests handled, by result (stamped, unchanged, skipped, held, read_error, rejected).",
+		Help: "Workload admission requests handled, by result (stamped, unchanged, skipped, held, read_error, rejected).",
 	}, []string{"result"})
 	admissionDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "configstamp_admission_duration_seconds",
-		Help:    "Time to handle one admission request, live ConfigMap reads included, by result.",
+		Help:    "Time to handle one admission request, live ConfigMap and Secret reads included, by result.",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 	}, []string{"result"})
 	stampsChanged = prometheus.NewCounter(prometheus.CounterOpts{
