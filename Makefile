@@ -48,6 +48,11 @@ test-precision: ## Exactly-once rollouts counted as ReplicaSets, on Deployments 
 	CONFIGSTAMP_BIN_DIR=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) e2e | tail -1)} \
 	  $(GO) test -count=1 -timeout 20m ./test/precision/...
 
+.PHONY: test-kinds
+test-kinds: ## Exactly-once rollouts of StatefulSets, DaemonSets, Argo Rollouts, workloads opted in by label, extra sources.
+	CONFIGSTAMP_BIN_DIR=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) e2e | tail -1)} \
+	  $(GO) test -count=1 -timeout 20m ./test/kinds/...
+
 .PHONY: test-deploy
 test-deploy: ## Chart tests: rendered objects, install with real helm, RBAC sufficiency, cert-manager CRDs.
 	CONFIGSTAMP_BIN_DIR=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) e2e | tail -1)} \
@@ -60,7 +65,7 @@ manifests: ## Regenerate the kustomize base from the Helm chart.
 	  > deploy/kustomize/configstamp.yaml
 
 .PHONY: test
-test: lint test-unit test-integration test-e2e test-precision test-deploy ## Everything: lint, unit, integration, end-to-end, precision and chart tests.
+test: lint test-unit test-integration test-e2e test-precision test-kinds test-deploy ## Everything: lint, unit, integration, end-to-end, precision, kinds and chart tests.
 
 BENCH_COUNT ?= 6
 .PHONY: bench
