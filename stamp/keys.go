@@ -39,6 +39,12 @@ const (
 	// show (mounted by a sidecar injected at pod creation, read through the API):
 	// "configmap/a, secret/b". Each counts with all its keys, as optional.
 	ExtraSourcesAnnotation = "configstamp.io/extra-sources"
+	// CoverageAnnotation on the MutatingWebhookConfiguration records, as a JSON object,
+	// when configstamp began to stamp each workload kind ("deployments", ...) and to
+	// count Secrets ("secrets"), on the API server's clock: a workload created before
+	// its kind was covered was never stamped for want of coverage, not because the
+	// webhook was bypassed.
+	CoverageAnnotation = "configstamp.io/covered-since"
 )
 
 // IsTrue reports whether an annotation value means "true" (the contract uses "true").

@@ -3,10 +3,8 @@ package watcher
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,13 +20,10 @@ import (
 // pods of a template began to be created is per kind (workload.Kind.PodsSince).
 type evidence struct {
 	cache client.Reader // Namespace and source metadata as the watch has it
-	live  client.Reader // source metadata, the registration
+	live  client.Reader // source metadata
 	scope *scope.Scope
-	// registration is the MutatingWebhookConfiguration's name.
-	registration string
-
-	mu         sync.Mutex
-	registered time.Time // creation of the registration, once seen
+	// coverage says since when each kind (and Secrets) has been stamped.
+	coverage *coverage
 }
 
 // configNewer reports whether a source was written at or after since (the API server's
@@ -60,49 +55,42 @@ func (e *evidence) configNewer(ctx context.Context, namespace string, srcs []sta
 }
 
 // bypassed reports whether the workload was created while the registration already
-// sent its namespace's admissions to configstamp, so it should have been stamped at
-// creation: created after the registration and after its namespace's last write (the
-// opt-in label). A workload that predates either is one configstamp was installed
-// over. A workload opted in by its own label alone never counts: nothing tells when
-// the label was added, so it is taken as installed over (recorded, not rolled).
-func (e *evidence) bypassed(ctx context.Context, obj client.Object) (bool, error) {
-	reg, err := e.registrationCreated(ctx)
-	if err != nil || reg.IsZero() {
+// sent its admissions to configstamp, so it should have been stamped at creation:
+// created after configstamp began to cover its kind (and Secrets, when it consumes one)
+// and after its namespace's last write (the opt-in label). A workload that predates
+// either is one configstamp was installed over. A workload opted in by its own label
+// alone never counts: nothing tells when the label was added, so it is taken as
+// installed over (recorded, not rolled).
+func (e *evidence) bypassed(ctx context.Context, kind *workload.Kind, obj client.Object, refs []stamp.Source) (bool, error) {
+	covered, err := e.coverage.of(ctx, kind.Resource)
+	if err != nil || covered.IsZero() {
 		return false, err
+	}
+	if stamp.HasSecrets(refs) {
+		secrets, err := e.coverage.of(ctx, coverageSecrets)
+		if err != nil || secrets.IsZero() {
+			return false, err
+		}
+		covered = later(covered, secrets)
 	}
 	ns, err := namespaceMeta(ctx, e.cache, obj.GetNamespace())
 	if err != nil || ns == nil || !e.scope.Includes(ns.Name, ns.Labels) {
 		return false, err
 	}
-	// The times have one-second resolution. A tie with the registration counts as
-	// predating: a Deployment created as configstamp was being installed was admitted
+	// The times have one-second resolution. A tie with the coverage counts as
+	// predating: a workload created as configstamp was being installed was admitted
 	// without a stamp, and its new pods read the config as it was then. A tie with the
 	// namespace's last write counts as after: a namespace is written when it is
-	// created, often with its label, just before its Deployments.
+	// created, often with its label, just before its workloads.
 	created := obj.GetCreationTimestamp().Time
-	return created.After(reg) && !created.Before(workload.LastWrite(ns)), nil
+	return created.After(covered) && !created.Before(workload.LastWrite(ns)), nil
 }
 
-// registrationCreated returns when the registration was created; zero when it does not
-// exist (yet).
-func (e *evidence) registrationCreated(ctx context.Context) (time.Time, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if !e.registered.IsZero() {
-		return e.registered, nil
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
 	}
-	var reg admissionregistrationv1.MutatingWebhookConfiguration
-	err := e.live.Get(ctx, client.ObjectKey{Name: e.registration}, &reg)
-	if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
-		// Unknown: every unstamped workload then counts as predating configstamp,
-		// which only ever records (never rolls) it.
-		return time.Time{}, nil
-	}
-	if err != nil {
-		return time.Time{}, fmt.Errorf("get registration %s: %w", e.registration, err)
-	}
-	e.registered = reg.CreationTimestamp.Time
-	return e.registered, nil
+	return a
 }
 
 // cacheBehind reports whether the watch has not yet seen the latest write of one of the

@@ -44,8 +44,9 @@ type Options struct {
 	RetryBase, RetryMax time.Duration
 	// Scope is where the registration sends admissions; the watcher acts nowhere else.
 	Scope *scope.Scope
-	// Registration is the name of the MutatingWebhookConfiguration: a workload created
-	// after it should have been stamped at creation.
+	// Registration is the name of the MutatingWebhookConfiguration: it records since
+	// when each kind has been stamped (a workload created after that should have been
+	// stamped at creation).
 	Registration string
 	// MinRolloutInterval is the least time between two rollouts of one workload caused
 	// by configstamp (a flapping writer); the latest content always lands.
@@ -112,8 +113,10 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err != nil {
 		return fmt.Errorf("API server URL: %w", err)
 	}
-	w := &watcher{mgr: mgr, opts: opts, sources: map[string]*sourceReconciler{}}
-	replay := &replayWindow{serverNow: serverClock(mgr.GetHTTPClient(), server.String())}
+	clock := serverClock(mgr.GetHTTPClient(), server.String())
+	cov := &coverage{live: mgr.GetAPIReader(), writer: mgr.GetClient(), registration: opts.Registration, serverNow: clock}
+	w := &watcher{mgr: mgr, opts: opts, sources: map[string]*sourceReconciler{}, coverage: cov}
+	replay := &replayWindow{serverNow: clock}
 	sourceKinds := []string{stamp.KindConfigMap}
 	if opts.Sources.Secrets {
 		sourceKinds = append(sourceKinds, stamp.KindSecret)
@@ -125,10 +128,20 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 			kind: kind, client: mgr.GetClient(), debounce: debounce, quiet: opts.Debounce, replay: replay, scope: opts.Scope,
 		}
 	}
+	covered := []string{}
 	for _, k := range opts.Kinds {
 		if err := w.setupKind(ctx, k); err != nil {
 			return err
 		}
+		covered = append(covered, k.Resource)
+	}
+	if opts.Sources.Secrets {
+		covered = append(covered, coverageSecrets)
+	}
+	// One writer for the kinds covered from the start (a kind detected later writes
+	// its own entry when it is set up).
+	if err := mgr.Add(coverageRunnable{c: cov, keys: covered}); err != nil {
+		return err
 	}
 	for _, kind := range sourceKinds {
 		src := w.sources[kind]
@@ -150,16 +163,22 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		if err != nil {
 			return fmt.Errorf("discovery client: %w", err)
 		}
-		return mgr.Add(&kindDetector{kind: workload.Rollout, discovery: dc, setup: w.setupKind})
+		return mgr.Add(&kindDetector{kind: workload.Rollout, discovery: dc, setup: func(ctx context.Context, k *workload.Kind) error {
+			if err := w.setupKind(ctx, k); err != nil {
+				return err
+			}
+			return mgr.Add(coverageRunnable{c: cov, keys: []string{k.Resource}})
+		}})
 	}
 	return nil
 }
 
 // watcher sets up the controllers of the workload kinds.
 type watcher struct {
-	mgr     ctrl.Manager
-	opts    Options
-	sources map[string]*sourceReconciler
+	mgr      ctrl.Manager
+	opts     Options
+	sources  map[string]*sourceReconciler
+	coverage *coverage
 }
 
 // pending reports whether a source is in a burst (or handing its dependents on).
@@ -181,7 +200,7 @@ func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 		kind: k, client: mgr.GetClient(), live: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder("configstamp"),
 		config:  &configread.Reader{Client: mgr.GetAPIReader(), Cache: opts.Cache, Key: opts.Key, Timeout: opts.ReadTimeout},
 		sources: opts.Sources, scope: opts.Scope, triggers: tr,
-		evidence:  &evidence{cache: mgr.GetClient(), live: mgr.GetAPIReader(), scope: opts.Scope, registration: opts.Registration},
+		evidence:  &evidence{cache: mgr.GetClient(), live: mgr.GetAPIReader(), scope: opts.Scope, coverage: w.coverage},
 		rollStale: opts.RollStaleAtInstall, minInterval: opts.MinRolloutInterval, pending: w.pending,
 	}
 	err := ctrl.NewControllerManagedBy(mgr).

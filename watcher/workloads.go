@@ -261,7 +261,7 @@ func (r *workloadReconciler) shouldRoll(ctx context.Context, obj client.Object, 
 		return true, nil
 	}
 	if basis == "" && !r.rollStale {
-		bypassed, err := r.evidence.bypassed(ctx, obj)
+		bypassed, err := r.evidence.bypassed(ctx, r.kind, obj, refs)
 		if err != nil || !bypassed {
 			return false, err
 		}

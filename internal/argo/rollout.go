@@ -3,6 +3,8 @@
 package argo
 
 import (
+	"encoding/json"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -47,9 +49,36 @@ type RolloutSpec struct {
 	Replicas *int32                `json:"replicas,omitempty"`
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 	// Template is empty when WorkloadRef names a workload whose template the Rollout
-	// runs instead.
+	// runs instead, or when it does not decode (TemplateError).
 	Template    corev1.PodTemplateSpec `json:"template"`
 	WorkloadRef *WorkloadRef           `json:"workloadRef,omitempty"`
+	// TemplateError says why the template did not decode as a pod template. Argo's CRD
+	// does not check every field of it (volumes, for one, are kept as they come), so a
+	// Rollout the API server accepts may not decode here: it is left alone rather than
+	// failing the decode of the whole object (an informer's list would fail with it).
+	TemplateError string `json:"-"`
+}
+
+// UnmarshalJSON decodes the spec, keeping a template that does not decode out of the
+// way (TemplateError) instead of failing.
+func (s *RolloutSpec) UnmarshalJSON(b []byte) error {
+	type plain RolloutSpec // no methods: no recursion
+	var raw struct {
+		plain
+		Template json.RawMessage `json:"template"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	*s = RolloutSpec(raw.plain)
+	s.Template, s.TemplateError = corev1.PodTemplateSpec{}, ""
+	if len(raw.Template) > 0 && string(raw.Template) != "null" {
+		if err := json.Unmarshal(raw.Template, &s.Template); err != nil {
+			s.Template = corev1.PodTemplateSpec{}
+			s.TemplateError = err.Error()
+		}
+	}
+	return nil
 }
 
 // WorkloadRef names the workload (a Deployment, say) that provides a Rollout's pod template.
@@ -64,6 +93,9 @@ type RolloutStatus struct {
 	// ObservedGeneration is the metadata.generation the Argo controller has seen. Argo
 	// writes it as a string, not an integer as Deployments do.
 	ObservedGeneration string `json:"observedGeneration,omitempty"`
+	// CurrentPodHash is the rollouts-pod-template-hash of the ReplicaSet that runs the
+	// current template.
+	CurrentPodHash string `json:"currentPodHash,omitempty"`
 }
 
 // RolloutList is a list of Rollouts.

@@ -212,3 +212,31 @@ func TestScheme(t *testing.T) {
 		t.Fatalf("decoded spec %+v", r.Spec)
 	}
 }
+
+// A Rollout whose template the API server accepted but that does not decode as a pod
+// template (Argo's CRD does not check volumes) decodes with TemplateError set, and does
+// not fail the decode of a list it is in (an informer's list).
+func TestDecodeBadTemplate(t *testing.T) {
+	const list = `{"apiVersion":"argoproj.io/v1alpha1","kind":"RolloutList","metadata":{},"items":[
+	 {"apiVersion":"argoproj.io/v1alpha1","kind":"Rollout","metadata":{"name":"bad","namespace":"ns"},
+	  "spec":{"selector":{"matchLabels":{"app":"bad"}},"template":{"metadata":{"labels":{"app":"bad"}},
+	   "spec":{"containers":[{"name":"c","image":"i"}],"volumes":[{"name":"v","secret":{"secretName":"s","defaultMode":"0644"}}]}}}},
+	 {"apiVersion":"argoproj.io/v1alpha1","kind":"Rollout","metadata":{"name":"good","namespace":"ns"},
+	  "spec":{"selector":{"matchLabels":{"app":"good"}},"template":{"metadata":{"labels":{"app":"good"}},
+	   "spec":{"containers":[{"name":"c","image":"i"}]}}}}]}`
+	scheme := runtime.NewScheme()
+	if err := AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	obj, _, err := serializer.NewCodecFactory(scheme).UniversalDeserializer().Decode([]byte(list), nil, nil)
+	if err != nil {
+		t.Fatalf("the list did not decode: %v", err)
+	}
+	items := obj.(*RolloutList).Items
+	if len(items) != 2 || items[0].Spec.TemplateError == "" || items[0].Spec.Template.Labels != nil || items[0].Spec.Selector == nil {
+		t.Fatalf("bad item: %+v", items[0].Spec)
+	}
+	if items[1].Spec.TemplateError != "" || items[1].Spec.Template.Spec.Containers[0].Image != "i" {
+		t.Fatalf("good item: %+v", items[1].Spec)
+	}
+}

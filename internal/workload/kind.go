@@ -34,9 +34,16 @@ type Kind struct {
 	// observed is the generation the workload's controller has seen (its status);
 	// nil for kinds whose pod history is read from ReplicaSets.
 	observed func(client.Object) int64
+	// revision, when set, names the ControllerRevision of the current template
+	// (a StatefulSet's status.updateRevision); without it, the newest one.
+	revision func(client.Object) string
 	// hashLabel is the label the kind's controller adds to the template of the
 	// ReplicaSets it owns (ReplicaSet history only).
 	hashLabel string
+	// currentHash, when set, names the current ReplicaSet by its hashLabel value, and
+	// says whether the controller has seen the current generation; without it, the
+	// current ReplicaSet is the one whose template equals the workload's.
+	currentHash func(client.Object) (hash string, observed bool)
 }
 
 // GVK is the kind's GroupVersionKind.
@@ -124,6 +131,7 @@ var (
 		},
 		selector: func(o client.Object) *metav1.LabelSelector { return o.(*appsv1.StatefulSet).Spec.Selector },
 		observed: func(o client.Object) int64 { return o.(*appsv1.StatefulSet).Status.ObservedGeneration },
+		revision: func(o client.Object) string { return o.(*appsv1.StatefulSet).Status.UpdateRevision },
 	}
 	DaemonSet = &Kind{
 		Group: "apps", Version: "v1", Kind: "DaemonSet", Resource: "daemonsets",
@@ -155,9 +163,11 @@ func Find(kinds []*Kind, group, kind string) *Kind {
 
 // PodsSince returns when the pods of obj's current template began to be created, read
 // live through r: for kinds that roll through ReplicaSets, the creation of the
-// ReplicaSet that runs that template; for StatefulSets and DaemonSets, the latest write
-// of their newest ControllerRevision (reused revisions are written again when they
-// become current), once their controller has seen the current generation. Without any
+// ReplicaSet that runs that template (for Rollouts, the one of status.currentPodHash);
+// for StatefulSets and DaemonSets, the latest write of the ControllerRevision of the
+// current template (a StatefulSet's status.updateRevision, else the newest: reused
+// revisions are written again when they become current), once their controller has
+// seen the current generation. Without any
 // (no pods yet, or no controller), the workload's creation. ok is false when the
 // controller has not yet taken the current template in: its pods are still to be
 // created, and will read the config as it is.
@@ -173,6 +183,11 @@ func (k *Kind) PodsSince(ctx context.Context, r client.Reader, obj client.Object
 	if err := r.List(ctx, &rsList, client.InNamespace(obj.GetNamespace()), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 		return time.Time{}, false, fmt.Errorf("list replicasets of %s %s/%s: %w", k.Kind, obj.GetNamespace(), obj.GetName(), err)
 	}
+	var hash string
+	observed := true
+	if k.currentHash != nil {
+		hash, observed = k.currentHash(obj)
+	}
 	owned := 0
 	for i := range rsList.Items {
 		rs := &rsList.Items[i]
@@ -180,7 +195,11 @@ func (k *Kind) PodsSince(ctx context.Context, r client.Reader, obj client.Object
 			continue
 		}
 		owned++
-		if k.sameTemplate(&rs.Spec.Template, k.template(obj)) {
+		current := k.sameTemplate(&rs.Spec.Template, k.template(obj))
+		if k.currentHash != nil {
+			current = observed && hash != "" && rs.Labels[k.hashLabel] == hash
+		}
+		if current {
 			return rs.CreationTimestamp.Time, true, nil
 		}
 	}
@@ -198,11 +217,18 @@ func (k *Kind) revisionsSince(ctx context.Context, r client.Reader, obj client.O
 	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace()), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 		return time.Time{}, false, fmt.Errorf("list controllerrevisions of %s %s/%s: %w", k.Kind, obj.GetNamespace(), obj.GetName(), err)
 	}
+	var named string
+	if k.revision != nil {
+		named = k.revision(obj)
+	}
 	var newest *appsv1.ControllerRevision
 	for i := range list.Items {
 		cr := &list.Items[i]
 		if owner := metav1.GetControllerOf(cr); owner == nil || owner.UID != obj.GetUID() {
 			continue
+		}
+		if named != "" && cr.Name == named {
+			return LastWrite(cr), true, nil
 		}
 		if newest == nil || cr.Revision > newest.Revision {
 			newest = cr

@@ -13,6 +13,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/configstamp/configstamp/internal/argo"
 )
 
 func TestNames(t *testing.T) {
@@ -92,4 +94,41 @@ func fakeClient(objs ...client.Object) client.Client {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+}
+
+// A Rollout's current ReplicaSet is the one of status.currentPodHash (its template
+// carries API defaults and canary labels the Rollout's does not), once Argo has seen the
+// current generation.
+func TestPodsSinceRollout(t *testing.T) {
+	labels := map[string]string{"app": "r"}
+	r := &argo.Rollout{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "r", UID: "r", Generation: 3, CreationTimestamp: at(1)},
+		Spec: argo.RolloutSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}}}
+	r.Spec.Template.Labels = labels
+	r.Spec.Template.Spec.Containers = []corev1.Container{{Name: "c", Image: "v2"}}
+	rs := func(hash string, created int) *appsv1.ReplicaSet {
+		x := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "r-" + hash, CreationTimestamp: at(created),
+			Labels: map[string]string{"app": "r", "rollouts-pod-template-hash": hash}, OwnerReferences: owned(r)}}
+		x.Spec.Template = *r.Spec.Template.DeepCopy()
+		x.Spec.Template.Labels = map[string]string{"app": "r", "rollouts-pod-template-hash": hash, "role": "canary"}
+		x.Spec.Template.Spec.Containers[0].TerminationMessagePath = corev1.TerminationMessagePathDefault // an API default
+		x.Spec.Template.Spec.DNSPolicy = corev1.DNSClusterFirst
+		return x
+	}
+	c := fakeClient(rs("aaa", 2), rs("bbb", 6))
+	check := func(wantOK bool, want int) {
+		t.Helper()
+		since, ok, err := Rollout.PodsSince(context.Background(), c, r)
+		if err != nil || ok != wantOK || (ok && !since.Equal(at(want).Time)) {
+			t.Fatalf("since %v ok %v err %v; want ok %v at %d", since, ok, err, wantOK, want)
+		}
+	}
+	r.Status = argo.RolloutStatus{ObservedGeneration: "2", CurrentPodHash: "bbb"}
+	check(false, 0) // generation 3 not seen yet
+	r.Status.ObservedGeneration = "3"
+	check(true, 6)
+	r.Status.CurrentPodHash = "ccc"
+	check(false, 0) // its ReplicaSet is still to come
+	if since, ok, _ := Rollout.PodsSince(context.Background(), fakeClient(), r); !ok || !since.Equal(at(1).Time) {
+		t.Fatalf("no ReplicaSets (no Argo controller): %v %v, want its creation", since, ok)
+	}
 }

@@ -1,6 +1,8 @@
 package workload
 
 import (
+	"strconv"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -10,17 +12,25 @@ import (
 
 // Rollout is Argo Rollouts' Rollout: its ReplicaSets carry the
 // rollouts-pod-template-hash label. A Rollout with a workloadRef runs another
-// workload's template and has none of its own: it is not stamped.
+// workload's template and has none of its own: it is not stamped (nor is one whose
+// template does not decode).
 var Rollout = &Kind{
 	Group: argo.GroupVersion.Group, Version: argo.GroupVersion.Version, Kind: "Rollout", Resource: "rollouts",
 	newObject: func() client.Object { return &argo.Rollout{} },
 	newList:   func() client.ObjectList { return &argo.RolloutList{} },
 	template: func(o client.Object) *corev1.PodTemplateSpec {
-		if r, ok := o.(*argo.Rollout); ok && r.Spec.WorkloadRef == nil {
+		if r, ok := o.(*argo.Rollout); ok && r.Spec.WorkloadRef == nil && r.Spec.TemplateError == "" {
 			return &r.Spec.Template
 		}
 		return nil
 	},
 	selector:  func(o client.Object) *metav1.LabelSelector { return o.(*argo.Rollout).Spec.Selector },
 	hashLabel: "rollouts-pod-template-hash",
+	// Argo's ReplicaSet templates differ from the Rollout's (API defaults the CRD does
+	// not apply; canary and blue-green metadata): the current one is the ReplicaSet of
+	// status.currentPodHash, once the controller has seen the current generation.
+	currentHash: func(o client.Object) (string, bool) {
+		r := o.(*argo.Rollout)
+		return r.Status.CurrentPodHash, r.Status.ObservedGeneration == strconv.FormatInt(r.Generation, 10)
+	},
 }

@@ -220,7 +220,8 @@ func TestChartInstallsAndWorksUnderItsRBAC(t *testing.T) {
 		"delete deployments -n " + ns:                         "no",
 		"delete statefulsets -n " + ns:                        "no",
 		"update namespaces":                                   "no",
-		"patch mutatingwebhookconfigurations":                 "no",
+		"patch mutatingwebhookconfigurations/configstamp":     "yes",
+		"patch mutatingwebhookconfigurations/other":           "no",
 		"create leases -n " + ns:                              "no",
 		"create pods -n " + ns:                                "no",
 	})

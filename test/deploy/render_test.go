@@ -379,7 +379,7 @@ func TestRenderRBACLeastPrivilege(t *testing.T) {
 					clusterWide.add("authentication.k8s.io/selfsubjectreviews", "", "create")
 					clusterWide.add("events.k8s.io/events", "", "create", "patch")
 					clusterWide.add("/events", "", "create", "patch")
-					clusterWide.add("admissionregistration.k8s.io/mutatingwebhookconfigurations", "configstamp", "get")
+					clusterWide.add("admissionregistration.k8s.io/mutatingwebhookconfigurations", "configstamp", "get", "patch")
 					namespaced := grants{}
 					namespaced.add("coordination.k8s.io/leases", "", "get", "create", "update")
 					if mode == "self-signed" {
