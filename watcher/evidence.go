@@ -28,15 +28,18 @@ type evidence struct {
 
 // configNewer reports whether a source was written at or after since (the API server's
 // times have one-second resolution: a tie counts as newer, so a change is never lost).
-// A source that is missing now counts as newer only when the workload's basis is known
-// (it was deleted since; a deletion carries no time). It reads metadata live: a cached
-// time could lag behind the content the decision was computed from.
-func (e *evidence) configNewer(ctx context.Context, namespace string, srcs []stamp.Source, since time.Time, basisKnown bool) (bool, error) {
+// A source that is missing now counts as newer only when the stored stamp's sources
+// annotation (storedSources) shows it present: it was deleted since (a deletion carries
+// no time). A source the stored stamp did not count (Secrets were off) or saw missing
+// too gives no evidence. It reads metadata live: a cached time could lag behind the
+// content the decision was computed from.
+func (e *evidence) configNewer(ctx context.Context, namespace string, srcs []stamp.Source, since time.Time, storedSources string) (bool, error) {
+	stored := parseSources(storedSources)
 	for _, src := range srcs {
 		cm := configread.NewMeta(src.Kind)
 		err := e.live.Get(ctx, client.ObjectKey{Namespace: namespace, Name: src.Name}, cm)
 		if apierrors.IsNotFound(err) {
-			if basisKnown {
+			if d, ok := stored[src.ID()]; ok && d != "missing" {
 				return true, nil
 			}
 			continue

@@ -270,7 +270,7 @@ func (r *workloadReconciler) shouldRoll(ctx context.Context, obj client.Object, 
 	if err != nil || !ok {
 		return false, err
 	}
-	return r.evidence.configNewer(ctx, obj.GetNamespace(), refs, since, basis != "")
+	return r.evidence.configNewer(ctx, obj.GetNamespace(), refs, since, r.kind.Template(obj).Annotations[stamp.SourcesAnnotation])
 }
 
 // record writes the config the pods run into the workload's metadata (no rollout),
@@ -421,18 +421,20 @@ func (r *workloadReconciler) expected(ctx context.Context, obj client.Object, re
 	return st, nil
 }
 
+// parseSources reads a sources annotation into digests by "kind/name".
+func parseSources(s string) map[string]string {
+	m := map[string]string{}
+	for _, e := range strings.Split(s, ",") {
+		if k, v, ok := strings.Cut(e, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
 // changedSources lists the sources whose digest differs between two sources annotations.
 func changedSources(before, after string) []string {
-	parse := func(s string) map[string]string {
-		m := map[string]string{}
-		for _, e := range strings.Split(s, ",") {
-			if k, v, ok := strings.Cut(e, "="); ok {
-				m[k] = v
-			}
-		}
-		return m
-	}
-	b, a := parse(before), parse(after)
+	b, a := parseSources(before), parseSources(after)
 	var out []string
 	for _, e := range strings.Split(after, ",") {
 		k, _, _ := strings.Cut(e, "=")
