@@ -7,6 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/configstamp/configstamp/stamp"
 )
 
 // LatestWriteManager names the one managedFields entry TrimForCache keeps. It carries
@@ -19,7 +21,9 @@ const LatestWriteManager = "configstamp-latest-write"
 // metadata-only watch), and managedFields that name every key; both would make the
 // caches grow with config size. The transform removes the annotation and reduces
 // managedFields to one entry holding the latest write time, the only part of them
-// configstamp reads (lastWrite). Everything else is kept.
+// configstamp reads (lastWrite). Of a ConfigMap's or a Secret's metadata, it keeps no
+// labels and no annotation but configstamp.io/ignore: other tools keep copies of the
+// object in annotations too. Everything else is kept.
 //
 // It is idempotent (informers may pass an object through it twice) and writes to an
 // object only when something is to be removed, so an object already in the cache, as in
@@ -48,6 +52,22 @@ func trim(obj any) {
 	if err != nil {
 		return
 	}
+	if sourceMeta(obj) {
+		// A ConfigMap's or Secret's metadata: configstamp reads only its ignore
+		// annotation. Other tools keep copies of the whole object, content in clear, in
+		// annotations of their own (kapp, for one): none of it is kept.
+		ann := m.GetAnnotations()
+		if len(ann) > 1 || (len(ann) == 1 && !hasKey(ann, stamp.IgnoreAnnotation)) {
+			var kept map[string]string
+			if v, ok := ann[stamp.IgnoreAnnotation]; ok {
+				kept = map[string]string{stamp.IgnoreAnnotation: v}
+			}
+			m.SetAnnotations(kept)
+		}
+		if m.GetLabels() != nil {
+			m.SetLabels(nil)
+		}
+	}
 	if ann := m.GetAnnotations(); hasKey(ann, corev1.LastAppliedConfigAnnotation) {
 		// A new map: the old one may be shared with the decoder's copy of the object.
 		kept := make(map[string]string, len(ann)-1)
@@ -64,6 +84,17 @@ func trim(obj any) {
 	if mf := m.GetManagedFields(); !trimmed(mf) {
 		m.SetManagedFields(latestWrite(mf))
 	}
+}
+
+// sourceMeta reports whether obj is the metadata of a ConfigMap or a Secret (the watch of
+// sources is metadata-only; the cache sets the kind on every object it holds).
+func sourceMeta(obj any) bool {
+	p, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return false
+	}
+	gvk := p.GroupVersionKind()
+	return gvk.Group == "" && (gvk.Kind == "ConfigMap" || gvk.Kind == "Secret")
 }
 
 func hasKey(m map[string]string, k string) bool {

@@ -53,6 +53,20 @@ func trimmedMeta(name string) metav1.ObjectMeta {
 	return m
 }
 
+// sourceTrimmed is what TrimForCache should leave of clientSideApplied(name) as the
+// metadata of a ConfigMap or Secret: no labels, no annotation but the ignore one.
+func sourceTrimmed(name string) metav1.ObjectMeta {
+	m := trimmedMeta(name)
+	m.Labels = nil
+	return m
+}
+
+// withToolCopy adds the copy of the whole object another tool (kapp) keeps.
+func withToolCopy(m metav1.ObjectMeta) metav1.ObjectMeta {
+	m.Annotations["kapp.k14s.io/original"] = `{"data":{"password":"aHVudGVyMg=="}}`
+	return m
+}
+
 func configMapMeta(m metav1.ObjectMeta) *metav1.PartialObjectMetadata {
 	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: m}
 }
@@ -94,27 +108,30 @@ func unstructuredOf(t *testing.T, obj runtime.Object) *unstructured.Unstructured
 func TestTrimForCache(t *testing.T) {
 	onlyLastApplied := clientSideApplied("only")
 	onlyLastApplied.Annotations = map[string]string{corev1.LastAppliedConfigAnnotation: "{}"}
-	onlyLastAppliedWant := trimmedMeta("only")
+	onlyLastAppliedWant := sourceTrimmed("only")
 	onlyLastAppliedWant.Annotations = nil
 
 	noTimes := clientSideApplied("no-times")
 	for i := range noTimes.ManagedFields {
 		noTimes.ManagedFields[i].Time = nil
 	}
-	noTimesWant := trimmedMeta("no-times")
+	noTimesWant := sourceTrimmed("no-times")
 	noTimesWant.ManagedFields = nil
 
 	plain := metav1.ObjectMeta{Name: "plain", Namespace: "ns", CreationTimestamp: metav1.NewTime(created),
-		Annotations: map[string]string{"a": "b"}}
+		Annotations: map[string]string{"configstamp.io/ignore": "true"}}
 
 	tests := []struct {
 		name    string
 		in, out any
 	}{
-		{"configmap metadata", configMapMeta(clientSideApplied("cm")), configMapMeta(trimmedMeta("cm"))},
-		{"secret metadata",
-			&metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: clientSideApplied("s")},
-			&metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: trimmedMeta("s")}},
+		{"configmap metadata", configMapMeta(clientSideApplied("cm")), configMapMeta(sourceTrimmed("cm"))},
+		{"secret metadata: no copy of it kept by any tool",
+			&metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: withToolCopy(clientSideApplied("s"))},
+			&metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: sourceTrimmed("s")}},
+		{"namespace metadata keeps its labels",
+			&metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: clientSideApplied("nm")},
+			&metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: trimmedMeta("nm")}},
 		{"namespace", &corev1.Namespace{ObjectMeta: clientSideApplied("n")}, &corev1.Namespace{ObjectMeta: trimmedMeta("n")}},
 		{"deployment: spec, status, labels, other annotations kept", testDeployment(clientSideApplied("d")), testDeployment(trimmedMeta("d"))},
 		{"only annotation is last-applied", configMapMeta(onlyLastApplied), configMapMeta(onlyLastAppliedWant)},

@@ -13,7 +13,7 @@ import (
 )
 
 // DefaultRefresh is how often a Keeper reads the key Secret again.
-const DefaultRefresh = 30 * time.Second
+const DefaultRefresh = 10 * time.Second
 
 // Keeper holds the current key and reads the Secret again every Refresh (Ensure: a
 // deleted Secret is re-created by whichever replica comes first), so that every replica
