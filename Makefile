@@ -53,6 +53,11 @@ test-kinds: ## Exactly-once rollouts of StatefulSets, DaemonSets, Argo Rollouts,
 	CONFIGSTAMP_BIN_DIR=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) e2e | tail -1)} \
 	  $(GO) test -count=1 -timeout 20m ./test/kinds/...
 
+.PHONY: test-secrets
+test-secrets: ## Secrets: off reads none (audit log), cert-manager renewals and key selection roll once, keyed digests, key kept across restarts.
+	CONFIGSTAMP_BIN_DIR=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) e2e | tail -1)} \
+	  $(GO) test -count=1 -timeout 20m ./test/secrets/...
+
 .PHONY: test-deploy
 test-deploy: ## Chart tests: rendered objects, install with real helm, RBAC sufficiency, cert-manager CRDs.
 	CONFIGSTAMP_BIN_DIR=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) e2e | tail -1)} \
@@ -65,7 +70,7 @@ manifests: ## Regenerate the kustomize base from the Helm chart.
 	  > deploy/kustomize/configstamp.yaml
 
 .PHONY: test
-test: lint test-unit test-integration test-e2e test-precision test-kinds test-deploy ## Everything: lint, unit, integration, end-to-end, precision, kinds and chart tests.
+test: lint test-unit test-integration test-e2e test-precision test-kinds test-secrets test-deploy ## Everything: lint, unit, integration, end-to-end, precision, kinds, Secrets and chart tests.
 
 BENCH_COUNT ?= 6
 .PHONY: bench
