@@ -1,14 +1,17 @@
 package kinds
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
 )
 
@@ -87,9 +90,10 @@ func checkAfterRestart(f func(t *testing.T)) {
 
 // TestKinds creates workloads before configstamp first starts (Argo's Rollout CRD not
 // installed), starts it, and runs every scenario at once: StatefulSets and DaemonSets
-// installed over and created after, the per-workload opt-in both ways, one webhook call
-// per request, extra-sources, and the Rollout CRD installed while configstamp runs. Then
-// it restarts configstamp, now with the CRD installed before it starts.
+// installed over and created after, the per-workload opt-in both ways (and by a label
+// added to a running Deployment), one webhook call per request, extra-sources, and the
+// Rollout CRD installed while configstamp runs. Then it restarts configstamp, now with
+// the CRD installed before it starts.
 func TestKinds(t *testing.T) {
 	over := installOver(t)
 	cs := env.Start(t, options)
@@ -129,6 +133,28 @@ func TestKinds(t *testing.T) {
 			untouched(t, plain)
 			optInScenario(t, labelled, plain)
 		})
+		t.Run("opt-in by label/label added later", func(t *testing.T) {
+			t.Parallel()
+			ns := env.NewNamespace(t, false)
+			createConfigMap(t, ns, "cfg", map[string]string{"k": "1"}, nil)
+			time.Sleep(1100 * time.Millisecond)
+			labelled, plain := newDeployment(ns, "labelled", "cfg", nil), newDeployment(ns, "plain", "cfg", nil)
+			create(t, labelled)
+			create(t, plain)
+			env.ExpectReplicaSets(t, ns, labelled.Name, 1, 0)
+			untouched(t, labelled)
+			// Past the ConfigMap's creation burst: a workload that comes into scope while
+			// a write of its config is pending is rolled when the burst ends, even if its
+			// pods started after that write (the watcher cannot tell a key removal's time).
+			handedOn(t, cs, ns, "cfg")
+			// The team opts its running Deployment in: recorded, not rolled.
+			patch := client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, stamp.InjectLabel, stamp.InjectValue)))
+			if err := env.Client.Patch(bg, labelled, patch); err != nil {
+				t.Fatal(err)
+			}
+			waitRecord(t, env.Client, labelled, docHash(t, ns, "cfg"))
+			optInScenario(t, labelled, plain)
+		})
 		t.Run("one webhook call per request", testOneCallPerRequest)
 		t.Run("extra-sources", testExtraSources)
 		t.Run("extra-sources malformed", testExtraSourcesMalformed)
@@ -163,4 +189,18 @@ func revisionScenario(t *testing.T, obj client.Object) {
 	after := env.ExpectRevisions(t, obj, 2, settle)
 	stampedWith(t, after, docHash(t, ns, cm))
 	checkAfterRestart(func(t *testing.T) { env.ExpectRevisions(t, obj, 2, 0) })
+}
+
+// handedOn waits until configstamp's watcher has handed the Deployments consuming the
+// ConfigMap ns/name on to their checks: the ConfigMap's burst is over.
+func handedOn(t *testing.T, cs *framework.Configstamp, ns, name string) {
+	t.Helper()
+	framework.Eventually(t, 30*time.Second, "ConfigMap "+name+" quiet", func() error {
+		for _, rec := range cs.Logs() {
+			if rec["msg"] == "Source quiet; checking its dependents" && rec["namespace"] == ns && rec["name"] == name && rec["kind"] == "Deployment" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no hand-on logged")
+	})
 }
