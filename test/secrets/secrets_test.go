@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/configstamp/configstamp/internal/hashkey"
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
 	"github.com/configstamp/configstamp/webhook"
@@ -23,9 +24,11 @@ import (
 // password is the Secret value whose guesses the stamp must not let anyone test.
 const password = "hunter2"
 
-// TestSecrets runs configstamp four times against one cluster: without --secrets, then
-// with --secrets under key A, under a new key B, and under key B again. The objects of
-// each phase stay, so each later phase also judges the earlier ones.
+// TestSecrets runs configstamp five times against one cluster: without --secrets, then
+// with --secrets under key A, under a new key B (another installation's key), under key
+// B again, and after key B's Secret was deleted and re-created while it ran (the
+// documented rotation). The objects of each phase stay, so each later phase also judges
+// the earlier ones.
 func TestSecrets(t *testing.T) {
 	ns := env.NewNamespace(t, true)
 	// configstamp's own namespace, where it keeps the hash key: not opted in.
@@ -160,8 +163,8 @@ func TestSecrets(t *testing.T) {
 		return
 	}
 
-	// A new key: every stamp that takes a Secret in changes once (the documented
-	// rotation); ConfigMap-only stamps do not.
+	// Another key (as another installation's): every stamp that takes a Secret in
+	// changes once; ConfigMap-only stamps do not.
 	var keyB []byte
 	t.Run("a new key rolls every Secret consumer once", func(t *testing.T) {
 		cs := env.Start(t, framework.Options{Args: []string{"--secrets", "--secret-hash-key", keyNS + "/key-b"}})
@@ -176,7 +179,7 @@ func TestSecrets(t *testing.T) {
 		for _, name := range secretConsumers {
 			rs[name]++
 		}
-		expectAll(t, rs, func(t *testing.T, name string, d *appsv1.Deployment) {
+		expectAll(t, "every Secret consumer rolled once", rs, func(t *testing.T, name string, d *appsv1.Deployment) {
 			if slices.Contains(secretConsumers, name) {
 				stampedWith(t, ns, name, keyB)
 			} else {
@@ -191,7 +194,7 @@ func TestSecrets(t *testing.T) {
 		return
 	}
 
-	t.Run("a restart keeps the key and rolls nothing", func(t *testing.T) {
+	t.Run("a restart keeps the key; deleting the key rotates it", func(t *testing.T) {
 		d := env.Deployment(t, ns, "db")
 		hashB := d.Spec.Template.Annotations[stamp.HashAnnotation]
 		cs := env.Start(t, framework.Options{Args: []string{"--secrets", "--secret-hash-key", keyNS + "/key-b"}})
@@ -203,10 +206,47 @@ func TestSecrets(t *testing.T) {
 		for name := range rs {
 			checkedAfter(t, cs, ns, name, 0)
 		}
-		expectAll(t, rs, nil, ns)
+		expectAll(t, "nothing rolled", rs, nil, ns)
 		if h := env.Deployment(t, ns, "db").Spec.Template.Annotations[stamp.HashAnnotation]; h != hashB {
 			t.Fatalf("db: stamp %s after a restart, was %s", h, hashB)
 		}
+
+		// The documented rotation: delete the key Secret; configstamp creates a new key
+		// while it runs and follows it; after a restart every Secret consumer rolls once.
+		if err := env.Client.Delete(bg, getSecret(t, keyNS, "key-b")); err != nil {
+			t.Fatal(err)
+		}
+		var keyC []byte
+		framework.Eventually(t, 30*time.Second, "a new key in "+keyNS+"/key-b, followed", func() error {
+			var sec corev1.Secret
+			if err := env.Client.Get(bg, client.ObjectKey{Namespace: keyNS, Name: "key-b"}, &sec); err != nil {
+				return err
+			}
+			if keyC = sec.Data[hashkey.DataKey]; len(keyC) != 32 || string(keyC) == string(keyB) {
+				return fmt.Errorf("key of %d bytes, the old one: %v", len(keyC), string(keyC) == string(keyB))
+			}
+			if !strings.Contains(cs.Output(), "The hash key of Secret digests changed") {
+				return fmt.Errorf("configstamp has not followed the new key")
+			}
+			return nil
+		})
+		for name, n := range rs {
+			if got := len(env.ReplicaSets(t, env.Deployment(t, ns, name))); got != n {
+				t.Fatalf("%s: %d ReplicaSets before the restart, want %d", name, got, n)
+			}
+		}
+		cs.Stop()
+		runs = append(runs, env.Start(t, framework.Options{Args: []string{"--secrets", "--secret-hash-key", keyNS + "/key-b"}}))
+		for _, name := range secretConsumers {
+			rs[name]++
+		}
+		expectAll(t, "every Secret consumer rolled once", rs, func(t *testing.T, name string, d *appsv1.Deployment) {
+			if slices.Contains(secretConsumers, name) {
+				stampedWith(t, ns, name, keyC)
+			} else {
+				stampedWith(t, ns, name, keyA)
+			}
+		}, ns)
 	})
 
 	// configstamp's memory cannot be seen from outside; what it writes can. A Secret
@@ -260,10 +300,10 @@ func turnedOn(t *testing.T, ns string, key []byte) {
 	stampedWith(t, ns, "mixed", key)
 }
 
-// expectAll asserts, for every Deployment at once, its ReplicaSet count (and then calls
-// check, if any).
-func expectAll(t *testing.T, rs map[string]int, check func(t *testing.T, name string, d *appsv1.Deployment), ns string) {
-	t.Run("deployments", func(t *testing.T) {
+// expectAll asserts, in a subtest named what, for every Deployment at once, its
+// ReplicaSet count (and then calls check, if any).
+func expectAll(t *testing.T, what string, rs map[string]int, check func(t *testing.T, name string, d *appsv1.Deployment), ns string) {
+	t.Run(what, func(t *testing.T) {
 		for name, n := range rs {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
