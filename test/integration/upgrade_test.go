@@ -1,0 +1,93 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configstamp/configstamp/internal/scope"
+	"github.com/configstamp/configstamp/internal/workload"
+	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/test/framework"
+	"github.com/configstamp/configstamp/webhook"
+)
+
+// TestUpgradeAddingKindsRollsNothing: a version that stamped Deployments only was
+// installed (its registration has one kind's entries and no coverage); a StatefulSet
+// created after it, never stamped for want of an entry, whose ConfigMap was written after
+// it, is taken as installed over when an upgrade adds StatefulSets: recorded, not rolled.
+// (Its creation is after the registration's: the registration's age alone would have
+// taken it as bypassed, and rolled it.)
+func TestUpgradeAddingKindsRollsNothing(t *testing.T) {
+	deleteRegistration(t)
+	sc, err := scope.New(stamp.InjectLabel, scope.DefaultExcluded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nothing listens on port 1: every call fails and is ignored (failurePolicy Ignore).
+	old := webhook.Registration(admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:1")}, sc, []*workload.Kind{workload.Deployment})
+	if err := k8s.Create(bg, old); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // the API server's times have one-second resolution
+	ns := env.NewNamespace(t, true)
+	create(t, configMap(ns, "cfg", map[string]string{"k": "1"}))
+	labels := map[string]string{"app": "db"}
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Spec: appsv1.StatefulSetSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: podWithVolumes("cfg")},
+	}}
+	create(t, sts)
+	// As its controller would (this control plane runs none): the generation seen, no
+	// revisions yet, so its pods count from its creation.
+	sts.Status.ObservedGeneration = sts.Generation
+	if err := k8s.Status().Update(bg, sts); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	setData(t, ns, "cfg", "k", "2")
+
+	env.Start(t, framework.Options{})
+	framework.Eventually(t, 30*time.Second, "record on the StatefulSet", func() error {
+		var got appsv1.StatefulSet
+		if err := k8s.Get(bg, client.ObjectKeyFromObject(sts), &got); err != nil {
+			return err
+		}
+		if _, ok := stamp.ObservedFor(got.Annotations, &got.Spec.Template); !ok {
+			return fmt.Errorf("no record yet")
+		}
+		return nil
+	})
+	framework.Consistently(t, 3*time.Second, "StatefulSet not rolled", func() error {
+		var got appsv1.StatefulSet
+		if err := k8s.Get(bg, client.ObjectKeyFromObject(sts), &got); err != nil {
+			return err
+		}
+		if got.Generation != 1 || got.Spec.Template.Annotations[stamp.HashAnnotation] != "" {
+			return fmt.Errorf("generation %d, stamp %q", got.Generation, got.Spec.Template.Annotations[stamp.HashAnnotation])
+		}
+		return nil
+	})
+	// The registration now says since when each kind is covered.
+	var reg admissionregistrationv1.MutatingWebhookConfiguration
+	if err := k8s.Get(bg, client.ObjectKey{Name: webhook.ConfigurationName}, &reg); err != nil {
+		t.Fatal(err)
+	}
+	var covered map[string]time.Time
+	if err := json.Unmarshal([]byte(reg.Annotations[stamp.CoverageAnnotation]), &covered); err != nil {
+		t.Fatalf("coverage annotation %q: %v", reg.Annotations[stamp.CoverageAnnotation], err)
+	}
+	for _, k := range workload.Builtin() {
+		if covered[k.Resource].Before(sts.CreationTimestamp.Time) {
+			t.Errorf("%s covered since %v, before the StatefulSet was created (%v)", k.Resource, covered[k.Resource], sts.CreationTimestamp)
+		}
+	}
+}
