@@ -114,11 +114,13 @@ func (r *sourceReconciler) addDependents(d dependentsOf) {
 }
 
 func (r *sourceReconciler) fanOut(ctx context.Context, req reconcile.Request, changed bool) (reconcile.Result, error) {
-	if slices.Contains(r.scope.Excluded, req.Namespace) {
-		return reconcile.Result{}, nil
+	ns, err := namespaceMeta(ctx, r.client, req.Namespace)
+	if err != nil || ns == nil || slices.Contains(r.scope.Excluded, req.Namespace) {
+		return reconcile.Result{}, err
 	}
-	// Whether each dependent is in scope (its namespace, or its own label) is checked
-	// by its controller.
+	// Outside an opted-in namespace, only workloads opted in by their own label are
+	// handed on (their controller checks the scope again).
+	nsIn := r.scope.Includes(ns.Name, ns.Labels)
 	r.mu.Lock()
 	kinds := slices.Clone(r.dependents)
 	r.mu.Unlock()
@@ -133,6 +135,9 @@ func (r *sourceReconciler) fanOut(ctx context.Context, req reconcile.Request, ch
 			logf.FromContext(ctx).V(1).Info("Source quiet; checking its dependents", "source", r.kind, "kind", d.kind.Kind, "dependents", len(items))
 		}
 		for _, obj := range items {
+			if !nsIn && !r.scope.Labelled(obj.GetLabels()) {
+				continue
+			}
 			key := client.ObjectKeyFromObject(obj)
 			d.triggers.add(key, trigger{changed: changed, handoff: true})
 			select {
