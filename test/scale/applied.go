@@ -171,9 +171,15 @@ func describeApplied(ctx context.Context, cs kubernetes.Interface, ns, name stri
 	for k, v := range cm.Data {
 		content += len(k) + len(v)
 	}
-	ann := len(cm.Annotations[corev1.LastAppliedConfigAnnotation])
+	return describeAppliedMeta(&cm.ObjectMeta, content, len(cm.Data))
+}
+
+// describeAppliedMeta says how much of an object's content (content bytes in keys
+// data keys) its last-applied annotation and managedFields hold.
+func describeAppliedMeta(meta *metav1.ObjectMeta, content, keys int) (string, error) {
+	ann := len(meta.Annotations[corev1.LastAppliedConfigAnnotation])
 	named, managers := 0, []string{}
-	for _, mf := range cm.ManagedFields {
+	for _, mf := range meta.ManagedFields {
 		managers = append(managers, mf.Manager)
 		if mf.FieldsV1 == nil {
 			continue
@@ -191,5 +197,5 @@ func describeApplied(ctx context.Context, cs kubernetes.Interface, ns, name stri
 		}
 	}
 	return fmt.Sprintf("last-applied %d KiB (%.0f%% of the %d KiB content); managedFields: %d entries (%s) naming %d of %d keys",
-		ann>>10, 100*float64(ann)/float64(content), content>>10, len(cm.ManagedFields), strings.Join(managers, ", "), named, len(cm.Data)), nil
+		ann>>10, 100*float64(ann)/float64(content), content>>10, len(meta.ManagedFields), strings.Join(managers, ", "), named, keys), nil
 }

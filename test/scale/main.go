@@ -1,6 +1,8 @@
 // Command scale measures configstamp against a real local control plane (etcd and
 // kube-apiserver from test/cluster) and prints one table: memory with large ConfigMaps
-// (created plainly and as client-side `kubectl apply` writes them), admission overhead through the API server, change-to-stamp latency, fan-out, API
+// and with large Secrets (created plainly and as client-side `kubectl apply` writes
+// them), admission overhead through the API server, change-to-stamp latency, fan-out
+// (to Deployments, and to a mix of Deployments, StatefulSets and DaemonSets), API
 // requests per change, cold start and restart cost. See BENCHMARKS.md for the method.
 //
 //	make bench-scale            (SCALE_FLAGS="-quick" for a smaller run)
@@ -11,12 +13,14 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/test/framework"
 )
@@ -32,7 +36,7 @@ type config struct {
 
 func main() {
 	quick := flag.Bool("quick", false, "a smaller run (100 objects instead of 1,000; 500 instead of 5,000)")
-	only := flag.String("only", "", "comma-separated subset: memory,admission,latency,fanout,restart,coldstart")
+	only := flag.String("only", "", "comma-separated subset: "+strings.Join(sections, ","))
 	out := flag.String("out", "", "also write the table to this file")
 	flag.StringVar(&profileDir, "profile", "", "write CPU profiles of configstamp and kube-apiserver taken during the admission measurement into this directory")
 	writers := flag.Int("writers", 0, "concurrent writers for the admission overhead (default 20)")
@@ -47,7 +51,22 @@ func main() {
 	if *writers > 0 {
 		cfg.writers = *writers
 	}
-	want := func(name string) bool { return *only == "" || strings.Contains(*only, name) }
+	selected := map[string]bool{}
+	for _, name := range strings.Split(*only, ",") {
+		if name = strings.TrimSpace(name); name == "" {
+			continue
+		}
+		if !slices.Contains(sections, name) {
+			fail(fmt.Errorf("-only: unknown %q (want some of %s)", name, strings.Join(sections, ",")))
+		}
+		selected[name] = true
+	}
+	want := func(name string) bool { return len(selected) == 0 || selected[name] }
+	for _, write := range strings.Split(*writes, ",") {
+		if write != writePlain && write != writeClientSideApply {
+			fail(fmt.Errorf("-writes: unknown %q", write))
+		}
+	}
 	ctx := context.Background()
 	var rows []row
 	report := func(r ...row) {
@@ -72,25 +91,44 @@ func main() {
 		}
 		report(r...)
 	}
+	// memory measures ConfigMaps; memory-secrets the same with Secrets (configstamp
+	// running with --secrets).
+	var memorySources []string
 	if want("memory") {
-		for _, size := range []int{100 << 10, 1000 << 10} {
-			atRest := map[string]memoryResult{}
+		memorySources = append(memorySources, stamp.KindConfigMap)
+	}
+	if want("memory-secrets") {
+		memorySources = append(memorySources, stamp.KindSecret)
+	}
+	for _, size := range []int{100 << 10, 1000 << 10} {
+		if len(memorySources) == 0 {
+			break
+		}
+		results := map[string]map[string]memoryResult{} // by source kind, then by write
+		for _, source := range memorySources {
+			results[source] = map[string]memoryResult{}
 			for _, write := range strings.Split(*writes, ",") {
-				if write != writePlain && write != writeClientSideApply {
-					fail(fmt.Errorf("-writes: unknown %q", write))
-				}
-				run(fmt.Sprintf("memory, %d ConfigMaps of %s, written %s", cfg.configMaps, sizeName(size), write), func(env *framework.Env) ([]row, error) {
-					r, res, err := memory(ctx, env, cfg, size, write)
-					atRest[write] = res
+				run(fmt.Sprintf("memory, %d %s of %s, written %s", cfg.configMaps, sourceNames(source), sizeName(size), write), func(env *framework.Env) ([]row, error) {
+					r, res, err := memory(ctx, env, cfg, source, size, write)
+					results[source][write] = res
 					return r, err
 				})
 			}
-			plain, okPlain := atRest[writePlain]
-			csa, okCSA := atRest[writeClientSideApply]
+			plain, okPlain := results[source][writePlain]
+			csa, okCSA := results[source][writeClientSideApply]
 			if okPlain && okCSA {
-				report(row{fmt.Sprintf("RSS written %s vs %s, %s: at rest / after every change", writeClientSideApply, writePlain, sizeName(size)),
-					fmt.Sprintf("%+.1f%% / %+.1f%% (Go heap in use %+.1f%% / %+.1f%%)", growth(csa.atRest, plain.atRest), growth(csa.afterChange, plain.afterChange),
-						growth(csa.heapRest, plain.heapRest), growth(csa.heapChange, plain.heapChange))})
+				what := "RSS written"
+				if source == stamp.KindSecret {
+					what = "RSS of Secrets written"
+				}
+				report(row{fmt.Sprintf("%s %s vs %s, %s: at rest / after every change", what, writeClientSideApply, writePlain, sizeName(size)), compare(csa, plain)})
+			}
+		}
+		for _, write := range strings.Split(*writes, ",") {
+			sec, okSec := results[stamp.KindSecret][write]
+			cm, okCM := results[stamp.KindConfigMap][write]
+			if okSec && okCM {
+				report(row{fmt.Sprintf("RSS Secrets vs ConfigMaps, written %s, %s: at rest / after every change", write, sizeName(size)), compare(sec, cm)})
 			}
 		}
 	}
@@ -102,6 +140,9 @@ func main() {
 	}
 	if want("fanout") {
 		run("fan-out", func(env *framework.Env) ([]row, error) { return fanout(ctx, env, cfg) })
+	}
+	if want("fanout-kinds") {
+		run("fan-out, mix of kinds", func(env *framework.Env) ([]row, error) { return fanoutKinds(ctx, env, cfg) })
 	}
 	if want("restart") {
 		run("restart", func(env *framework.Env) ([]row, error) { return restart(ctx, env, cfg) })
@@ -122,7 +163,16 @@ func main() {
 	}
 }
 
+// sections are the names -only selects; each selects exactly its own measurement.
+var sections = []string{"memory", "memory-secrets", "admission", "latency", "fanout", "fanout-kinds", "restart", "coldstart"}
+
 type row struct{ name, value string }
+
+// compare says how much a run's memory figures are above (or below) another's.
+func compare(a, b memoryResult) string {
+	return fmt.Sprintf("%+.1f%% / %+.1f%% (Go heap in use %+.1f%% / %+.1f%%)", growth(a.atRest, b.atRest), growth(a.afterChange, b.afterChange),
+		growth(a.heapRest, b.heapRest), growth(a.heapChange, b.heapChange))
+}
 
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "scale:", err)

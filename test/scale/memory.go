@@ -3,26 +3,36 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
 )
 
 // memoryResult is one memory run's figures, for comparing the ways of writing.
 type memoryResult struct{ atRest, afterChange, heapRest, heapChange int64 }
 
-// memory: RSS of configstamp with n ConfigMaps of size bytes (in keys of
-// memoryKeySize) and n Deployments, each consuming one, at rest and after every
-// ConfigMap changed once (every Deployment checked and nudged: the reads are transient,
-// nothing is cached). write is writePlain or writeClientSideApply.
-func memory(ctx context.Context, env *framework.Env, cfg config, size int, write string) ([]row, memoryResult, error) {
+// memory: RSS of configstamp with n ConfigMaps (source stamp.KindConfigMap) or n
+// Secrets (stamp.KindSecret; configstamp runs with --secrets) of size bytes (in keys of
+// memoryKeySize) and n Deployments, each consuming one through a volume, at rest and
+// after every source changed once (every Deployment checked and nudged: the reads are
+// transient, nothing is cached). write is writePlain or writeClientSideApply.
+func memory(ctx context.Context, env *framework.Env, cfg config, source string, size int, write string) ([]row, memoryResult, error) {
 	var res memoryResult
 	cs := clients(env)
 	args, metricsAddr := metricsArgs()
-	p, err := env.Run(ctx, framework.Options{Args: append(args, "--debounce", "500ms")})
+	args = append(args, "--debounce", "500ms")
+	if source == stamp.KindSecret {
+		more, err := secretArgs(ctx, cs)
+		if err != nil {
+			return nil, res, err
+		}
+		args = append(args, more...)
+	}
+	p, err := env.Run(ctx, framework.Options{Args: args})
 	if err != nil {
 		return nil, res, err
 	}
@@ -31,20 +41,22 @@ func memory(ctx context.Context, env *framework.Env, cfg config, size int, write
 	if err := namespace(ctx, cs, ns); err != nil {
 		return nil, res, err
 	}
+	srcName := func(i int) string { return fmt.Sprintf("cm-%05d", i) }
+	if source == stamp.KindSecret {
+		srcName = func(i int) string { return fmt.Sprintf("secret-%05d", i) }
+	}
 	start := time.Now()
 	if err := parallel(cfg.configMaps, 16, func(i int) error {
-		cm := multiKeyConfigMap(fmt.Sprintf("cm-%05d", i), size)
-		if write == writeClientSideApply {
-			return appliedConfigMap(ctx, cs, ns, cm)
-		}
-		_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
-		return err
+		return createSource(ctx, cs, ns, source, srcName(i), size, write)
 	}); err != nil {
 		return nil, res, err
 	}
 	n := min(cfg.deployments, cfg.configMaps)
 	if err := parallel(n, 16, func(i int) error {
-		d := deployment(fmt.Sprintf("d-%05d", i), fmt.Sprintf("cm-%05d", i))
+		d := deployment(fmt.Sprintf("d-%05d", i), srcName(i))
+		if source == stamp.KindSecret {
+			d = secretDeployment(fmt.Sprintf("d-%05d", i), srcName(i))
+		}
 		if write == writeClientSideApply {
 			return appliedDeployment(ctx, cs, ns, d)
 		}
@@ -53,13 +65,25 @@ func memory(ctx context.Context, env *framework.Env, cfg config, size int, write
 	}); err != nil {
 		return nil, res, err
 	}
-	fmt.Printf("  created %d ConfigMaps and %d Deployments in %s\n", cfg.configMaps, n, time.Since(start).Round(time.Second))
+	fmt.Printf("  created %d %s and %d Deployments in %s\n", cfg.configMaps, sourceNames(source), n, time.Since(start).Round(time.Second))
 	if write == writeClientSideApply {
-		what, err := describeApplied(ctx, cs, ns, "cm-00000")
+		describe := describeApplied
+		if source == stamp.KindSecret {
+			describe = describeAppliedSecret
+		}
+		what, err := describe(ctx, cs, ns, srcName(0))
 		if err != nil {
 			return nil, res, err
 		}
-		fmt.Printf("  each ConfigMap: %s\n", what)
+		fmt.Printf("  each %s: %s\n", sourceName(source), what)
+	}
+	// Every Deployment was stamped with its source's digest (for a Secret, keyed).
+	d, err := cs.AppsV1().Deployments(ns).Get(ctx, fmt.Sprintf("d-%05d", n-1), metav1.GetOptions{})
+	if err != nil {
+		return nil, res, err
+	}
+	if got, want := d.Spec.Template.Annotations[stamp.SourcesAnnotation], source+"/"; !strings.HasPrefix(got, want) {
+		return nil, res, fmt.Errorf("deployment %s: sources annotation %q, want %s...", d.Name, got, want)
 	}
 	// Steady state: the Go runtime forces a collection at least every 2 minutes and then
 	// returns freed memory to the OS; sampling sooner measures the last burst's garbage.
@@ -81,17 +105,11 @@ func memory(ctx context.Context, env *framework.Env, cfg config, size int, write
 	if err != nil {
 		return nil, res, err
 	}
-	// Change every ConfigMap once (client-side apply: re-applied, so the annotation
-	// changes too).
+	// Change every source once (client-side apply: re-applied, so the annotation changes
+	// too).
 	before, _ := metric(metricsAddr, "configstamp_nudges_total")
 	if err := parallel(cfg.configMaps, 16, func(i int) error {
-		name := fmt.Sprintf("cm-%05d", i)
-		if write == writeClientSideApply {
-			return reapplyConfigMap(ctx, cs, ns, multiKeyConfigMap(name, size), "changed", "yes")
-		}
-		_, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.MergePatchType,
-			[]byte(`{"data":{"changed":"yes"}}`), metav1.PatchOptions{})
-		return err
+		return changeSource(ctx, cs, ns, source, srcName(i), size, write)
 	}); err != nil {
 		return nil, res, err
 	}
@@ -106,9 +124,9 @@ func memory(ctx context.Context, env *framework.Env, cfg config, size int, write
 		return nil, res, err
 	}
 	res = memoryResult{atRest: atRest, afterChange: afterChange, heapRest: int64(heapRest), heapChange: int64(heapChange)}
-	label := fmt.Sprintf("%d ConfigMaps of %s, %d Deployments, written %s", cfg.configMaps, sizeName(size), n, write)
+	label := fmt.Sprintf("%d %s of %s, %d Deployments, written %s", cfg.configMaps, sourceNames(source), sizeName(size), n, write)
 	return []row{
 		{"RSS at rest, " + label, fmt.Sprintf("%s (Go heap in use %s)", mib(atRest), mib(int64(heapRest)))},
-		{"RSS after every ConfigMap changed once, " + label, fmt.Sprintf("%s (Go heap in use %s)", mib(afterChange), mib(int64(heapChange)))},
+		{"RSS after every " + sourceName(source) + " changed once, " + label, fmt.Sprintf("%s (Go heap in use %s)", mib(afterChange), mib(int64(heapChange)))},
 	}, res, nil
 }

@@ -161,3 +161,27 @@ func waitFor(timeout time.Duration, what string, f func() (bool, error)) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// statefulSet consumes the named ConfigMaps through volumes; replicas 0, like deployment.
+func statefulSet(name string, cms ...string) *appsv1.StatefulSet {
+	d := deployment(name, cms...)
+	return &appsv1.StatefulSet{
+		ObjectMeta: d.ObjectMeta,
+		Spec:       appsv1.StatefulSetSpec{Replicas: ptr.To[int32](0), Selector: d.Spec.Selector, ServiceName: name, Template: d.Spec.Template},
+	}
+}
+
+// noNode is a node label no node carries: a DaemonSet selecting it has no pods (the
+// scale harness runs no kubelets and no controllers anyway).
+const noNode = "configstamp.io/scale-no-such-node"
+
+// daemonSet consumes the named ConfigMaps through volumes; its node selector matches no
+// node, so it has no pods.
+func daemonSet(name string, cms ...string) *appsv1.DaemonSet {
+	d := deployment(name, cms...)
+	d.Spec.Template.Spec.NodeSelector = map[string]string{noNode: "true"}
+	return &appsv1.DaemonSet{
+		ObjectMeta: d.ObjectMeta,
+		Spec:       appsv1.DaemonSetSpec{Selector: d.Spec.Selector, Template: d.Spec.Template},
+	}
+}
