@@ -203,6 +203,19 @@ func run(ctx context.Context, args []string) error {
 	// Digests of unchanged ConfigMaps are remembered by resourceVersion, so a check
 	// reads metadata only; 32 bytes each, bounded.
 	digests := configread.NewDigestCache(digestCacheSize)
+	// Fail start-up with the missing permissions named rather than serve admission with
+	// a watcher whose caches never sync.
+	accessClient, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("create client: %w", err)
+	}
+	missing, unchecked := checkAccess(ctx, accessClient, needed(kinds, o.secrets))
+	if missing != nil {
+		return missing
+	}
+	if unchecked != nil {
+		log.Error(unchecked, "Could not check configstamp's permissions; starting anyway")
+	}
 	self, err := whoAmI(ctx, admissionCfg, scheme)
 	if err != nil {
 		log.Error(err, "Could not tell which user configstamp runs as (SelfSubjectReview); nudge and record markers from any user are honoured")

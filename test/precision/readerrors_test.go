@@ -1,6 +1,7 @@
 package precision
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -166,4 +167,33 @@ func TestReplaceWhileReadsFail(t *testing.T) {
 		return nil
 	})
 	rollouts(t, ns, "app", 3)
+}
+
+// TestMissingPermissionsStopStart: run under an identity that may not watch StatefulSets
+// (RBAC from an older chart, or tightened by hand), configstamp does not start: it exits
+// naming what it lacks, rather than serve admission beside a watcher whose caches never
+// sync.
+func TestMissingPermissionsStopStart(t *testing.T) {
+	id := newIdentity(t)
+	rules := configstampRules("get", "list", "watch")
+	rules[1].Resources = []string{"deployments", "daemonsets"}
+	id.role.Rules = rules
+	if err := env.Client.Update(bg, id.role); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(bg, 2*time.Minute)
+	defer cancel()
+	p, err := env.Run(ctx, framework.Options{Kubeconfig: id.kubeconfig})
+	if err == nil {
+		p.Stop()
+		t.Fatal("configstamp started without permission to watch StatefulSets")
+	}
+	for _, want := range []string{"configstamp exited", "may not", "list statefulsets.apps", "watch statefulsets.apps", "patch statefulsets.apps"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("start-up error does not say %q:\n%v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "daemonsets.apps") {
+		t.Fatalf("start-up error names a permission it has:\n%v", err)
+	}
 }

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configstamp/configstamp/internal/workload"
+)
+
+// access is one permission configstamp's watch needs, cluster-wide.
+type access struct{ group, resource, verb string }
+
+func (a access) String() string {
+	r := a.resource
+	if a.group != "" {
+		r += "." + a.group
+	}
+	return a.verb + " " + r
+}
+
+// needed lists what the watcher cannot work without: without list and watch of a kind,
+// its cache never syncs and the watcher never starts (while the webhook serves on, so the
+// gap would go unnoticed).
+func needed(kinds []*workload.Kind, secrets bool) []access {
+	out := []access{
+		{"", "configmaps", "get"}, {"", "configmaps", "list"}, {"", "configmaps", "watch"},
+		{"", "namespaces", "list"}, {"", "namespaces", "watch"},
+		{"apps", "replicasets", "list"}, {"apps", "controllerrevisions", "list"},
+	}
+	for _, k := range kinds {
+		for _, verb := range []string{"get", "list", "watch", "patch"} {
+			out = append(out, access{k.Group, k.Resource, verb})
+		}
+	}
+	if secrets {
+		out = append(out, access{"", "secrets", "get"}, access{"", "secrets", "list"}, access{"", "secrets", "watch"})
+	}
+	return out
+}
+
+// checkAccess asks the API server (SelfSubjectAccessReviews, which every authenticated
+// user may create by default) whether configstamp has every permission in want, and
+// returns an error naming the missing ones. When the question itself cannot be asked,
+// it returns nil and the reason: the caller logs it and starts anyway.
+func checkAccess(ctx context.Context, c client.Client, want []access) (missing error, unchecked error) {
+	var denied []string
+	for _, a := range want {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Group: a.group, Resource: a.resource, Verb: a.verb},
+		}}
+		if err := c.Create(ctx, review); err != nil {
+			return nil, fmt.Errorf("ask whether configstamp may %s: %w", a, err)
+		}
+		if !review.Status.Allowed {
+			denied = append(denied, a.String())
+		}
+	}
+	if len(denied) > 0 {
+		return fmt.Errorf("configstamp may not %s in every namespace: grant them (the chart's ClusterRole does), or turn off what needs them", strings.Join(denied, ", ")), nil
+	}
+	return nil, nil
+}
