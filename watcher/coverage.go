@@ -4,143 +4,227 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
 
-// Coverage keys besides the workload kinds' resources.
+// coverageSecrets is the coverage key of Secrets (the others are workload resources).
 const coverageSecrets = "secrets"
 
-// coverage keeps, in the registration's CoverageAnnotation, when configstamp began to
-// stamp each workload kind and to count Secrets (the API server's clock). The
-// registration's creation alone cannot say it: an upgrade that adds a kind keeps the
-// registration, and a workload of the new kind created before it was never stamped
-// because nothing covered it, not because the webhook was bypassed. A missing entry is
-// written at the first start that covers it; anything before it counts as installed
-// over (recorded, not rolled).
+// coverageInterval is how often the leader checks the registration's coverage entries
+// (they are lost when the registration is replaced whole: helm upgrade --force,
+// kubectl replace).
+const coverageInterval = 30 * time.Second
+
+// coverage says since when configstamp has stamped each workload kind and counted
+// Secrets, on the API server's clock, so that evidence can tell a workload that should
+// have been stamped at creation (the webhook was bypassed) from one that was not
+// covered then. Deployments have been stamped by every version: since the registration's
+// creation. The other kinds and Secrets came later, and an upgrade keeps the
+// registration: their times are kept in its CoverageAnnotation, written by the leader
+// when it first covers them (for a kind, once the registration has its entries), put back
+// from memory when the registration is replaced whole, and removed when they are no
+// longer covered. A time is never before the registration's creation. Unknown (no entry,
+// no registration, no access): every unstamped workload counts as installed over.
 type coverage struct {
 	live         client.Reader
 	writer       client.Client
 	registration string
 	serverNow    func(context.Context) (time.Time, error)
 
-	mu    sync.Mutex
+	mu sync.Mutex
+	// wanted are the keys this process covers (a kind detected later is added).
+	wanted map[string]bool
+	// uid and since are the registration and the entries last read or written.
+	uid   types.UID
 	since map[string]time.Time
+	// wake asks maintain to check at once (a key was added).
+	wake chan struct{}
 }
 
-// of returns when key began to be covered; zero when unknown (not written yet, or the
-// registration does not exist): evidence then takes every unstamped workload as
-// installed over.
-func (c *coverage) of(ctx context.Context, key string) (time.Time, error) {
+func newCoverage(live client.Reader, writer client.Client, registration string, serverNow func(context.Context) (time.Time, error)) *coverage {
+	return &coverage{live: live, writer: writer, registration: registration, serverNow: serverNow,
+		wanted: map[string]bool{}, wake: make(chan struct{}, 1)}
+}
+
+// cover adds keys to what this process covers and has them written soon.
+func (c *coverage) cover(keys ...string) {
 	c.mu.Lock()
-	t, ok := c.since[key]
-	c.mu.Unlock()
-	if ok {
-		return t, nil
+	for _, k := range keys {
+		c.wanted[k] = true
 	}
-	m, _, err := c.read(ctx)
-	if err != nil {
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// of returns since when key has been covered (zero: unknown), read live.
+func (c *coverage) of(ctx context.Context, key string) (time.Time, error) {
+	reg, err := c.get(ctx)
+	if err != nil || reg == nil {
 		return time.Time{}, err
 	}
-	return m[key], nil
+	created := reg.CreationTimestamp.Time
+	if key == workload.Deployment.Resource {
+		return created, nil
+	}
+	t, ok := entries(ctx, reg)[key]
+	if !ok {
+		return time.Time{}, nil
+	}
+	return later(t, created), nil
 }
 
-// read returns the registration's coverage entries (caching them) and its
-// resourceVersion ("" when it does not exist).
-func (c *coverage) read(ctx context.Context) (map[string]time.Time, string, error) {
+func (c *coverage) get(ctx context.Context) (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
 	var reg admissionregistrationv1.MutatingWebhookConfiguration
 	err := c.live.Get(ctx, client.ObjectKey{Name: c.registration}, &reg)
-	if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
-		return nil, "", nil
+	if apierrors.IsNotFound(err) {
+		return nil, nil
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("get registration %s: %w", c.registration, err)
+		return nil, fmt.Errorf("get registration %s: %w", c.registration, err)
 	}
+	return &reg, nil
+}
+
+// entries reads the registration's CoverageAnnotation; an unreadable one (edited by
+// hand) counts as empty, and is written afresh.
+func entries(ctx context.Context, reg *admissionregistrationv1.MutatingWebhookConfiguration) map[string]time.Time {
 	m := map[string]time.Time{}
 	if v := reg.Annotations[stamp.CoverageAnnotation]; v != "" {
 		if err := json.Unmarshal([]byte(v), &m); err != nil {
-			// Unreadable (edited by hand): as if absent; it is written afresh.
-			logf.FromContext(ctx).Info("Ignored an unreadable coverage annotation on the registration", "registration", c.registration, "error", err.Error())
-			m = map[string]time.Time{}
+			logf.FromContext(ctx).Info("Ignored an unreadable coverage annotation on the registration", "registration", reg.Name, "error", err.Error())
+			return map[string]time.Time{}
 		}
+	}
+	return m
+}
+
+// registers reports whether the registration sends admissions of resource.
+func registers(reg *admissionregistrationv1.MutatingWebhookConfiguration, resource string) bool {
+	for _, w := range reg.Webhooks {
+		for _, r := range w.Rules {
+			if slices.Contains(r.Resources, resource) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sync brings the registration's entries in line with what this process covers: a
+// missing entry gets the time remembered for this registration, or now; an entry for
+// something no longer covered (Secrets or Rollouts turned off) is removed.
+// pending is true when a key waits for the registration (to exist, or to send its
+// kind's admissions).
+func (c *coverage) sync(ctx context.Context) (pending bool, err error) {
+	reg, err := c.get(ctx)
+	if err != nil || reg == nil {
+		return reg == nil, err
+	}
+	have := entries(ctx, reg)
+	c.mu.Lock()
+	wanted := maps.Clone(c.wanted)
+	remembered := map[string]time.Time{}
+	if c.uid == reg.UID {
+		remembered = maps.Clone(c.since)
+	}
+	c.mu.Unlock()
+	want := map[string]time.Time{}
+	var now time.Time
+	for k := range wanted {
+		if k == workload.Deployment.Resource {
+			continue // since the registration's creation, always
+		}
+		if k != coverageSecrets && !registers(reg, k) {
+			pending = true
+			continue // not until the registration sends its admissions
+		}
+		switch t, ok := have[k]; {
+		case ok:
+			want[k] = t
+		case !remembered[k].IsZero():
+			want[k] = remembered[k]
+		default:
+			if now.IsZero() {
+				if now, err = c.serverNow(ctx); err != nil {
+					return pending, fmt.Errorf("read the API server's clock: %w", err)
+				}
+				now = now.UTC().Truncate(time.Second)
+			}
+			want[k] = now
+		}
+	}
+	if !maps.Equal(want, have) {
+		var value *string // null removes the annotation
+		if len(want) > 0 {
+			b, _ := json.Marshal(want)
+			value = new(string(b))
+		}
+		// Conditional on what was read: no concurrent write is lost.
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": reg.ResourceVersion, "annotations": map[string]*string{stamp.CoverageAnnotation: value}}})
+		target := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		target.Name = c.registration
+		if err := c.writer.Patch(ctx, target, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return pending, fmt.Errorf("write the coverage of registration %s: %w", c.registration, err)
+		}
+		logf.FromContext(ctx).Info("Recorded since when configstamp covers each kind", "registration", c.registration, "coveredSince", want)
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.since == nil {
-		c.since = map[string]time.Time{}
-	}
-	for k, t := range m {
-		c.since[k] = t
-	}
-	return m, reg.ResourceVersion, nil
+	c.uid, c.since = reg.UID, want
+	c.mu.Unlock()
+	return pending, nil
 }
 
-// ensure writes now (the API server's clock) for every key the registration has no
-// entry for. It waits for the registration to exist.
-func (c *coverage) ensure(ctx context.Context, keys ...string) error {
-	return wait.PollUntilContextCancel(ctx, 2*time.Second, true, func(ctx context.Context) (bool, error) {
-		m, rv, err := c.read(ctx)
-		if err != nil || rv == "" {
-			if err != nil {
-				logf.FromContext(ctx).Error(err, "Could not read the registration's coverage; retrying")
-			}
-			return false, nil
-		}
-		now, err := c.serverNow(ctx)
-		if err != nil {
-			logf.FromContext(ctx).Error(err, "Could not read the API server's clock; retrying")
-			return false, nil
-		}
-		added := false
-		for _, k := range keys {
-			if _, ok := m[k]; !ok {
-				m[k] = now.UTC().Truncate(time.Second)
-				added = true
-			}
-		}
-		if !added {
-			return true, nil
-		}
-		b, _ := json.Marshal(m)
-		// Conditional on what was read: a concurrent writer's entries are never lost.
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
-			"resourceVersion": rv, "annotations": map[string]string{stamp.CoverageAnnotation: string(b)}}})
-		reg := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		reg.Name = c.registration
-		if err := c.writer.Patch(ctx, reg, client.RawPatch(types.MergePatchType, patch)); err != nil {
-			if !apierrors.IsConflict(err) {
-				logf.FromContext(ctx).Error(err, "Could not write the registration's coverage; retrying")
-			}
-			return false, nil
-		}
-		c.mu.Lock()
-		for k, t := range m {
-			c.since[k] = t
-		}
-		c.mu.Unlock()
-		logf.FromContext(ctx).Info("Recorded when configstamp began to cover", "registration", c.registration, "covered", keys, "since", now.UTC().Format(time.RFC3339))
-		return true, nil
-	})
-}
+// NeedLeaderElection: only the leader writes coverage (it runs the watcher whose
+// coverage it is).
+func (c *coverage) NeedLeaderElection() bool { return true }
 
-// coverageRunnable writes the coverage of keys once, on the leader.
-type coverageRunnable struct {
-	c    *coverage
-	keys []string
-}
-
-func (r coverageRunnable) Start(ctx context.Context) error {
-	if err := r.c.ensure(ctx, r.keys...); err != nil && ctx.Err() == nil {
-		return err
+// Start keeps the registration's coverage in line until ctx ends.
+func (c *coverage) Start(ctx context.Context) error {
+	log := logf.FromContext(ctx).WithName("coverage")
+	t := time.NewTicker(coverageInterval)
+	defer t.Stop()
+	retry := time.NewTimer(0)
+	defer retry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.wake:
+		case <-t.C:
+		case <-retry.C:
+		}
+		pending, err := c.sync(ctx)
+		switch {
+		case apierrors.IsConflict(err):
+			retry.Reset(100 * time.Millisecond)
+		case err != nil:
+			log.Error(err, "Could not keep the registration's coverage; evidence takes unstamped workloads of uncovered kinds as installed over until it can")
+			retry.Reset(2 * time.Second)
+		case pending:
+			retry.Reset(2 * time.Second)
+		}
 	}
-	return nil
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

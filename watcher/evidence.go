@@ -89,13 +89,6 @@ func (e *evidence) bypassed(ctx context.Context, kind *workload.Kind, obj client
 	return created.After(covered) && !created.Before(workload.LastWrite(ns)), nil
 }
 
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
-}
-
 // cacheBehind reports whether the watch has not yet seen the latest write of one of the
 // sources (its cached resourceVersion differs from a live metadata read's).
 func (e *evidence) cacheBehind(ctx context.Context, namespace string, srcs []stamp.Source) (bool, error) {

@@ -114,7 +114,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		return fmt.Errorf("API server URL: %w", err)
 	}
 	clock := serverClock(mgr.GetHTTPClient(), server.String())
-	cov := &coverage{live: mgr.GetAPIReader(), writer: mgr.GetClient(), registration: opts.Registration, serverNow: clock}
+	cov := newCoverage(mgr.GetAPIReader(), mgr.GetClient(), opts.Registration, clock)
 	w := &watcher{mgr: mgr, opts: opts, sources: map[string]*sourceReconciler{}, coverage: cov}
 	replay := &replayWindow{serverNow: clock}
 	sourceKinds := []string{stamp.KindConfigMap}
@@ -138,9 +138,10 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if opts.Sources.Secrets {
 		covered = append(covered, coverageSecrets)
 	}
-	// One writer for the kinds covered from the start (a kind detected later writes
-	// its own entry when it is set up).
-	if err := mgr.Add(coverageRunnable{c: cov, keys: covered}); err != nil {
+	// The leader keeps the registration's coverage entries (a kind detected later is
+	// added when it is set up).
+	cov.cover(covered...)
+	if err := mgr.Add(cov); err != nil {
 		return err
 	}
 	for _, kind := range sourceKinds {
@@ -167,7 +168,8 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 			if err := w.setupKind(ctx, k); err != nil {
 				return err
 			}
-			return mgr.Add(coverageRunnable{c: cov, keys: []string{k.Resource}})
+			cov.cover(k.Resource)
+			return nil
 		}})
 	}
 	return nil

@@ -11,13 +11,17 @@ import (
 	"github.com/configstamp/configstamp/internal/workload"
 )
 
-// access is one permission configstamp's watch needs, cluster-wide.
-type access struct{ group, resource, verb string }
+// access is one permission configstamp's watch needs, cluster-wide (on one object when
+// name is set).
+type access struct{ group, resource, verb, name string }
 
 func (a access) String() string {
 	r := a.resource
 	if a.group != "" {
 		r += "." + a.group
+	}
+	if a.name != "" {
+		r += "/" + a.name
 	}
 	return a.verb + " " + r
 }
@@ -25,19 +29,24 @@ func (a access) String() string {
 // needed lists what the watcher cannot work without: without list and watch of a kind,
 // its cache never syncs and the watcher never starts (while the webhook serves on, so the
 // gap would go unnoticed).
-func needed(kinds []*workload.Kind, secrets bool) []access {
+// Its registration is read and annotated too (since when each kind is covered).
+func needed(kinds []*workload.Kind, secrets bool, registration string) []access {
 	out := []access{
-		{"", "configmaps", "get"}, {"", "configmaps", "list"}, {"", "configmaps", "watch"},
-		{"", "namespaces", "list"}, {"", "namespaces", "watch"},
-		{"apps", "replicasets", "list"}, {"apps", "controllerrevisions", "list"},
+		{"", "configmaps", "get", ""}, {"", "configmaps", "list", ""}, {"", "configmaps", "watch", ""},
+		{"", "namespaces", "list", ""}, {"", "namespaces", "watch", ""},
+		{"apps", "replicasets", "list", ""}, {"apps", "controllerrevisions", "list", ""},
+		{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get", registration},
+		{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch", registration},
 	}
 	for _, k := range kinds {
 		for _, verb := range []string{"get", "list", "watch", "patch"} {
-			out = append(out, access{k.Group, k.Resource, verb})
+			out = append(out, access{k.Group, k.Resource, verb, ""})
 		}
 	}
 	if secrets {
-		out = append(out, access{"", "secrets", "get"}, access{"", "secrets", "list"}, access{"", "secrets", "watch"})
+		for _, verb := range []string{"get", "list", "watch"} {
+			out = append(out, access{"", "secrets", verb, ""})
+		}
 	}
 	return out
 }
@@ -50,7 +59,7 @@ func checkAccess(ctx context.Context, c client.Client, want []access) (missing e
 	var denied []string
 	for _, a := range want {
 		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Group: a.group, Resource: a.resource, Verb: a.verb},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Group: a.group, Resource: a.resource, Verb: a.verb, Name: a.name},
 		}}
 		if err := c.Create(ctx, review); err != nil {
 			return nil, fmt.Errorf("ask whether configstamp may %s: %w", a, err)
@@ -60,7 +69,7 @@ func checkAccess(ctx context.Context, c client.Client, want []access) (missing e
 		}
 	}
 	if len(denied) > 0 {
-		return fmt.Errorf("configstamp may not %s in every namespace: grant them (the chart's ClusterRole does), or turn off what needs them", strings.Join(denied, ", ")), nil
+		return fmt.Errorf("configstamp may not %s: grant them (the chart's ClusterRole does), or turn off what needs them", strings.Join(denied, ", ")), nil
 	}
 	return nil, nil
 }

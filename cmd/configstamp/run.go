@@ -209,7 +209,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("create client: %w", err)
 	}
-	missing, unchecked := checkAccess(ctx, accessClient, needed(kinds, o.secrets))
+	missing, unchecked := checkAccess(ctx, accessClient, needed(kinds, o.secrets, webhook.ConfigurationName))
 	if missing != nil {
 		return missing
 	}

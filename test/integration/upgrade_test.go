@@ -76,18 +76,22 @@ func TestUpgradeAddingKindsRollsNothing(t *testing.T) {
 		}
 		return nil
 	})
-	// The registration now says since when each kind is covered.
-	var reg admissionregistrationv1.MutatingWebhookConfiguration
-	if err := k8s.Get(bg, client.ObjectKey{Name: webhook.ConfigurationName}, &reg); err != nil {
-		t.Fatal(err)
-	}
-	var covered map[string]time.Time
-	if err := json.Unmarshal([]byte(reg.Annotations[stamp.CoverageAnnotation]), &covered); err != nil {
-		t.Fatalf("coverage annotation %q: %v", reg.Annotations[stamp.CoverageAnnotation], err)
-	}
-	for _, k := range workload.Builtin() {
-		if covered[k.Resource].Before(sts.CreationTimestamp.Time) {
-			t.Errorf("%s covered since %v, before the StatefulSet was created (%v)", k.Resource, covered[k.Resource], sts.CreationTimestamp)
+	// The registration now says since when the new kinds are covered (Deployments:
+	// since its creation).
+	framework.Eventually(t, 30*time.Second, "coverage on the registration", func() error {
+		var reg admissionregistrationv1.MutatingWebhookConfiguration
+		if err := k8s.Get(bg, client.ObjectKey{Name: webhook.ConfigurationName}, &reg); err != nil {
+			return err
 		}
-	}
+		var covered map[string]time.Time
+		if err := json.Unmarshal([]byte(reg.Annotations[stamp.CoverageAnnotation]), &covered); err != nil {
+			return fmt.Errorf("coverage annotation %q: %v", reg.Annotations[stamp.CoverageAnnotation], err)
+		}
+		for _, k := range []*workload.Kind{workload.StatefulSet, workload.DaemonSet} {
+			if covered[k.Resource].Before(sts.CreationTimestamp.Time) {
+				return fmt.Errorf("%s covered since %v, before the StatefulSet was created (%v)", k.Resource, covered[k.Resource], sts.CreationTimestamp)
+			}
+		}
+		return nil
+	})
 }
