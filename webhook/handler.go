@@ -115,6 +115,10 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	ours := marked && (s.Self == "" || req.UserInfo.Username == s.Self)
 	recording := ours && marker == stamp.NudgeRecord // the watcher writes a record
 	nudged := ours && marker != "" && !recording
+	if problem := kind.Problem(obj); problem != "" {
+		log.Info("Left alone: its pod template does not decode", "namespace", req.Namespace, "name", req.Name, "error", problem)
+		return respond(patches, "configstamp: not stamped: its pod template does not decode as a pod template: "+problem), resultSkipped
+	}
 	if tmpl == nil || stamp.IsTrue(annotations[stamp.SkipAnnotation]) {
 		// Skipped, or no pod template of its own (a Rollout that refers to a
 		// Deployment's).

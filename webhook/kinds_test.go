@@ -154,3 +154,18 @@ func TestHandleSecrets(t *testing.T) {
 		t.Fatalf("Secrets off: %+v", resp)
 	}
 }
+
+// A Rollout whose template does not decode (Argo's CRD keeps volumes as they come) is
+// admitted untouched, with a warning.
+func TestHandleUndecodableRolloutTemplate(t *testing.T) {
+	raw := []byte(`{"apiVersion":"argoproj.io/v1alpha1","kind":"Rollout","metadata":{"name":"app","namespace":"ns"},
+	 "spec":{"template":{"spec":{"containers":[{"name":"c","image":"i"}],"volumes":[{"name":"v","configMap":{"name":"cfg","defaultMode":"0644"}}]}}}}`)
+	req := review(t, workload.Rollout, admissionv1.Create, nil, nil)
+	req.Object.Raw = raw
+	s := stamper(t, cm("cfg", "1"))
+	s.Kinds = append(workload.Builtin(), workload.Rollout)
+	resp := s.Handle(context.Background(), req)
+	if !resp.Allowed || len(resp.Patches) != 0 || len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "does not decode") {
+		t.Fatalf("want admitted untouched with a warning, got %+v", resp)
+	}
+}

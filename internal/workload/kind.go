@@ -44,6 +44,8 @@ type Kind struct {
 	// says whether the controller has seen the current generation; without it, the
 	// current ReplicaSet is the one whose template equals the workload's.
 	currentHash func(client.Object) (hash string, observed bool)
+	// problem, when set, says why obj's template could not be read (nil: it could).
+	problem func(client.Object) string
 }
 
 // GVK is the kind's GroupVersionKind.
@@ -85,6 +87,15 @@ func (k *Kind) Items(list client.ObjectList) []client.Object {
 // Template returns the pod template of obj, nil when it has none of its own (a Rollout
 // that refers to a Deployment's template) or obj is not of the kind.
 func (k *Kind) Template(obj client.Object) *corev1.PodTemplateSpec { return k.template(obj) }
+
+// Problem says why obj's pod template could not be read ("" when it could, or it has
+// none of its own).
+func (k *Kind) Problem(obj client.Object) string {
+	if k.problem == nil {
+		return ""
+	}
+	return k.problem(obj)
+}
 
 // String is the kind's name, e.g. "Deployment".
 func (k *Kind) String() string { return k.Kind }

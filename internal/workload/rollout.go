@@ -29,6 +29,12 @@ var Rollout = &Kind{
 	// Argo's ReplicaSet templates differ from the Rollout's (API defaults the CRD does
 	// not apply; canary and blue-green metadata): the current one is the ReplicaSet of
 	// status.currentPodHash, once the controller has seen the current generation.
+	problem: func(o client.Object) string {
+		if r, ok := o.(*argo.Rollout); ok && r.Spec.WorkloadRef == nil {
+			return r.Spec.TemplateError
+		}
+		return ""
+	},
 	currentHash: func(o client.Object) (string, bool) {
 		r := o.(*argo.Rollout)
 		return r.Status.CurrentPodHash, r.Status.ObservedGeneration == strconv.FormatInt(r.Generation, 10)
