@@ -27,13 +27,15 @@ type Lookup func(ctx context.Context, kind, name string) (*corev1.ConfigMap, err
 
 // SecretContent is a Secret as the stamp sees it: every key of its data as a data key
 // (env and volumes both see all of a Secret's data), with its metadata. nil for nil.
+// The values alias the Secret's bytes rather than copy them (a Secret of 1 MiB is not
+// held twice): sec's data must not change while the result is in use.
 func SecretContent(sec *corev1.Secret) *corev1.ConfigMap {
 	if sec == nil {
 		return nil
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: sec.ObjectMeta, Data: make(map[string]string, len(sec.Data))}
 	for k, v := range sec.Data {
-		cm.Data[k] = string(v)
+		cm.Data[k] = unsafe.String(unsafe.SliceData(v), len(v))
 	}
 	return cm
 }
