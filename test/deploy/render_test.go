@@ -511,6 +511,21 @@ func TestRenderPodSecurityAndAvailability(t *testing.T) {
 	if _, ok := objs["NetworkPolicy/configstamp"]; ok {
 		t.Error("NetworkPolicy rendered though disabled")
 	}
+	// A budget that no eviction could meet would block every node drain.
+	for _, c := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"--set", "replicas=1"}, false},
+		{[]string{"--set", "replicas=2", "--set", "podDisruptionBudget.minAvailable=2"}, false},
+		{[]string{"--set", "replicas=3", "--set", "podDisruptionBudget.minAvailable=2"}, true},
+		{[]string{"--set", "replicas=1", "--set-string", "podDisruptionBudget.minAvailable=50%"}, false},
+		{[]string{"--set", "replicas=2", "--set-string", "podDisruptionBudget.minAvailable=50%"}, true},
+	} {
+		if _, got := render(t, c.args...)["PodDisruptionBudget/configstamp"]; got != c.want {
+			t.Errorf("%v: PodDisruptionBudget rendered %v, want %v", c.args, got, c.want)
+		}
+	}
 	objs = render(t, "--set", "networkPolicy.enabled=true", "--set", "serviceMonitor.enabled=true", "--set", "priorityClassName=system-cluster-critical")
 	for _, key := range []string{"NetworkPolicy/configstamp", "ServiceMonitor/configstamp"} {
 		if _, ok := objs[key]; !ok {
