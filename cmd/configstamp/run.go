@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -58,6 +59,7 @@ type options struct {
 	secrets                 bool
 	secretHashKey           string
 	argoRollouts            bool
+	enableHTTP2             bool
 	selfSigned              selfSignedOptions
 	qps                     float64
 	burst                   int
@@ -88,6 +90,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	fs.BoolVar(&o.secrets, "secrets", false, "Also hash the Secrets pod templates consume (secret volumes, projected secrets, envFrom.secretRef, secretKeyRef), keyed with the key in --secret-hash-key. Off: Secrets are never read.")
 	fs.StringVar(&o.secretHashKey, "secret-hash-key", "", "NAMESPACE/NAME of the Secret holding the HMAC key of Secret digests (created with a random key if missing); required with --secrets.")
 	fs.BoolVar(&o.argoRollouts, "argo-rollouts", false, "Also stamp Argo Rollouts (argoproj.io/v1alpha1), once their CRD exists (detected at start and later).")
+	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "Offer HTTP/2 on the webhook server. Off: HTTP/1.1 only, which is all the API server needs (and leaves HTTP/2's stream-level attacks, CVE-2023-44487 and CVE-2023-39325, out of reach).")
 	fs.IntVar(&o.concurrency, "concurrency", watcher.DefaultConcurrency, "How many workloads of each kind the watcher checks and nudges at once.")
 	fs.Float64Var(&o.qps, "kube-api-qps", 20, "Client-side rate limit of requests to the API server, per second.")
 	fs.IntVar(&o.burst, "kube-api-burst", 30, "Client-side burst of requests to the API server.")
@@ -181,6 +184,7 @@ func run(ctx context.Context, args []string) error {
 		LeaderElectionReleaseOnCancel: true,
 		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
 			Host: o.webhookHost, Port: o.webhookPort, CertDir: o.webhookCertDir,
+			TLSOpts: []func(*tls.Config){webhookTLS(o.enableHTTP2)},
 		}),
 		GracefulShutdownTimeout: new(10 * time.Second),
 		// The watch caches keep only what configstamp reads: no last-applied copy of
@@ -287,4 +291,15 @@ func run(ctx context.Context, args []string) error {
 	log.Info("Starting configstamp", "debounce", o.debounce.String(), "leaderElect", o.leaderElect, "devWebhookURL", o.devWebhookURL,
 		"secrets", o.secrets, "argoRollouts", o.argoRollouts)
 	return mgr.Start(ctx)
+}
+
+// webhookTLS sets the webhook server's TLS: TLS 1.2 at least, and HTTP/1.1 only unless
+// HTTP/2 is asked for.
+func webhookTLS(http2 bool) func(*tls.Config) {
+	return func(c *tls.Config) {
+		c.MinVersion = tls.VersionTLS12
+		if !http2 {
+			c.NextProtos = []string{"http/1.1"}
+		}
+	}
 }

@@ -24,6 +24,7 @@ func TestWithRunningConfigstamp(t *testing.T) {
 	}{
 		{"CreateStampsEveryReferenceForm", testCreateStampsEveryForm},
 		{"OptOut", testOptOut},
+		{"WebhookTLS", testWebhookTLS},
 		{"DryRun", testDryRun},
 		{"Audit", testAudit},
 		{"MalformedRequest", testMalformedRequest},
