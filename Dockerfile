@@ -12,10 +12,14 @@ COPY watcher/ watcher/
 COPY webhook/ webhook/
 ARG TARGETOS=linux
 ARG TARGETARCH=amd64
+# The version configstamp reports: docker build --build-arg VERSION=$(git describe --tags).
+ARG VERSION=dev
 RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
-    go build -trimpath -ldflags="-s -w" -o /out/configstamp ./cmd/configstamp
+    go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o /out/configstamp ./cmd/configstamp
 
 FROM gcr.io/distroless/static:nonroot
+ARG VERSION=dev
+LABEL org.opencontainers.image.version=${VERSION} org.opencontainers.image.source=https://github.com/configstamp/configstamp
 COPY --from=build /out/configstamp /configstamp
 USER 65532:65532
 ENTRYPOINT ["/configstamp"]

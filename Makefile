@@ -12,9 +12,12 @@ export CONFIGSTAMP_BIN_DIR
 help: ## Show the targets.
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z0-9_-]+:.*## /{printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# The version configstamp reports (--version, its start-up log, configstamp_build_info).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
 .PHONY: build
 build: ## Build bin/configstamp.
-	$(GO) build -o $(BIN)/configstamp ./cmd/configstamp
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/configstamp ./cmd/configstamp
 
 .PHONY: lint
 lint: ## go vet and gofmt.

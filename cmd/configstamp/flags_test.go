@@ -53,3 +53,20 @@ func TestFlagsRejectBadInput(t *testing.T) {
 		}
 	}
 }
+
+func TestVersion(t *testing.T) {
+	o, err := parse("--version")
+	if err != nil || !o.version {
+		t.Fatalf("--version: %+v, %v", o, err)
+	}
+	old := version
+	defer func() { version = old }()
+	version = "v1.2.3"
+	if got := versionLine(); !strings.HasPrefix(got, "configstamp v1.2.3 go") {
+		t.Fatalf("version line %q", got)
+	}
+	version = ""
+	if buildVersion() == "" {
+		t.Fatal("no version without ldflags")
+	}
+}

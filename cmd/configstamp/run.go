@@ -60,6 +60,7 @@ type options struct {
 	secretHashKey           string
 	argoRollouts            bool
 	enableHTTP2             bool
+	version                 bool
 	selfSigned              selfSignedOptions
 	qps                     float64
 	burst                   int
@@ -90,6 +91,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	fs.BoolVar(&o.secrets, "secrets", false, "Also hash the Secrets pod templates consume (secret volumes, projected secrets, envFrom.secretRef, secretKeyRef), keyed with the key in --secret-hash-key. Off: Secrets are never read.")
 	fs.StringVar(&o.secretHashKey, "secret-hash-key", "", "NAMESPACE/NAME of the Secret holding the HMAC key of Secret digests (created with a random key if missing); required with --secrets.")
 	fs.BoolVar(&o.argoRollouts, "argo-rollouts", false, "Also stamp Argo Rollouts (argoproj.io/v1alpha1), once their CRD exists (detected at start and later).")
+	fs.BoolVar(&o.version, "version", false, "Print the version and exit.")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "Offer HTTP/2 on the webhook server. Off: HTTP/1.1 only, which is all the API server needs (and leaves HTTP/2's stream-level attacks, CVE-2023-44487 and CVE-2023-39325, out of reach).")
 	fs.IntVar(&o.concurrency, "concurrency", watcher.DefaultConcurrency, "How many workloads of each kind the watcher checks and nudges at once.")
 	fs.Float64Var(&o.qps, "kube-api-qps", 20, "Client-side rate limit of requests to the API server, per second.")
@@ -123,6 +125,10 @@ func run(ctx context.Context, args []string) error {
 	o, err := parseFlags(flag.CommandLine, args)
 	if err != nil {
 		return err
+	}
+	if o.version {
+		fmt.Println(versionLine())
+		return nil
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	log := ctrl.Log.WithName("setup")
@@ -288,7 +294,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 
-	log.Info("Starting configstamp", "debounce", o.debounce.String(), "leaderElect", o.leaderElect, "devWebhookURL", o.devWebhookURL,
+	log.Info("Starting configstamp", "version", buildVersion(), "debounce", o.debounce.String(), "leaderElect", o.leaderElect, "devWebhookURL", o.devWebhookURL,
 		"secrets", o.secrets, "argoRollouts", o.argoRollouts)
 	return mgr.Start(ctx)
 }
