@@ -383,7 +383,7 @@ func TestRenderRBACLeastPrivilege(t *testing.T) {
 					namespaced := grants{}
 					namespaced.add("coordination.k8s.io/leases", "", "get", "create", "update")
 					if mode == "self-signed" {
-						clusterWide.add("admissionregistration.k8s.io/mutatingwebhookconfigurations", "configstamp", "update")
+						clusterWide.add("admissionregistration.k8s.io/mutatingwebhookconfigurations", "configstamp", "update", "list", "watch")
 						namespaced.add("/secrets", "configstamp-webhook-tls", "get", "update")
 					}
 					if secrets {
@@ -502,7 +502,7 @@ func TestRenderPodSecurityAndAvailability(t *testing.T) {
 	check("anti-affinity across nodes", pod.Affinity != nil && pod.Affinity.PodAntiAffinity != nil &&
 		len(pod.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) == 1)
 	check("certificate Secret mounted without subPath", len(c.VolumeMounts) == 1 && c.VolumeMounts[0].SubPath == "" &&
-		len(pod.Volumes) == 1 && pod.Volumes[0].Secret != nil && pod.Volumes[0].Secret.SecretName == "configstamp-webhook-tls")
+		len(pod.Volumes) == 1 && pod.Volumes[0].Secret != nil && pod.Volumes[0].Secret.SecretName == "configstamp-cert-manager-tls")
 	check("cert dir flag points at the mount", slices.Contains(c.Args, "--webhook-cert-dir="+c.VolumeMounts[0].MountPath))
 	pdb := typed[policyv1.PodDisruptionBudget](t, objs, "PodDisruptionBudget/configstamp")
 	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 {
@@ -549,8 +549,19 @@ func TestRenderCertificates(t *testing.T) {
 	if !slices.Contains(dns, "configstamp."+releaseNS+".svc") {
 		t.Errorf("serving certificate DNS names %v lack the Service", dns)
 	}
-	if secret, _, _ := unstructured.NestedString(serving.Object, "spec", "secretName"); secret != "configstamp-webhook-tls" {
-		t.Errorf("serving certificate Secret %q, want the mounted configstamp-webhook-tls", secret)
+	// Each mode has a Secret of its own name (their types differ, and a Secret's type
+	// cannot change, so a shared name would make a switch of modes fail); self-signed
+	// mode's keeps the name it always had, so existing installs keep their CA.
+	if secret, _, _ := unstructured.NestedString(serving.Object, "spec", "secretName"); secret != "configstamp-cert-manager-tls" {
+		t.Errorf("serving certificate Secret %q, want configstamp-cert-manager-tls", secret)
+	}
+	if v := typed[appsv1.Deployment](t, objs, "Deployment/configstamp").Spec.Template.Spec.Volumes[0]; v.Secret == nil || v.Secret.SecretName != "configstamp-cert-manager-tls" {
+		t.Errorf("cert-manager mode mounts %+v, want the Secret configstamp-cert-manager-tls", v)
+	}
+	for key := range objs {
+		if strings.HasPrefix(key, "Secret/") {
+			t.Errorf("cert-manager mode renders %s (cert-manager writes its Secrets)", key)
+		}
 	}
 	if out, err := toolErr("helm", "template", "configstamp", chart, "--set", "certificates.mode=bogus"); err == nil {
 		t.Errorf("an unknown certificates.mode renders:\n%s", out)
@@ -565,8 +576,8 @@ func TestRenderCertificates(t *testing.T) {
 		}
 	}
 	secret, ok := objs["Secret/configstamp-webhook-tls"]
-	if !ok || secret.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
-		t.Errorf("self-signed mode: the certificate Secret must be rendered with resource-policy keep")
+	if !ok || secret.GetAnnotations()["helm.sh/resource-policy"] != "keep" || secret.Object["type"] != "Opaque" {
+		t.Errorf("self-signed mode: the certificate Secret configstamp-webhook-tls must be rendered, Opaque, with resource-policy keep")
 	}
 	if _, hasData := secret.Object["data"]; hasData {
 		t.Errorf("self-signed mode: the chart must not set the Secret's data (an upgrade would reset the CA)")

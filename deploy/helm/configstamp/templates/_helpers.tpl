@@ -16,7 +16,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- append .Values.excludeNamespaces .Release.Namespace | uniq | sortAlpha | toJson }}
 {{- end }}
 {{- define "configstamp.readTimeout" -}}{{ mul .Values.webhook.timeoutSeconds 600 }}ms{{- end }}
-{{- define "configstamp.certSecret" -}}configstamp-webhook-tls{{- end }}
+{{- /* The serving certificate's Secret, one name per mode: self-signed mode's is Opaque and
+kept on uninstall (configstamp's CA), cert-manager's is kubernetes.io/tls; a Secret's type
+cannot change, so with one name a switch of modes could not create the other. */ -}}
+{{- define "configstamp.certSecret" -}}
+{{- if eq .Values.certificates.mode "self-signed" }}configstamp-webhook-tls{{ else }}configstamp-cert-manager-tls{{ end }}
+{{- end }}
 {{- /* The HMAC key of Secret digests (--secret-hash-key): configstamp creates it. */ -}}
 {{- define "configstamp.hashKeySecret" -}}configstamp-hash-key{{- end }}
 {{- define "configstamp.validate" -}}
