@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,6 +26,12 @@ import (
 // Names in the registration.
 const (
 	ConfigurationName = "configstamp"
+	// DevConfigurationName is dev mode's registration (--dev-webhook-url): never the
+	// chart's, so running from a laptop next to an installed chart changes nothing of it.
+	DevConfigurationName = "configstamp-dev"
+	// DevManagedBy is the app.kubernetes.io/managed-by label of dev mode's registration:
+	// dev mode updates or deletes only a registration that carries it.
+	DevManagedBy = "configstamp-dev-mode"
 	// EntryName is the Deployments' entry (see workload.Kind.EntryName).
 	EntryName      = "deployments.configstamp.io"
 	DefaultTimeout = 5
@@ -87,13 +95,20 @@ func clientConfigFor(cfg admissionregistrationv1.WebhookClientConfig, path strin
 	return out
 }
 
-// Registrar creates or updates the registration once the webhook server is serving. It
-// runs on every replica (no leader election): the registration is the same for all.
+// Registrar is dev mode's registration: it creates or updates it once the webhook
+// server is serving, and deletes it on a clean exit unless Keep is set. It never touches
+// a registration of the same name that dev mode did not make (the chart's). It runs on
+// every replica (no leader election): the registration is the same for all.
 type Registrar struct {
 	Client       client.Client
 	Registration *admissionregistrationv1.MutatingWebhookConfiguration
 	// Started reports when the webhook server serves (webhook.Server.StartedChecker()).
 	Started healthz.Checker
+	// Keep leaves the registration in place on exit (tests that model an installed
+	// webhook through restarts).
+	Keep bool
+
+	uid types.UID
 }
 
 var _ manager.LeaderElectionRunnable = &Registrar{}
@@ -101,7 +116,8 @@ var _ manager.LeaderElectionRunnable = &Registrar{}
 // NeedLeaderElection is false: every replica may (idempotently) register.
 func (r *Registrar) NeedLeaderElection() bool { return false }
 
-// Start waits for the webhook server, then applies the registration.
+// Start waits for the webhook server, then applies the registration; when ctx ends, it
+// deletes it (unless Keep).
 func (r *Registrar) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithName("registrar")
 	req, _ := http.NewRequest(http.MethodGet, "/", nil)
@@ -112,7 +128,11 @@ func (r *Registrar) Start(ctx context.Context) error {
 	}
 	err := wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Steps: 8, Cap: 10 * time.Second},
 		func(ctx context.Context) (bool, error) {
-			if err := r.apply(ctx); err != nil {
+			err := r.apply(ctx)
+			if errors.Is(err, errNotOurs) {
+				return false, err
+			}
+			if err != nil {
 				log.Error(err, "Failed to apply webhook registration; retrying")
 				return false, nil
 			}
@@ -123,20 +143,50 @@ func (r *Registrar) Start(ctx context.Context) error {
 	}
 	log.Info("Registered webhook", "configuration", r.Registration.Name, "entries", len(r.Registration.Webhooks))
 	<-ctx.Done()
+	if r.Keep {
+		return nil
+	}
+	// The manager's context is over; a short one of our own for the delete.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err = r.Client.Delete(dctx, &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: r.Registration.Name}},
+		client.Preconditions{UID: &r.uid})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete registration %s: %w", r.Registration.Name, err)
+	}
+	log.Info("Deleted webhook registration", "configuration", r.Registration.Name)
 	return nil
 }
 
+var errNotOurs = errors.New("not made by dev mode")
+
 func (r *Registrar) apply(ctx context.Context) error {
 	want := r.Registration.DeepCopy()
+	if want.Labels == nil {
+		want.Labels = map[string]string{}
+	}
+	want.Labels["app.kubernetes.io/managed-by"] = DevManagedBy
 	var cur admissionregistrationv1.MutatingWebhookConfiguration
 	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), &cur)
 	if apierrors.IsNotFound(err) {
-		return r.Client.Create(ctx, want)
+		if err := r.Client.Create(ctx, want); err != nil {
+			return err
+		}
+		r.uid = want.UID
+		return nil
 	}
 	if err != nil {
 		return err
 	}
+	if cur.Labels["app.kubernetes.io/managed-by"] != DevManagedBy {
+		return fmt.Errorf("%w: the MutatingWebhookConfiguration %s exists and is not labelled app.kubernetes.io/managed-by=%s (an installed chart's?); choose another --dev-registration-name",
+			errNotOurs, want.Name, DevManagedBy)
+	}
 	cur.Labels = want.Labels
 	cur.Webhooks = want.Webhooks
-	return r.Client.Update(ctx, &cur)
+	if err := r.Client.Update(ctx, &cur); err != nil {
+		return err
+	}
+	r.uid = cur.UID
+	return nil
 }

@@ -30,7 +30,7 @@ func (a access) String() string {
 // its cache never syncs and the watcher never starts (while the webhook serves on, so the
 // gap would go unnoticed).
 // Its registration is read and annotated too (since when each kind is covered).
-func needed(kinds []*workload.Kind, secrets bool, registration string) []access {
+func needed(kinds []*workload.Kind, secrets, metricsSecure bool, registration string) []access {
 	out := []access{
 		{"", "configmaps", "get", ""}, {"", "configmaps", "list", ""}, {"", "configmaps", "watch", ""},
 		{"", "namespaces", "list", ""}, {"", "namespaces", "watch", ""},
@@ -47,6 +47,9 @@ func needed(kinds []*workload.Kind, secrets bool, registration string) []access 
 		for _, verb := range []string{"get", "list", "watch"} {
 			out = append(out, access{"", "secrets", verb, ""})
 		}
+	}
+	if metricsSecure {
+		out = append(out, access{"authentication.k8s.io", "tokenreviews", "create", ""}, access{"authorization.k8s.io", "subjectaccessreviews", "create", ""})
 	}
 	return out
 }

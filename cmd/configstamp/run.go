@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/configstamp/configstamp/certs"
@@ -39,6 +38,10 @@ const digestCacheSize = 16384
 
 type options struct {
 	devWebhookURL           string
+	devRegistrationName     string
+	devKeepRegistration     bool
+	metricsSecure           bool
+	shutdownDelay           time.Duration
 	webhookPort             int
 	webhookHost             string
 	webhookCertDir          string
@@ -71,7 +74,11 @@ type options struct {
 // flag.CommandLine, where controller-runtime's config package has registered --kubeconfig.
 func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	o := &options{}
-	fs.StringVar(&o.devWebhookURL, "dev-webhook-url", "", "Run against a cluster outside it (local use, tests): generate a CA and serving certificate, and create or update the MutatingWebhookConfiguration \"configstamp\" to call this URL (e.g. https://127.0.0.1:9443). Empty in a cluster, where the chart registers the webhook.")
+	fs.StringVar(&o.devWebhookURL, "dev-webhook-url", "", "Run against a cluster outside it (local use, tests): generate a CA and serving certificate, and register this URL (e.g. https://127.0.0.1:9443) in the MutatingWebhookConfiguration --dev-registration-name, deleted again on a clean exit. An installed chart's registration is never touched. Empty in a cluster, where the chart registers the webhook.")
+	fs.StringVar(&o.devRegistrationName, "dev-registration-name", webhook.DevConfigurationName, "Dev mode: name of the MutatingWebhookConfiguration it creates (refused if one of that name exists that dev mode did not make).")
+	fs.BoolVar(&o.devKeepRegistration, "dev-keep-registration", false, "Dev mode: leave the registration in place on exit (so that a restart behaves like an installed webhook's).")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve metrics over HTTPS (a self-generated certificate), each request authenticated (TokenReview) and authorized (SubjectAccessReview: get on the non-resource URL /metrics). Needs create of tokenreviews and subjectaccessreviews.")
+	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", 0, "On SIGTERM, report not ready and keep serving admission this long before stopping, so that API servers stop calling this replica first (longer than the cluster's endpoint propagation, a few seconds).")
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "Port the admission webhook server listens on.")
 	fs.StringVar(&o.webhookHost, "webhook-host", "", "Address the admission webhook server binds to (empty: all).")
 	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "", "Directory holding tls.crt and tls.key for the webhook server; reloaded when they change. With --dev-webhook-url: reused if it also holds ca.crt, else a CA and certificate are generated into it (default: a fresh temporary directory). Default otherwise: /tmp/k8s-webhook-server/serving-certs.")
@@ -104,8 +111,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	if o.debounce < 0 || o.debounceMax < 0 || o.minRolloutInterval < 0 {
-		return nil, errors.New("--debounce, --debounce-max and --min-rollout-interval must not be negative")
+	if o.debounce < 0 || o.debounceMax < 0 || o.minRolloutInterval < 0 || o.shutdownDelay < 0 {
+		return nil, errors.New("--debounce, --debounce-max, --min-rollout-interval and --shutdown-delay must not be negative")
 	}
 	if o.selfSigned.secret != "" && o.devWebhookURL != "" {
 		return nil, errors.New("--self-signed-secret and --dev-webhook-url exclude each other")
@@ -150,8 +157,11 @@ func run(ctx context.Context, args []string) error {
 	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
 	cfg.UserAgent = "configstamp"
 
+	// The registration configstamp reads (coverage) and, in dev mode, writes.
+	registrationName := webhook.ConfigurationName
 	var registration *admissionregistrationv1.MutatingWebhookConfiguration
 	if o.devWebhookURL != "" {
+		registrationName = o.devRegistrationName
 		u, err := url.Parse(o.devWebhookURL)
 		if err != nil || u.Scheme != "https" || u.Hostname() == "" {
 			return fmt.Errorf("--dev-webhook-url %q: want https://HOST[:PORT]", o.devWebhookURL)
@@ -168,6 +178,7 @@ func run(ctx context.Context, args []string) error {
 		}
 		u.Path = ""
 		registration = webhook.Registration(admissionregistrationv1.WebhookClientConfig{URL: new(u.String()), CABundle: ca}, sc, kinds)
+		registration.Name = registrationName
 		log.Info("Using a self-signed serving certificate", "dir", o.webhookCertDir, "url", u.String())
 	}
 
@@ -180,7 +191,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                 metricsOptions(o.metricsAddr, o.metricsSecure, o.enableHTTP2),
 		HealthProbeBindAddress:  o.probeAddr,
 		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
@@ -219,7 +230,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("create client: %w", err)
 	}
-	missing, unchecked := checkAccess(ctx, accessClient, needed(kinds, o.secrets, webhook.ConfigurationName))
+	missing, unchecked := checkAccess(ctx, accessClient, needed(kinds, o.secrets, o.metricsSecure, registrationName))
 	if missing != nil {
 		return missing
 	}
@@ -259,7 +270,7 @@ func run(ctx context.Context, args []string) error {
 	})
 	if err := watcher.SetupWithManager(ctx, mgr, watcher.Options{
 		Debounce: o.debounce, DebounceMax: o.debounceMax, ReadTimeout: o.readTimeout, Concurrency: o.concurrency,
-		Scope: sc, Registration: webhook.ConfigurationName, MinRolloutInterval: o.minRolloutInterval,
+		Scope: sc, Registration: registrationName, MinRolloutInterval: o.minRolloutInterval,
 		RollStaleAtInstall: o.rollStaleAtInstall, Cache: digests,
 		ArgoRollouts: o.argoRollouts, Sources: sources, Key: key,
 	}); err != nil {
@@ -283,7 +294,7 @@ func run(ctx context.Context, args []string) error {
 		if err != nil {
 			return fmt.Errorf("create client: %w", err)
 		}
-		if err := mgr.Add(&webhook.Registrar{Client: c, Registration: registration, Started: mgr.GetWebhookServer().StartedChecker()}); err != nil {
+		if err := mgr.Add(&webhook.Registrar{Client: c, Registration: registration, Started: mgr.GetWebhookServer().StartedChecker(), Keep: o.devKeepRegistration}); err != nil {
 			return err
 		}
 	}
@@ -293,19 +304,13 @@ func run(ctx context.Context, args []string) error {
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return err
 	}
+	mgrCtx, stop, stopping := delayShutdown(ctx, o.shutdownDelay)
+	defer stop()
+	if err := mgr.AddReadyzCheck("shutdown", stopping); err != nil {
+		return err
+	}
 
 	log.Info("Starting configstamp", "version", buildVersion(), "debounce", o.debounce.String(), "leaderElect", o.leaderElect, "devWebhookURL", o.devWebhookURL,
-		"secrets", o.secrets, "argoRollouts", o.argoRollouts)
-	return mgr.Start(ctx)
-}
-
-// webhookTLS sets the webhook server's TLS: TLS 1.2 at least, and HTTP/1.1 only unless
-// HTTP/2 is asked for.
-func webhookTLS(http2 bool) func(*tls.Config) {
-	return func(c *tls.Config) {
-		c.MinVersion = tls.VersionTLS12
-		if !http2 {
-			c.NextProtos = []string{"http/1.1"}
-		}
-	}
+		"secrets", o.secrets, "argoRollouts", o.argoRollouts, "registration", registrationName, "metricsSecure", o.metricsSecure, "shutdownDelay", o.shutdownDelay.String())
+	return mgr.Start(mgrCtx)
 }

@@ -44,6 +44,10 @@ type Options struct {
 	Kubeconfig string
 	// SkipRegistration runs without --dev-webhook-url: the test registers the webhook.
 	SkipRegistration bool
+	// RemoveRegistration lets dev mode delete its registration on a clean exit. Off,
+	// the registration outlives the process (--dev-keep-registration), as an installed
+	// chart's does: a stop models an outage of an installed webhook.
+	RemoveRegistration bool
 	// Args are extra flags.
 	Args []string
 }
@@ -72,6 +76,9 @@ func (e *Env) Run(ctx context.Context, o Options) (*Configstamp, error) {
 	}
 	if !o.SkipRegistration {
 		args = append(args, "--dev-webhook-url", p.URL)
+		if !o.RemoveRegistration {
+			args = append(args, "--dev-keep-registration")
+		}
 	}
 	args = append(args, o.Args...)
 	p.cmd = exec.Command(e.Binary, args...)
@@ -151,6 +158,22 @@ func ProbeDeployment() *appsv1.Deployment {
 
 // Stop sends SIGTERM and waits for the process to exit.
 func (p *Configstamp) Stop() { cluster.Terminate(p.cmd.Process, p.done, 20*time.Second) }
+
+// Signal sends SIGTERM and returns at once; Exited tells when the process is gone.
+func (p *Configstamp) Signal() { _ = p.cmd.Process.Signal(syscall.SIGTERM) }
+
+// Exited is closed when the process has exited.
+func (p *Configstamp) Exited() <-chan struct{} { return p.done }
+
+// ExitCode is the process's exit code once it has exited (-1 before).
+func (p *Configstamp) ExitCode() int {
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState.ExitCode()
+	default:
+		return -1
+	}
+}
 
 // PID is the process id.
 func (p *Configstamp) PID() int { return p.cmd.Process.Pid }

@@ -168,11 +168,14 @@ func TestWebhookOutageIsHealed(t *testing.T) {
 	}
 }
 
+// deleteRegistration deletes dev mode's registration and the chart's.
 func deleteRegistration(t *testing.T) {
 	t.Helper()
-	err := k8s.Delete(bg, &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhook.ConfigurationName}})
-	if client.IgnoreNotFound(err) != nil {
-		t.Fatal(err)
+	for _, name := range []string{webhook.DevConfigurationName, webhook.ConfigurationName} {
+		err := k8s.Delete(bg, &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		if client.IgnoreNotFound(err) != nil {
+			t.Fatal(err)
+		}
 	}
 	// The API server's webhook informer drops the registration shortly after.
 	env.CreateNamespace(t, framework.ProbeNamespace, true)

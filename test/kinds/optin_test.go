@@ -111,7 +111,7 @@ func webhookCalls(ns, name, verb string) ([]string, error) {
 			if err := json.Unmarshal([]byte(v), &call); err != nil {
 				return nil, fmt.Errorf("annotation %s=%s: %w", k, v, err)
 			}
-			if call.Configuration == webhook.ConfigurationName {
+			if call.Configuration == webhook.DevConfigurationName {
 				calls = append(calls, call.Webhook)
 			}
 		}

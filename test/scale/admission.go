@@ -83,7 +83,7 @@ func admission(ctx context.Context, env *framework.Env, cfg config) ([]row, erro
 
 func updateLatencies(ctx context.Context, cs kubernetes.Interface, ns string, cfg config, phase string) ([]time.Duration, error) {
 	if phase == "without" {
-		_ = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, webhook.ConfigurationName, metav1.DeleteOptions{})
+		_ = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, webhook.DevConfigurationName, metav1.DeleteOptions{})
 		time.Sleep(2 * time.Second) // the API server's webhook informer drops it
 	}
 	lat := make([][]time.Duration, cfg.writers)

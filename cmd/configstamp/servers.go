@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// webhookTLS sets the webhook server's TLS: TLS 1.2 at least, and HTTP/1.1 only unless
+// HTTP/2 is asked for.
+func webhookTLS(http2 bool) func(*tls.Config) {
+	return func(c *tls.Config) {
+		c.MinVersion = tls.VersionTLS12
+		if !http2 {
+			c.NextProtos = []string{"http/1.1"}
+		}
+	}
+}
+
+// metricsOptions is the metrics server: plain HTTP, or with secure HTTPS (a certificate
+// controller-runtime generates) where every request must carry a token the API server
+// authenticates (TokenReview) and authorizes for get on /metrics (SubjectAccessReview).
+func metricsOptions(addr string, secure, http2 bool) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: addr}
+	if secure {
+		o.SecureServing = true
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+		o.TLSOpts = []func(*tls.Config){webhookTLS(http2)}
+	}
+	return o
+}
+
+// delayShutdown returns the context the manager runs under: it ends delay after ctx
+// does. In between, the returned check fails (the pod leaves its Service's endpoints)
+// while the webhook goes on serving the API servers that have not noticed yet.
+func delayShutdown(ctx context.Context, delay time.Duration) (context.Context, context.CancelFunc, healthz.Checker) {
+	var stopping atomic.Bool
+	mgrCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		select {
+		case <-mgrCtx.Done():
+			return
+		case <-ctx.Done():
+		}
+		stopping.Store(true)
+		if delay > 0 {
+			ctrl.Log.WithName("setup").Info("Shutting down: not ready, serving on for the shutdown delay", "delay", delay.String())
+			select {
+			case <-mgrCtx.Done():
+			case <-time.After(delay):
+			}
+		}
+		cancel()
+	}()
+	return mgrCtx, cancel, func(*http.Request) error {
+		if stopping.Load() {
+			return errors.New("shutting down")
+		}
+		return nil
+	}
+}
