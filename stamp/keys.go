@@ -3,7 +3,7 @@
 // watcher verifies. It performs no I/O; callers pass a Lookup that reads the sources.
 package stamp
 
-// Keys users see. They are part of the contract in DESIGN.md: keep them stable.
+// Keys users see, documented in README.md ("Reference", "Keys"): keep them stable.
 const (
 	// InjectLabel on a Namespace opts every workload in it in; on a workload, that one.
 	InjectLabel = "configstamp.io/inject"
