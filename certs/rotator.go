@@ -3,28 +3,19 @@ package certs
 import (
 	"bytes"
 	"context"
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
+	"crypto/sha256"
+	"errors"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
-	"slices"
+	"sync"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	certutil "k8s.io/client-go/util/cert"
-	"k8s.io/client-go/util/keyutil"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -33,14 +24,28 @@ import (
 // CAKeyName is the Secret key holding the CA's private key in self-signed mode.
 const CAKeyName = "ca.key"
 
+// DefaultCASwitchDelay is how long the registration must have trusted a new CA before
+// configstamp serves a certificate it signed.
+const DefaultCASwitchDelay = time.Minute
+
 // Rotator is the self-signed certificate mode, for clusters without cert-manager: it
 // keeps a CA and a serving certificate in a Secret, renews them before they expire,
 // writes them into the webhook server's cert dir (controller-runtime's cert watcher
 // reloads them) and keeps the registration's caBundle current. Every replica runs it;
-// writes to the Secret use optimistic concurrency, so replicas agree on one certificate.
+// writes to the Secret use optimistic concurrency, and a replica that loses a race reads
+// and uses the winner's certificate, so replicas agree on one.
+//
+// A new CA is published before anything it signed is served: the pass that makes it
+// puts it first in the bundle (the old CA stays while valid) and keeps the serving
+// certificate from the old CA; a later pass, once the registration has trusted the new
+// CA for CASwitchDelay, issues the serving certificate from it. The registration's
+// bundle never loses a newer CA to a pass that read an older Secret.
 type Rotator struct {
 	// Client reads and writes the Secret and the registration directly (no cache).
 	Client client.Client
+	// Watch, when set, watches the registration by name, so that a bundle wiped by a
+	// replace (helm upgrade --force, kubectl replace) is put back within seconds.
+	Watch  kubernetes.Interface
 	Secret types.NamespacedName
 	// Registration is the MutatingWebhookConfiguration whose caBundle is kept current;
 	// empty: none.
@@ -51,8 +56,15 @@ type Rotator struct {
 	// Validity and RenewBefore govern the serving certificate; the CA lives CAValidity
 	// and is replaced when it would expire before a new serving certificate does.
 	Validity, RenewBefore, CAValidity time.Duration
+	// CASwitchDelay: see DefaultCASwitchDelay (0: the default).
+	CASwitchDelay time.Duration
 
 	now func() time.Time
+
+	mu sync.Mutex
+	// trusted records when this process first saw the registration trust each CA
+	// (by SHA-256 of its DER).
+	trusted map[[32]byte]time.Time
 }
 
 var _ manager.LeaderElectionRunnable = &Rotator{}
@@ -60,9 +72,16 @@ var _ manager.LeaderElectionRunnable = &Rotator{}
 // NeedLeaderElection is false: every replica serves, so every replica needs the files.
 func (r *Rotator) NeedLeaderElection() bool { return false }
 
-// Start renews the certificate whenever it is due, until ctx ends.
+// Start renews the certificate whenever it is due, and puts the registration's bundle
+// back whenever it changes (with Watch), until ctx ends.
 func (r *Rotator) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithName("certs")
+	kick := make(chan struct{}, 1)
+	if r.Watch != nil && r.Registration != "" {
+		if err := r.watchRegistration(ctx, kick); err != nil {
+			return err
+		}
+	}
 	for {
 		next, err := r.Ensure(ctx)
 		wait := time.Until(next)
@@ -74,18 +93,36 @@ func (r *Rotator) Start(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-kick:
 		case <-time.After(wait):
 		}
 	}
 }
 
+// errStale: the Secret read is older than what the registration already trusts.
+var errStale = errors.New("the Secret read is older than the registration's caBundle")
+
 // Ensure makes the Secret, the cert dir and the registration hold a valid certificate,
-// and returns when it should next be renewed.
+// and returns when it should next be renewed. Losing a write race to another replica,
+// or reading a Secret older than the registration's bundle, makes it read again.
 func (r *Rotator) Ensure(ctx context.Context) (time.Time, error) {
-	now := time.Now()
-	if r.now != nil {
-		now = r.now()
+	var err error
+	for range 5 {
+		var next time.Time
+		next, err = r.ensureOnce(ctx)
+		if err == nil {
+			return next, nil
+		}
+		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) && !errors.Is(err, errStale) {
+			return time.Time{}, err
+		}
+		logf.FromContext(ctx).V(1).Info("Another replica wrote the certificate first; reading it", "reason", err.Error())
 	}
+	return time.Time{}, err
+}
+
+func (r *Rotator) ensureOnce(ctx context.Context) (time.Time, error) {
+	now := r.clock()
 	var secret corev1.Secret
 	err := r.Client.Get(ctx, r.Secret, &secret)
 	create := apierrors.IsNotFound(err)
@@ -107,64 +144,57 @@ func (r *Rotator) Ensure(ctx context.Context) (time.Time, error) {
 			err = r.Client.Update(ctx, &secret)
 		}
 		if err != nil {
-			// Another replica may have won: the next pass reads its certificate.
 			return time.Time{}, fmt.Errorf("write secret %s: %w", r.Secret, err)
 		}
-		logf.FromContext(ctx).Info("Issued self-signed serving certificate", "secret", r.Secret.String(), "renewAt", renewAt)
+		logf.FromContext(ctx).Info("Wrote the self-signed certificate", "secret", r.Secret.String(), "renewAt", renewAt)
 	}
 	if err := r.writeFiles(data); err != nil {
 		return time.Time{}, err
 	}
-	if err := r.injectCA(ctx, data[CAName]); err != nil {
+	if err := r.injectCA(ctx, data[CAName], now); err != nil {
 		return time.Time{}, err
 	}
 	return renewAt, nil
 }
 
-// renew returns the Secret data to keep, when to renew it, and whether it changed.
-func (r *Rotator) renew(data map[string][]byte, now time.Time) (map[string][]byte, time.Time, bool, error) {
-	caCert, caKey := parsePair(data[CAName], data[CAKeyName])
-	bundle := data[CAName]
-	if caCert == nil || now.Add(r.Validity).After(caCert.NotAfter) {
-		var err error
-		if caCert, caKey, err = newCA(now, r.CAValidity); err != nil {
-			return nil, time.Time{}, false, err
-		}
-		// The new CA first, then the old ones still valid, so pods holding a
-		// certificate from the old CA keep working while the new one spreads.
-		next := pemCert(caCert)
-		for _, old := range parseCerts(bundle) {
-			if old.NotAfter.After(now) {
-				next = append(next, pemCert(old)...)
-			}
-		}
-		bundle = next
-		data = nil
+func (r *Rotator) clock() time.Time {
+	if r.now != nil {
+		return r.now()
 	}
-	// Renew the serving certificate RenewBefore its end, and the CA before it would end
-	// before a new serving certificate does.
-	caRenew := caCert.NotAfter.Add(-r.Validity)
-	leaf, _ := parsePair(data[CertName], data[KeyName])
-	if leaf != nil && leaf.CheckSignatureFrom(caCert) == nil && now.Before(leaf.NotAfter.Add(-r.RenewBefore)) && sameHosts(leaf, r.Hosts) {
-		return data, minTime(leaf.NotAfter.Add(-r.RenewBefore), caRenew), false, nil
-	}
-	certPEM, keyPEM, err := newServing(now, r.Validity, caCert, caKey, r.Hosts)
-	if err != nil {
-		return nil, time.Time{}, false, err
-	}
-	caKeyPEM, err := keyutil.MarshalPrivateKeyToPEM(caKey)
-	if err != nil {
-		return nil, time.Time{}, false, err
-	}
-	out := map[string][]byte{CertName: append(certPEM, pemCert(caCert)...), KeyName: keyPEM, CAName: bundle, CAKeyName: caKeyPEM}
-	return out, minTime(now.Add(r.Validity-r.RenewBefore), caRenew), true, nil
+	return time.Now()
 }
 
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
+func (r *Rotator) switchDelay() time.Duration {
+	if r.CASwitchDelay > 0 {
+		return r.CASwitchDelay
 	}
-	return b
+	return DefaultCASwitchDelay
+}
+
+// trustedSince is when this process first saw the registration trust ca (ok false: not
+// yet). Without a registration to keep, every CA counts as trusted.
+func (r *Rotator) trustedSince(ca []byte) (time.Time, bool) {
+	if r.Registration == "" {
+		return time.Time{}, true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.trusted[sha256.Sum256(ca)]
+	return t, ok
+}
+
+func (r *Rotator) markTrusted(cas [][]byte, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.trusted == nil {
+		r.trusted = map[[32]byte]time.Time{}
+	}
+	for _, der := range cas {
+		k := sha256.Sum256(der)
+		if _, ok := r.trusted[k]; !ok {
+			r.trusted[k] = now
+		}
+	}
 }
 
 // writeFiles puts the certificate, key and CA into the cert dir when they differ,
@@ -187,132 +217,4 @@ func (r *Rotator) writeFiles(data map[string][]byte) error {
 		}
 	}
 	return nil
-}
-
-func (r *Rotator) injectCA(ctx context.Context, bundle []byte) error {
-	if r.Registration == "" {
-		return nil
-	}
-	var mwc admissionregistrationv1.MutatingWebhookConfiguration
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: r.Registration}, &mwc); err != nil {
-		return fmt.Errorf("get registration %s: %w", r.Registration, err)
-	}
-	changed := false
-	for i := range mwc.Webhooks {
-		if !bytes.Equal(mwc.Webhooks[i].ClientConfig.CABundle, bundle) {
-			mwc.Webhooks[i].ClientConfig.CABundle = bundle
-			changed = true
-		}
-	}
-	if !changed {
-		return nil
-	}
-	if err := r.Client.Update(ctx, &mwc); err != nil {
-		return fmt.Errorf("update caBundle of %s: %w", r.Registration, err)
-	}
-	logf.FromContext(ctx).Info("Updated the registration's caBundle", "registration", r.Registration)
-	return nil
-}
-
-func newCA(now time.Time, validity time.Duration) (*x509.Certificate, crypto.Signer, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	ca, err := certutil.NewSelfSignedCACert(certutil.Config{CommonName: fmt.Sprintf("configstamp-ca@%d", now.Unix())}, key)
-	if err != nil {
-		return nil, nil, err
-	}
-	// client-go's helper fixes a 10-year validity; re-sign with ours.
-	tmpl := *ca
-	tmpl.NotBefore, tmpl.NotAfter = now.Add(-time.Hour), now.Add(validity)
-	der, err := x509.CreateCertificate(rand.Reader, &tmpl, &tmpl, key.Public(), key)
-	if err != nil {
-		return nil, nil, err
-	}
-	ca, err = x509.ParseCertificate(der)
-	return ca, key, err
-}
-
-func newServing(now time.Time, validity time.Duration, ca *x509.Certificate, caKey crypto.Signer, hosts []string) ([]byte, []byte, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 126))
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: hosts[0]},
-		NotBefore:    now.Add(-5 * time.Minute), NotAfter: now.Add(validity),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, h)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
-	if err != nil {
-		return nil, nil, err
-	}
-	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: certutil.CertificateBlockType, Bytes: der}), keyPEM, nil
-}
-
-// parsePair parses a certificate (the first of a chain) and its private key; nil when
-// either is missing or they do not match.
-func parsePair(certPEM, keyPEM []byte) (*x509.Certificate, crypto.Signer) {
-	certs := parseCerts(certPEM)
-	if len(certs) == 0 {
-		return nil, nil
-	}
-	key, err := keyutil.ParsePrivateKeyPEM(keyPEM)
-	if err != nil {
-		return nil, nil
-	}
-	signer, ok := key.(crypto.Signer)
-	if !ok {
-		return nil, nil
-	}
-	pub, ok := signer.Public().(interface{ Equal(crypto.PublicKey) bool })
-	if !ok || !pub.Equal(certs[0].PublicKey) {
-		return nil, nil
-	}
-	return certs[0], signer
-}
-
-func parseCerts(b []byte) []*x509.Certificate {
-	if len(b) == 0 {
-		return nil
-	}
-	certs, err := certutil.ParseCertsPEM(b)
-	if err != nil {
-		return nil
-	}
-	return certs
-}
-
-func pemCert(c *x509.Certificate) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: certutil.CertificateBlockType, Bytes: c.Raw})
-}
-
-func sameHosts(c *x509.Certificate, hosts []string) bool {
-	var have []string
-	have = append(have, c.DNSNames...)
-	for _, ip := range c.IPAddresses {
-		have = append(have, ip.String())
-	}
-	want := slices.Clone(hosts)
-	slices.Sort(have)
-	slices.Sort(want)
-	return slices.Equal(have, want)
 }

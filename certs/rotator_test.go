@@ -2,13 +2,29 @@ package certs
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func TestRotatorRenew(t *testing.T) {
 	r := &Rotator{Hosts: []string{"configstamp.ns.svc", "127.0.0.1"}, Validity: 10 * time.Hour, RenewBefore: 3 * time.Hour, CAValidity: 30 * time.Hour}
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 	data, renewAt, changed, err := r.renew(nil, t0)
 	if err != nil || !changed {
@@ -36,21 +52,181 @@ func TestRotatorRenew(t *testing.T) {
 		t.Fatal("the CA changed with a serving certificate renewal: the caBundle would churn")
 	}
 
-	// The CA would end before a new serving certificate: new CA, old one kept in the
-	// bundle while valid, serving certificate from the new CA.
-	rolled, _, changed, _ := r.renew(renewed, t0.Add(20*time.Hour+time.Second))
-	if !changed {
-		t.Fatal("CA not rolled over")
+	r.Hosts = []string{"other.ns.svc"}
+	if _, _, changed, _ := r.renew(renewed, t0.Add(7*time.Hour+2*time.Second)); !changed {
+		t.Fatal("not reissued for new hosts")
+	}
+}
+
+// TestRotatorCARollover: a new CA is published first (the serving certificate stays
+// from the old CA), and the serving certificate switches only once the registration
+// has trusted the new CA for the switch delay; the old CA leaves the bundle when it
+// expires.
+func TestRotatorCARollover(t *testing.T) {
+	r := &Rotator{Registration: "configstamp", Hosts: []string{"configstamp.ns.svc"},
+		Validity: 10 * time.Hour, RenewBefore: 3 * time.Hour, CAValidity: 30 * time.Hour, CASwitchDelay: time.Minute}
+	data, _, _, err := r.renew(nil, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldCA, _ := parsePair(data[CAName], data[CAKeyName])
+	r.markTrusted([][]byte{oldCA.Raw}, t0)
+	// A serving certificate issued at t0+15h (valid to t0+25h).
+	if data, _, _, err = r.renew(data, t0.Add(15*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+
+	// The CA would end before a new serving certificate (t0+30h-10h).
+	at := t0.Add(20*time.Hour + time.Second)
+	rolled, next, changed, err := r.renew(data, at)
+	if err != nil || !changed {
+		t.Fatalf("CA not rolled over: %v", err)
 	}
 	bundle := parseCerts(rolled[CAName])
 	newCA, _ := parsePair(rolled[CAName], rolled[CAKeyName])
-	newLeaf, _ := parsePair(rolled[CertName], rolled[KeyName])
-	if len(bundle) != 2 || newCA == nil || newCA.Equal(ca) || !bundle[1].Equal(ca) || newLeaf.CheckSignatureFrom(newCA) != nil {
-		t.Fatalf("CA rollover: bundle of %d, new leaf signed by new CA: %v", len(bundle), newLeaf.CheckSignatureFrom(newCA))
+	if len(bundle) != 2 || newCA == nil || newCA.Equal(oldCA) || !bundle[1].Equal(oldCA) {
+		t.Fatalf("bundle of %d, want the new CA then the old one", len(bundle))
+	}
+	if !bytes.Equal(rolled[CertName], data[CertName]) || !bytes.Equal(rolled[KeyName], data[KeyName]) {
+		t.Fatal("the serving certificate changed in the pass that made the CA: served before the bundle trusts it")
+	}
+	if !next.After(at) || next.After(at.Add(time.Minute)) {
+		t.Fatalf("next pass at %v, want within the switch delay", next)
 	}
 
-	r.Hosts = []string{"other.ns.svc"}
-	if _, _, changed, _ := r.renew(rolled, t0.Add(20*time.Hour+2*time.Second)); !changed {
-		t.Fatal("not reissued for new hosts")
+	// Not yet trusted by the registration: no switch, however long.
+	if again, _, changed, _ := r.renew(rolled, at.Add(2*time.Minute)); changed || !bytes.Equal(again[CertName], data[CertName]) {
+		t.Fatal("switched to a CA the registration has not trusted")
+	}
+	r.markTrusted([][]byte{newCA.Raw, oldCA.Raw}, at.Add(2*time.Minute))
+	if again, _, changed, _ := r.renew(rolled, at.Add(2*time.Minute+59*time.Second)); changed || !bytes.Equal(again[CertName], data[CertName]) {
+		t.Fatal("switched before the registration trusted the new CA for the switch delay")
+	}
+	switched, _, changed, _ := r.renew(rolled, at.Add(3*time.Minute+time.Second))
+	leaf, _ := parsePair(switched[CertName], switched[KeyName])
+	if !changed || leaf == nil || leaf.CheckSignatureFrom(newCA) != nil {
+		t.Fatal("serving certificate not switched to the new CA after the switch delay")
+	}
+	if !bytes.Equal(switched[CAName], rolled[CAName]) {
+		t.Fatal("the bundle changed with the switch")
+	}
+
+	// The old CA expires (t0+30h): it leaves the bundle.
+	pruned, _, changed, _ := r.renew(switched, t0.Add(30*time.Hour+time.Second))
+	if got := parseCerts(pruned[CAName]); !changed || len(got) != 1 || !got[0].Equal(newCA) {
+		t.Fatalf("bundle after the old CA expired: %d certificates, want the new CA alone", len(got))
+	}
+}
+
+// TestRotatorSwitchesWhenServingCertEnds: a serving certificate about to end is
+// replaced from the new CA even if the switch delay has not passed.
+func TestRotatorSwitchesWhenServingCertEnds(t *testing.T) {
+	r := &Rotator{Registration: "configstamp", Hosts: []string{"h"}, Validity: 10 * time.Hour, RenewBefore: 3 * time.Hour, CAValidity: 30 * time.Hour, CASwitchDelay: time.Hour}
+	data, _, _, _ := r.renew(nil, t0)
+	// Issued at t0+15h, ends at t0+25h; the CA rolls at t0+20h.
+	renewedAt := t0.Add(15 * time.Hour)
+	data, _, _, _ = r.renew(data, renewedAt)
+	rolled, _, _, _ := r.renew(data, t0.Add(20*time.Hour+time.Second))
+	newCA, _ := parsePair(rolled[CAName], rolled[CAKeyName])
+	out, _, changed, _ := r.renew(rolled, t0.Add(24*time.Hour+30*time.Minute))
+	leaf, _ := parsePair(out[CertName], out[KeyName])
+	if !changed || leaf.CheckSignatureFrom(newCA) != nil {
+		t.Fatal("a serving certificate 30 minutes from its end was kept for a switch delay of an hour")
+	}
+}
+
+func newFakeRotator(t *testing.T, c client.Client) *Rotator {
+	return &Rotator{Client: c, Secret: types.NamespacedName{Namespace: "ns", Name: "tls"}, Registration: "configstamp",
+		Hosts: []string{"h"}, CertDir: t.TempDir(), Validity: 10 * time.Hour, RenewBefore: 3 * time.Hour, CAValidity: 30 * time.Hour,
+		now: func() time.Time { return t0 }}
+}
+
+func registration() *admissionregistrationv1.MutatingWebhookConfiguration {
+	return &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "configstamp"},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{Name: "a.configstamp.io"}, {Name: "b.configstamp.io"}}}
+}
+
+// TestEnsureLosesRaceToAnotherReplica: two replicas find the empty Secret; the other
+// one writes first, this one's write conflicts; it reads and serves the winner's
+// certificate instead of failing.
+func TestEnsureLosesRaceToAnotherReplica(t *testing.T) {
+	empty := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "tls"}, Type: corev1.SecretTypeOpaque}
+	base := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(empty, registration()).Build()
+	winner := newFakeRotator(t, base)
+	raced := false
+	c := interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			if _, ok := obj.(*corev1.Secret); ok && !raced {
+				raced = true
+				// The other replica's pass lands between this one's read and write.
+				if _, err := winner.Ensure(ctx); err != nil {
+					return err
+				}
+			}
+			return c.Update(ctx, obj, opts...)
+		},
+	})
+	loser := newFakeRotator(t, c)
+	if _, err := loser.Ensure(context.Background()); err != nil {
+		t.Fatalf("the replica that lost the race failed: %v", err)
+	}
+	if !raced {
+		t.Fatal("no race happened")
+	}
+	var s corev1.Secret
+	if err := base.Get(context.Background(), loser.Secret, &s); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{winner.CertDir, loser.CertDir} {
+		served, err := os.ReadFile(filepath.Join(dir, CertName))
+		if err != nil || !bytes.Equal(served, s.Data[CertName]) {
+			t.Fatalf("%s does not serve the Secret's certificate (%v)", dir, err)
+		}
+	}
+	var reg admissionregistrationv1.MutatingWebhookConfiguration
+	_ = base.Get(context.Background(), client.ObjectKey{Name: "configstamp"}, &reg)
+	for _, w := range reg.Webhooks {
+		if !bytes.Equal(w.ClientConfig.CABundle, s.Data[CAName]) {
+			t.Fatalf("entry %s does not trust the Secret's CA", w.Name)
+		}
+	}
+}
+
+// TestInjectNeverWritesOlderBundle: a pass holding an older Secret than the
+// registration's bundle does not write it back (errStale), and Ensure reads again.
+func TestInjectNeverWritesOlderBundle(t *testing.T) {
+	reg := registration()
+	base := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(reg).Build()
+	r := newFakeRotator(t, base)
+	old, _, _, _ := r.renew(nil, t0)
+	newer, _, _, _ := r.renew(nil, t0.Add(time.Hour)) // another replica's later CA
+	if err := r.injectCA(context.Background(), newer[CAName], t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	err := r.injectCA(context.Background(), old[CAName], t0.Add(time.Hour))
+	if !errors.Is(err, errStale) {
+		t.Fatalf("writing an older bundle over a newer one: %v, want errStale", err)
+	}
+	_ = base.Get(context.Background(), client.ObjectKeyFromObject(reg), reg)
+	if !bytes.Equal(reg.Webhooks[0].ClientConfig.CABundle, newer[CAName]) {
+		t.Fatal("the registration's newer bundle was replaced")
+	}
+}
+
+// TestEnsureGivesUpOnOtherErrors: an error that is not a lost race is returned.
+func TestEnsureGivesUpOnOtherErrors(t *testing.T) {
+	base := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(registration()).Build()
+	calls := 0
+	c := interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*corev1.Secret); ok {
+				calls++
+				return apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, key.Name, errors.New("no"))
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	if _, err := newFakeRotator(t, c).Ensure(context.Background()); !apierrors.IsForbidden(err) || calls != 1 {
+		t.Fatalf("err %v after %d reads, want Forbidden after 1", err, calls)
 	}
 }

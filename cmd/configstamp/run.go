@@ -230,7 +230,14 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("create client: %w", err)
 	}
-	missing, unchecked := checkAccess(ctx, accessClient, needed(kinds, o.secrets, o.metricsSecure, registrationName))
+	want := needed(kinds, o.secrets, o.metricsSecure, registrationName)
+	if o.selfSigned.secret != "" && o.selfSigned.registration != "" {
+		// Self-signed mode keeps the registration's caBundle, watching it by name.
+		for _, verb := range []string{"update", "list", "watch"} {
+			want = append(want, access{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", verb, o.selfSigned.registration})
+		}
+	}
+	missing, unchecked := checkAccess(ctx, accessClient, want)
 	if missing != nil {
 		return missing
 	}

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,6 +25,7 @@ type selfSignedOptions struct {
 	validity     time.Duration
 	renewBefore  time.Duration
 	caValidity   time.Duration
+	caSwitch     time.Duration
 }
 
 func (s *selfSignedOptions) bindFlags(fs *flag.FlagSet) {
@@ -33,6 +35,7 @@ func (s *selfSignedOptions) bindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&s.validity, "self-signed-validity", 90*24*time.Hour, "Lifetime of the self-signed serving certificate.")
 	fs.DurationVar(&s.renewBefore, "self-signed-renew-before", 30*24*time.Hour, "Renew the serving certificate this long before it expires.")
 	fs.DurationVar(&s.caValidity, "self-signed-ca-validity", 5*365*24*time.Hour, "Lifetime of the self-signed CA.")
+	fs.DurationVar(&s.caSwitch, "self-signed-ca-switch-delay", certs.DefaultCASwitchDelay, "After a new CA is published in the registration's caBundle, how long to wait before serving a certificate it signed (API servers pick the bundle up through their watches).")
 }
 
 func (s *selfSignedOptions) rotator(cfg *rest.Config, scheme *runtime.Scheme, certDir string) (*certs.Rotator, error) {
@@ -49,6 +52,9 @@ func (s *selfSignedOptions) rotator(cfg *rest.Config, scheme *runtime.Scheme, ce
 	if len(hosts) == 0 {
 		return nil, fmt.Errorf("--self-signed-hosts is required with --self-signed-secret")
 	}
+	if s.caSwitch <= 0 {
+		return nil, fmt.Errorf("--self-signed-ca-switch-delay must be positive")
+	}
 	if s.renewBefore >= s.validity || s.validity >= s.caValidity {
 		return nil, fmt.Errorf("want --self-signed-renew-before < --self-signed-validity < --self-signed-ca-validity")
 	}
@@ -59,8 +65,12 @@ func (s *selfSignedOptions) rotator(cfg *rest.Config, scheme *runtime.Scheme, ce
 	if err != nil {
 		return nil, fmt.Errorf("create client: %w", err)
 	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create client: %w", err)
+	}
 	return &certs.Rotator{
-		Client: c, Secret: types.NamespacedName{Namespace: ns, Name: name}, Registration: s.registration,
+		Client: c, Watch: cs, CASwitchDelay: s.caSwitch, Secret: types.NamespacedName{Namespace: ns, Name: name}, Registration: s.registration,
 		Hosts: hosts, CertDir: certDir, Validity: s.validity, RenewBefore: s.renewBefore, CAValidity: s.caValidity,
 	}, nil
 }

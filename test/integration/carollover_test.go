@@ -1,0 +1,291 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configstamp/configstamp/certs"
+	"github.com/configstamp/configstamp/internal/scope"
+	"github.com/configstamp/configstamp/internal/workload"
+	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/test/cluster"
+	"github.com/configstamp/configstamp/test/framework"
+	"github.com/configstamp/configstamp/webhook"
+)
+
+// selfSignedSetup is the install as the chart makes it in self-signed mode: an empty
+// Opaque Secret and the registration without a caBundle, calling port.
+func selfSignedSetup(t *testing.T, ns string, port int) *admissionregistrationv1.MutatingWebhookConfiguration {
+	t.Helper()
+	env.CreateNamespace(t, ns, false)
+	deleteRegistration(t)
+	t.Cleanup(func() { deleteRegistration(t) })
+	sc, err := scope.New(stamp.InjectLabel, scope.DefaultExcluded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := webhook.Registration(admissionregistrationv1.WebhookClientConfig{URL: new(fmt.Sprintf("https://127.0.0.1:%d", port))}, sc, workload.Builtin())
+	create(t, reg)
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "configstamp-webhook-tls"}, Type: corev1.SecretTypeOpaque})
+	return reg
+}
+
+func selfSignedArgs(ns string, extra ...string) []string {
+	return append([]string{"--self-signed-secret", ns + "/configstamp-webhook-tls", "--self-signed-hosts", "127.0.0.1"}, extra...)
+}
+
+// bundleOf is the caBundle of the registration's first entry, and whether every entry
+// has the same.
+func bundleOf(t *testing.T, name string) ([]byte, bool) {
+	t.Helper()
+	var reg admissionregistrationv1.MutatingWebhookConfiguration
+	if err := k8s.Get(bg, client.ObjectKey{Name: name}, &reg); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range reg.Webhooks[1:] {
+		if !bytes.Equal(w.ClientConfig.CABundle, reg.Webhooks[0].ClientConfig.CABundle) {
+			return reg.Webhooks[0].ClientConfig.CABundle, false
+		}
+	}
+	return reg.Webhooks[0].ClientConfig.CABundle, true
+}
+
+// handshake verifies the server on port against bundle, as the API server does, and
+// returns the serving certificate.
+func handshake(port int, bundle []byte) (*x509.Certificate, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(bundle) {
+		return nil, fmt.Errorf("empty bundle")
+	}
+	conn, err := tls.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port), &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0], nil
+}
+
+// TestSelfSignedConcurrentStart: two replicas started at once in self-signed mode
+// against the chart's empty Secret both serve, with one certificate, and neither exits;
+// a registration replaced without its caBundle (helm upgrade --force, kubectl replace)
+// gets it back within seconds.
+func TestSelfSignedConcurrentStart(t *testing.T) {
+	const ns = "configstamp-selfsigned-race"
+	ports := make([]int, 2)
+	for i := range ports {
+		var err error
+		if ports[i], err = cluster.FreePort(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := selfSignedSetup(t, ns, ports[0])
+	procs := make([]*framework.Configstamp, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range procs {
+		wg.Go(func() {
+			procs[i], errs[i] = env.Run(bg, framework.Options{SkipRegistration: true, WebhookPort: ports[i],
+				Args: selfSignedArgs(ns, "--webhook-cert-dir", t.TempDir())})
+		})
+	}
+	wg.Wait()
+	for i, p := range procs {
+		if p != nil {
+			t.Cleanup(p.Stop)
+		}
+		if errs[i] != nil {
+			t.Fatalf("replica %d: %v", i, errs[i])
+		}
+	}
+	var s corev1.Secret
+	if err := k8s.Get(bg, client.ObjectKey{Namespace: ns, Name: "configstamp-webhook-tls"}, &s); err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(s.Data[certs.CertName])
+	if block == nil {
+		t.Fatal("the Secret holds no certificate")
+	}
+	bundle, same := bundleOf(t, reg.Name)
+	if !same || !bytes.Equal(bundle, s.Data[certs.CAName]) {
+		t.Fatal("the registration does not trust the Secret's CA in every entry")
+	}
+	framework.Eventually(t, 15*time.Second, "both replicas serve the Secret's certificate", func() error {
+		for i, port := range ports {
+			leaf, err := handshake(port, bundle)
+			if err != nil {
+				return fmt.Errorf("replica %d: %v", i, err)
+			}
+			if !bytes.Equal(leaf.Raw, block.Bytes) {
+				return fmt.Errorf("replica %d serves serial %s, not the Secret's", i, leaf.SerialNumber)
+			}
+		}
+		return nil
+	})
+	for i, p := range procs {
+		if !p.Alive() {
+			t.Errorf("replica %d exited:\n%s", i, p.Output())
+		}
+		if strings.Contains(p.Output(), "Another replica wrote the certificate first") {
+			t.Logf("replica %d lost the race for the Secret and used the winner's certificate", i)
+		}
+	}
+
+	// Replace the registration as helm upgrade --force does: no caBundle.
+	var cur admissionregistrationv1.MutatingWebhookConfiguration
+	if err := k8s.Get(bg, client.ObjectKeyFromObject(reg), &cur); err != nil {
+		t.Fatal(err)
+	}
+	for i := range cur.Webhooks {
+		cur.Webhooks[i].ClientConfig.CABundle = nil
+	}
+	if err := k8s.Update(bg, &cur); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, 10*time.Second, "caBundle put back", func() error {
+		if got, same := bundleOf(t, reg.Name); !same || !bytes.Equal(got, s.Data[certs.CAName]) {
+			return fmt.Errorf("caBundle not back yet")
+		}
+		return nil
+	})
+}
+
+// TestSelfSignedCARollover forces CA rollovers with short lifetimes and checks, all the
+// way through, that the serving certificate always verifies against the registration's
+// bundle (never served before the bundle trusts it), that admissions through the API
+// server are all stamped (no failed call, which would fail open), and that the bundle
+// never goes back to an older CA.
+func TestSelfSignedCARollover(t *testing.T) {
+	const ns = "configstamp-ca-rollover"
+	port, err := cluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := selfSignedSetup(t, ns, port)
+	// CA of 40 s, renewed 20 s before its end; serving certificates of 20 s, renewed
+	// 10 s before theirs; a new CA served 3 s after the registration trusts it.
+	env.Start(t, framework.Options{SkipRegistration: true, WebhookPort: port, Args: selfSignedArgs(ns,
+		"--webhook-cert-dir", t.TempDir(), "--self-signed-validity", "20s", "--self-signed-renew-before", "10s",
+		"--self-signed-ca-validity", "40s", "--self-signed-ca-switch-delay", "3s")})
+
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	var (
+		mu        sync.Mutex
+		failures  []string
+		issuers   = map[string]bool{}
+		newestCA  time.Time
+		handshook atomic.Int64
+		admitted  atomic.Int64
+	)
+	fail := func(f string, a ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(failures) < 10 {
+			failures = append(failures, fmt.Sprintf(time.Now().Format("15:04:05.000 ")+f, a...))
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			var cur admissionregistrationv1.MutatingWebhookConfiguration
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(reg), &cur); err != nil {
+				continue
+			}
+			bundle := cur.Webhooks[0].ClientConfig.CABundle
+			var newest time.Time
+			for _, c := range mustParse(bundle) {
+				newest = later(newest, c.NotBefore)
+			}
+			mu.Lock()
+			if newest.Before(newestCA) {
+				fail("the bundle went back to an older CA (newest %s, was %s)", newest, newestCA)
+			}
+			newestCA = later(newestCA, newest)
+			mu.Unlock()
+			leaf, err := handshake(port, bundle)
+			if err != nil {
+				fail("handshake against the registration's bundle: %v", err)
+			} else {
+				mu.Lock()
+				issuers[leaf.Issuer.CommonName] = true
+				mu.Unlock()
+				handshook.Add(1)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			d := framework.ProbeDeployment()
+			d.Namespace = framework.ProbeNamespace
+			var warnings string
+			if err := k8s.Create(ctx, d, client.DryRunAll); err != nil {
+				if ctx.Err() == nil {
+					fail("dry-run create: %v", err)
+				}
+			} else if hashOf(d) == "" {
+				fail("an admission was not stamped (the API server's call failed)%s", warnings)
+			} else {
+				admitted.Add(1)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	})
+	// Until the server has presented certificates of three CAs (two rollovers), at most
+	// 100 s.
+	deadline := time.Now().Add(100 * time.Second)
+	for time.Now().Before(deadline) {
+		mu.Lock()
+		n := len(issuers)
+		mu.Unlock()
+		if n >= 3 {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	cancel()
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, f := range failures {
+		t.Error(f)
+	}
+	if len(issuers) < 3 {
+		t.Errorf("served certificates of %d CAs in 100 s, want 3 (two rollovers)", len(issuers))
+	}
+	t.Logf("%d handshakes, %d admissions stamped, CAs served: %d", handshook.Load(), admitted.Load(), len(issuers))
+}
+
+func mustParse(bundle []byte) []*x509.Certificate {
+	var out []*x509.Certificate
+	for rest := bundle; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			return out
+		}
+		if c, err := x509.ParseCertificate(b.Bytes); err == nil {
+			out = append(out, c)
+		}
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
