@@ -1,6 +1,8 @@
 # Two stages: a static binary built with the Go toolchain, then distroless (no shell, no
 # package manager), running as the distroless nonroot user.
-FROM golang:1.26 AS build
+# The build stage runs on the builder's own platform and cross-compiles for the target
+# (docker buildx build --platform linux/amd64,linux/arm64): no emulation.
+FROM --platform=$BUILDPLATFORM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
@@ -10,8 +12,8 @@ COPY internal/ internal/
 COPY stamp/ stamp/
 COPY watcher/ watcher/
 COPY webhook/ webhook/
-ARG TARGETOS=linux
-ARG TARGETARCH=amd64
+# Set by BuildKit from --platform (the target's OS and architecture).
+ARG TARGETOS TARGETARCH
 # The version configstamp reports: docker build --build-arg VERSION=$(git describe --tags).
 ARG VERSION=dev
 RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} \

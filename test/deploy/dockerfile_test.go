@@ -11,8 +11,9 @@ import (
 )
 
 // TestDockerfile checks what can be checked without a Docker engine: two stages, a
-// static build, the distroless nonroot base and user, and that every package the binary
-// is built from is copied into the build stage.
+// static build cross-compiled on the builder's platform for the target's, the distroless
+// nonroot base and user, and that every package the binary is built from is copied into
+// the build stage.
 func TestDockerfile(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join(cluster.RepoRoot(), "Dockerfile"))
 	if err != nil {
@@ -20,7 +21,8 @@ func TestDockerfile(t *testing.T) {
 	}
 	var from, copies []string
 	var user string
-	static := false
+	static, cross, buildOnBuilder := false, false, false
+	args := map[string]bool{}
 	for _, line := range strings.Split(string(raw), "\n") {
 		f := strings.Fields(line)
 		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
@@ -28,7 +30,15 @@ func TestDockerfile(t *testing.T) {
 		}
 		switch strings.ToUpper(f[0]) {
 		case "FROM":
+			if strings.HasPrefix(f[1], "--platform=") {
+				buildOnBuilder = buildOnBuilder || len(from) == 0 && f[1] == "--platform=$BUILDPLATFORM"
+				f = append(f[:1], f[2:]...)
+			}
 			from = append(from, f[1])
+		case "ARG":
+			for _, a := range f[1:] {
+				args[a] = true
+			}
 		case "COPY":
 			if !strings.HasPrefix(f[1], "--from") {
 				copies = append(copies, f[1:len(f)-1]...)
@@ -37,6 +47,7 @@ func TestDockerfile(t *testing.T) {
 			user = f[1]
 		case "RUN":
 			static = static || strings.Contains(line, "CGO_ENABLED=0")
+			cross = cross || strings.Contains(line, "GOOS=${TARGETOS} GOARCH=${TARGETARCH}")
 		}
 	}
 	if len(from) != 2 || from[1] != "gcr.io/distroless/static:nonroot" {
@@ -47,6 +58,11 @@ func TestDockerfile(t *testing.T) {
 	}
 	if !static {
 		t.Error("the binary is not built with CGO_ENABLED=0")
+	}
+	// BuildKit sets TARGETOS and TARGETARCH only where they are declared without a value.
+	if !buildOnBuilder || !cross || !args["TARGETOS"] || !args["TARGETARCH"] {
+		t.Errorf("not cross-compiled: want FROM --platform=$BUILDPLATFORM for the build stage (%v), ARG TARGETOS TARGETARCH (%v), GOOS=${TARGETOS} GOARCH=${TARGETARCH} (%v)",
+			buildOnBuilder, args["TARGETOS"] && args["TARGETARCH"], cross)
 	}
 	root := cluster.RepoRoot()
 	list := exec.Command("go", "list", "-deps", "-f", "{{if .Module}}{{if .Module.Main}}{{.Dir}}{{end}}{{end}}", "./cmd/configstamp")
