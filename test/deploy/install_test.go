@@ -2,10 +2,13 @@ package deploy
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,16 +51,22 @@ func certManagerCRDs(t *testing.T) string {
 	return filepath.Join(mod.Dir, "deploy", "crds")
 }
 
-// installChart applies the cert-manager CRDs the chart's objects need and installs the
-// chart with the real helm, afresh: a release left by an earlier test is uninstalled
-// first (outOfCluster repoints its registration, which an upgrade could not merge).
-func installChart(t *testing.T, args ...string) {
+// applyCertManagerCRDs applies the CRDs of the cert-manager objects the chart renders.
+func applyCertManagerCRDs(t *testing.T) {
 	t.Helper()
 	crds := certManagerCRDs(t)
 	for _, f := range []string{"cert-manager.io_certificates.yaml", "cert-manager.io_issuers.yaml"} {
 		tool(t, "kubectl", "apply", "--server-side", "-f", filepath.Join(crds, f))
 	}
 	tool(t, "kubectl", "wait", "--for=condition=Established", "--timeout=60s", "crd/certificates.cert-manager.io", "crd/issuers.cert-manager.io")
+}
+
+// installChart applies the cert-manager CRDs the chart's objects need and installs the
+// chart with the real helm, afresh: a release left by an earlier test is uninstalled
+// first (outOfCluster repoints its registration, which an upgrade could not merge).
+func installChart(t *testing.T, args ...string) {
+	t.Helper()
+	applyCertManagerCRDs(t)
 	tool(t, "helm", "uninstall", "configstamp", "--namespace", releaseNS, "--ignore-not-found", "--wait")
 	tool(t, "helm", append([]string{"install", "configstamp", chart, "--namespace", releaseNS, "--create-namespace", "--wait=false"}, args...)...)
 }
@@ -191,6 +200,18 @@ func TestChartInstallsAndWorksUnderItsRBAC(t *testing.T) {
 		}
 		return fmt.Errorf("no ConfigChanged event among %d", len(evs.Items))
 	})
+	// The check NOTES.txt gives, run as a user would, in the opted-in namespace: the
+	// dry run prints the stamp; nothing is created.
+	printed := runShell(t, notesCheck(t, notes(t), ns))
+	var stamped map[string]string
+	if err := json.Unmarshal([]byte(printed[strings.LastIndex(printed, "\n{")+1:]), &stamped); err != nil ||
+		len(stamped[stamp.HashAnnotation]) != 64 || !strings.HasPrefix(stamped[stamp.SourcesAnnotation], "configmap/configstamp-check=") {
+		t.Errorf("the check NOTES.txt gives printed %q (%v), want the stamp", printed, err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "configstamp-check"}, &appsv1.Deployment{}); err == nil {
+		t.Error("the check NOTES.txt gives created a Deployment")
+	}
+
 	if out := cs.Output(); strings.Contains(out, "forbidden") {
 		t.Fatalf("configstamp hit a permission it lacks:\n%s", out)
 	}
@@ -224,6 +245,9 @@ func TestChartInstallsAndWorksUnderItsRBAC(t *testing.T) {
 		"patch mutatingwebhookconfigurations/other":           "no",
 		"create leases -n " + ns:                              "no",
 		"create pods -n " + ns:                                "no",
+		"create tokenreviews.authentication.k8s.io":           "no",
+		"create subjectaccessreviews.authorization.k8s.io":    "no",
+		"list mutatingwebhookconfigurations":                  "no",
 	})
 }
 
@@ -232,8 +256,10 @@ func TestChartInstallsAndWorksUnderItsRBAC(t *testing.T) {
 // chart's ServiceAccount: it creates its key Secret, stamps and rolls workloads of every
 // kind, opted in by namespace or by their own label, consuming ConfigMaps and Secrets,
 // and hits no permission it lacks; the added permissions are exactly the documented ones.
+// With metrics.secure too: /metrics answers a scraper bound to the chart's
+// configstamp-metrics-reader, and refuses one without a token or without that binding.
 func TestChartWithSecretsAndRolloutsWorksUnderItsRBAC(t *testing.T) {
-	values := []string{"--set", "secrets.enabled=true", "--set", "argoRollouts.enabled=true"}
+	values := []string{"--set", "secrets.enabled=true", "--set", "argoRollouts.enabled=true", "--set", "metrics.secure=true"}
 	// Argo's real Rollout CRD (no Rollouts controller runs here), before configstamp starts.
 	if err := env.InstallCRDs(context.Background(), framework.ArgoRolloutsCRD()); err != nil {
 		t.Fatal(err)
@@ -241,13 +267,54 @@ func TestChartWithSecretsAndRolloutsWorksUnderItsRBAC(t *testing.T) {
 	installChart(t, values...)
 	flags := processFlags(t, render(t, values...))
 	port, certDir, kubeconfig := outOfCluster(t)
+	metricsPort, err := cluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cs := env.Start(t, framework.Options{
 		Kubeconfig: kubeconfig, SkipRegistration: true, WebhookPort: port,
 		Args: []string{"--webhook-cert-dir", certDir, "--debounce", "500ms",
-			"--secrets=" + flags["--secrets"], "--secret-hash-key=" + flags["--secret-hash-key"], "--argo-rollouts=" + flags["--argo-rollouts"]},
+			"--secrets=" + flags["--secrets"], "--secret-hash-key=" + flags["--secret-hash-key"], "--argo-rollouts=" + flags["--argo-rollouts"],
+			"--metrics-secure=" + flags["--metrics-secure"], fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort)},
 	})
 	ctx := context.Background()
 	c := env.Client
+
+	// Authenticated metrics under the chart's RBAC: configstamp reviews each scraper's
+	// token; the chart's reader role is what lets one in.
+	tool(t, "kubectl", "--namespace", releaseNS, "create", "serviceaccount", "scraper")
+	tool(t, "kubectl", "create", "clusterrolebinding", "configstamp-metrics-scraper", "--clusterrole", "configstamp-metrics-reader", "--serviceaccount", releaseNS+":scraper")
+	t.Cleanup(func() { _, _ = toolErr("kubectl", "delete", "clusterrolebinding", "configstamp-metrics-scraper") })
+	scrape := func(sa string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", metricsPort), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sa != "" {
+			req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(tool(t, "kubectl", "--namespace", releaseNS, "create", "token", sa)))
+		}
+		// The certificate is one configstamp generates itself, as the ServiceMonitor assumes.
+		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	framework.Eventually(t, 30*time.Second, "metrics served to a scraper bound to configstamp-metrics-reader", func() error {
+		if code, body := scrape("scraper"); code != http.StatusOK || !strings.Contains(body, "configstamp_") {
+			return fmt.Errorf("status %d: %.200s", code, body)
+		}
+		return nil
+	})
+	for sa, want := range map[string]int{"": http.StatusUnauthorized, "configstamp": http.StatusForbidden} {
+		if code, body := scrape(sa); code != want {
+			t.Errorf("metrics scraped with the token of %q: status %d, want %d: %.200s", sa, code, want, body)
+		}
+	}
 
 	// The key of Secret digests, created by configstamp under the ServiceAccount.
 	var key corev1.Secret
@@ -378,5 +445,8 @@ func TestChartWithSecretsAndRolloutsWorksUnderItsRBAC(t *testing.T) {
 		"update customresourcedefinitions.apiextensions.k8s.io": "no",
 		"patch statefulsets -n " + other:                        "yes",
 		"list controllerrevisions -n " + other:                  "yes",
+		"create tokenreviews.authentication.k8s.io":             "yes",
+		"create subjectaccessreviews.authorization.k8s.io":      "yes",
+		"get /metrics": "no",
 	})
 }

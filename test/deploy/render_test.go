@@ -358,60 +358,90 @@ func TestRenderReadTimeoutFollowsWebhookTimeout(t *testing.T) {
 
 // TestRenderRBACLeastPrivilege compares every permission the chart grants, as
 // (group/resource, verb, name) triples, with exactly what configstamp needs in each
-// combination of certificate mode, Secrets and Argo Rollouts.
+// combination of certificate mode, Secrets, Argo Rollouts and authenticated metrics.
 func TestRenderRBACLeastPrivilege(t *testing.T) {
 	for _, mode := range []string{"cert-manager", "self-signed"} {
 		for _, secrets := range []bool{false, true} {
 			for _, rollouts := range []bool{false, true} {
-				t.Run(fmt.Sprintf("%s/secrets=%v/argoRollouts=%v", mode, secrets, rollouts), func(t *testing.T) {
-					objs := render(t, "--set", "certificates.mode="+mode,
-						"--set", fmt.Sprintf("secrets.enabled=%v", secrets), "--set", fmt.Sprintf("argoRollouts.enabled=%v", rollouts))
-					cr := typed[rbacv1.ClusterRole](t, objs, "ClusterRole/configstamp")
-					role := typed[rbacv1.Role](t, objs, "Role/configstamp")
-					clusterWide := grants{}
-					clusterWide.add("/configmaps", "", "get", "list", "watch")
-					for _, res := range []string{"deployments", "statefulsets", "daemonsets"} {
-						clusterWide.add("apps/"+res, "", "get", "list", "watch", "patch")
-					}
-					clusterWide.add("apps/replicasets", "", "list")
-					clusterWide.add("apps/controllerrevisions", "", "list")
-					clusterWide.add("/namespaces", "", "get", "list", "watch")
-					clusterWide.add("authentication.k8s.io/selfsubjectreviews", "", "create")
-					clusterWide.add("events.k8s.io/events", "", "create", "patch")
-					clusterWide.add("/events", "", "create", "patch")
-					clusterWide.add("admissionregistration.k8s.io/mutatingwebhookconfigurations", "configstamp", "get", "patch")
-					namespaced := grants{}
-					namespaced.add("coordination.k8s.io/leases", "", "get", "create", "update")
-					if mode == "self-signed" {
-						clusterWide.add("admissionregistration.k8s.io/mutatingwebhookconfigurations", "configstamp", "update", "list", "watch")
-						namespaced.add("/secrets", "configstamp-webhook-tls", "get", "update")
-					}
-					if secrets {
-						clusterWide.add("/secrets", "", "get", "list", "watch")
-						namespaced.add("/secrets", "", "create")
-						namespaced.add("/secrets", "configstamp-hash-key", "get", "update")
-					}
-					if rollouts {
-						clusterWide.add("argoproj.io/rollouts", "", "get", "list", "watch", "patch")
-					}
-					checkGrants(t, "ClusterRole", cr.Rules, clusterWide)
-					checkGrants(t, "Role", role.Rules, namespaced)
-					if role.Namespace != releaseNS {
-						t.Errorf("Role in %s, want %s", role.Namespace, releaseNS)
-					}
-					for key, u := range objs {
-						if u.GetKind() != "ClusterRole" && u.GetKind() != "Role" {
-							continue
-						}
-						rules, _, _ := unstructured.NestedSlice(u.Object, "rules")
-						for _, r := range rules {
-							if s := strings.Join(flatten(r), " "); strings.Contains(s, "*") {
-								t.Errorf("%s has a wildcard: %v", key, r)
-							}
-						}
-					}
-				})
+				for _, secure := range []bool{false, true} {
+					t.Run(fmt.Sprintf("%s/secrets=%v/argoRollouts=%v/metrics.secure=%v", mode, secrets, rollouts, secure), func(t *testing.T) {
+						checkRBAC(t, mode, secrets, rollouts, secure)
+					})
+				}
 			}
+		}
+	}
+}
+
+// checkRBAC renders the chart with these options and compares its roles with what
+// configstamp needs.
+func checkRBAC(t *testing.T, mode string, secrets, rollouts, secure bool) {
+	t.Helper()
+	objs := render(t, "--set", "certificates.mode="+mode,
+		"--set", fmt.Sprintf("secrets.enabled=%v", secrets), "--set", fmt.Sprintf("argoRollouts.enabled=%v", rollouts),
+		"--set", fmt.Sprintf("metrics.secure=%v", secure))
+	cr := typed[rbacv1.ClusterRole](t, objs, "ClusterRole/configstamp")
+	role := typed[rbacv1.Role](t, objs, "Role/configstamp")
+	clusterWide := grants{}
+	clusterWide.add("/configmaps", "", "get", "list", "watch")
+	for _, res := range []string{"deployments", "statefulsets", "daemonsets"} {
+		clusterWide.add("apps/"+res, "", "get", "list", "watch", "patch")
+	}
+	clusterWide.add("apps/replicasets", "", "list")
+	clusterWide.add("apps/controllerrevisions", "", "list")
+	clusterWide.add("/namespaces", "", "get", "list", "watch")
+	clusterWide.add("authentication.k8s.io/selfsubjectreviews", "", "create")
+	clusterWide.add("events.k8s.io/events", "", "create", "patch")
+	clusterWide.add("/events", "", "create", "patch")
+	clusterWide.add("admissionregistration.k8s.io/mutatingwebhookconfigurations", "configstamp", "get", "patch")
+	namespaced := grants{}
+	namespaced.add("coordination.k8s.io/leases", "", "get", "create", "update")
+	if mode == "self-signed" {
+		clusterWide.add("admissionregistration.k8s.io/mutatingwebhookconfigurations", "configstamp", "update", "list", "watch")
+		namespaced.add("/secrets", "configstamp-webhook-tls", "get", "update")
+	}
+	if secrets {
+		clusterWide.add("/secrets", "", "get", "list", "watch")
+		namespaced.add("/secrets", "", "create")
+		namespaced.add("/secrets", "configstamp-hash-key", "get", "update")
+	}
+	if rollouts {
+		clusterWide.add("argoproj.io/rollouts", "", "get", "list", "watch", "patch")
+	}
+	if secure {
+		clusterWide.add("authentication.k8s.io/tokenreviews", "", "create")
+		clusterWide.add("authorization.k8s.io/subjectaccessreviews", "", "create")
+	}
+	checkGrants(t, "ClusterRole", cr.Rules, clusterWide)
+	checkGrants(t, "Role", role.Rules, namespaced)
+	if role.Namespace != releaseNS {
+		t.Errorf("Role in %s, want %s", role.Namespace, releaseNS)
+	}
+	for key, u := range objs {
+		if u.GetKind() != "ClusterRole" && u.GetKind() != "Role" {
+			continue
+		}
+		rules, _, _ := unstructured.NestedSlice(u.Object, "rules")
+		for _, r := range rules {
+			if s := strings.Join(flatten(r), " "); strings.Contains(s, "*") {
+				t.Errorf("%s has a wildcard: %v", key, r)
+			}
+		}
+	}
+	// metrics.secure: a role for scrapers to be bound to, reading /metrics and
+	// nothing else, bound to no one by the chart.
+	if _, ok := objs["ClusterRole/configstamp-metrics-reader"]; ok != secure {
+		t.Fatalf("ClusterRole configstamp-metrics-reader rendered %v, want %v", !secure, secure)
+	}
+	if secure {
+		want := []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}
+		if got := typed[rbacv1.ClusterRole](t, objs, "ClusterRole/configstamp-metrics-reader").Rules; !equality.Semantic.DeepEqual(got, want) {
+			t.Errorf("configstamp-metrics-reader rules %+v, want %+v", got, want)
+		}
+	}
+	for key, u := range objs {
+		if strings.HasSuffix(u.GetKind(), "Binding") && u.GetName() != "configstamp" {
+			t.Errorf("%s: the chart binds nothing but configstamp's own roles", key)
 		}
 	}
 }
@@ -657,6 +687,13 @@ func TestRenderKustomizeBaseMatchesChart(t *testing.T) {
 	fromKustomize := decodeAll(t, out)
 	if ns, ok := fromKustomize["Namespace/"+releaseNS]; !ok || ns == nil {
 		t.Errorf("kustomize base lacks Namespace %s", releaseNS)
+	} else {
+		// Pod Security: configstamp's pod meets restricted (TestRenderPodMeetsRestricted).
+		for _, mode := range []string{"enforce", "warn", "audit"} {
+			if got := ns.GetLabels()["pod-security.kubernetes.io/"+mode]; got != "restricted" {
+				t.Errorf("kustomize Namespace: pod-security.kubernetes.io/%s=%q, want restricted", mode, got)
+			}
+		}
 	}
 	delete(fromKustomize, "Namespace/"+releaseNS)
 	if len(fromKustomize) != len(fromChart) {
