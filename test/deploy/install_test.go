@@ -450,3 +450,76 @@ func TestChartWithSecretsAndRolloutsWorksUnderItsRBAC(t *testing.T) {
 		"get /metrics": "no",
 	})
 }
+
+// TestChartSelfSignedWorksUnderItsRBAC installs the chart in self-signed mode and runs
+// configstamp with the flags the chart renders, under the chart's ServiceAccount: it fills
+// the chart's empty Secret, puts its CA into the registration, serves admission, and
+// repairs a wiped caBundle within seconds through its watch of the registration by name,
+// which the chart's grant (get, list, watch on that one name) must allow.
+func TestChartSelfSignedWorksUnderItsRBAC(t *testing.T) {
+	values := []string{"--set", "certificates.mode=self-signed"}
+	installChart(t, values...)
+	flags := processFlags(t, render(t, values...))
+	port, certDir, kubeconfig := outOfCluster(t)
+	// The serving certificate names the address the API server calls here, not the Service.
+	cs := env.Start(t, framework.Options{
+		Kubeconfig: kubeconfig, SkipRegistration: true, WebhookPort: port,
+		Args: []string{"--webhook-cert-dir", certDir, "--self-signed-secret=" + flags["--self-signed-secret"], "--self-signed-hosts=127.0.0.1"},
+	})
+	ctx := context.Background()
+	c := env.Client
+	var secret corev1.Secret
+	if err := c.Get(ctx, client.ObjectKey{Namespace: releaseNS, Name: "configstamp-webhook-tls"}, &secret); err != nil {
+		t.Fatal(err)
+	}
+	if len(secret.Data) == 0 || flags["--self-signed-secret"] != releaseNS+"/configstamp-webhook-tls" {
+		t.Fatalf("--self-signed-secret=%s; the chart's Secret holds %d keys", flags["--self-signed-secret"], len(secret.Data))
+	}
+	bundles := func() ([][]byte, error) {
+		var mwc admissionregistrationv1.MutatingWebhookConfiguration
+		if err := c.Get(ctx, client.ObjectKey{Name: "configstamp"}, &mwc); err != nil {
+			return nil, err
+		}
+		var out [][]byte
+		for _, w := range mwc.Webhooks {
+			out = append(out, w.ClientConfig.CABundle)
+		}
+		return out, nil
+	}
+	filled := func() error {
+		got, err := bundles()
+		if err != nil {
+			return err
+		}
+		for i, b := range got {
+			if len(b) == 0 {
+				return fmt.Errorf("entry %d has no caBundle", i)
+			}
+		}
+		return nil
+	}
+	framework.Eventually(t, 10*time.Second, "caBundle filled", filled)
+
+	// Wiped (as kubectl replace or helm upgrade --force of the registration would): back
+	// within seconds, not at the next periodic pass.
+	var ops []string
+	got, _ := bundles()
+	for i := range got {
+		ops = append(ops, fmt.Sprintf(`{"op":"remove","path":"/webhooks/%d/clientConfig/caBundle"}`, i))
+	}
+	tool(t, "kubectl", "patch", "mutatingwebhookconfiguration", "configstamp", "--type=json", "-p", "["+strings.Join(ops, ",")+"]")
+	framework.Eventually(t, 10*time.Second, "wiped caBundle repaired under the chart's ServiceAccount", filled)
+
+	if out := cs.Output(); strings.Contains(out, "forbidden") {
+		t.Fatalf("configstamp hit a permission it lacks:\n%s", out)
+	}
+	canI(t, map[string]string{
+		"watch mutatingwebhookconfigurations/configstamp":        "yes",
+		"update mutatingwebhookconfigurations/configstamp":       "yes",
+		"list mutatingwebhookconfigurations":                     "no",
+		"update mutatingwebhookconfigurations/other":             "no",
+		"update secrets/configstamp-webhook-tls -n " + releaseNS: "yes",
+		"update secrets/other -n " + releaseNS:                   "no",
+		"get secrets -n " + releaseNS:                            "no",
+	})
+}
