@@ -13,12 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/certs"
-	"github.com/configstamp/configstamp/internal/scope"
-	"github.com/configstamp/configstamp/internal/workload"
-	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/test/framework"
-	"github.com/configstamp/configstamp/webhook"
 )
 
 // TestSelfSignedModeRotates runs the self-signed certificate mode with a short
@@ -26,27 +22,15 @@ import (
 // caBundle, renews the certificate, and admission keeps working across renewals.
 func TestSelfSignedModeRotates(t *testing.T) {
 	const ns = "configstamp-selfsigned"
-	env.CreateNamespace(t, ns, false)
 	port, err := cluster.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The registration as the chart installs it in this mode: no caBundle yet.
-	deleteRegistration(t)
-	sc, err := scope.New(stamp.InjectLabel, scope.DefaultExcluded)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := webhook.Registration(admissionregistrationv1.WebhookClientConfig{
-		URL: new(fmt.Sprintf("https://127.0.0.1:%d", port))}, sc, workload.Builtin())
-	if err := k8s.Create(bg, reg); err != nil {
-		t.Fatal(err)
-	}
-	p := env.Start(t, framework.Options{SkipRegistration: true, WebhookPort: port, Args: []string{
-		"--self-signed-secret", ns + "/configstamp-webhook-tls", "--self-signed-hosts", "127.0.0.1",
+	reg := selfSignedSetup(t, ns, port)
+	p := env.Start(t, framework.Options{SkipRegistration: true, WebhookPort: port, Args: selfSignedArgs(ns,
 		"--webhook-cert-dir", t.TempDir(),
 		"--self-signed-validity", "40s", "--self-signed-renew-before", "30s", "--self-signed-ca-validity", "1h",
-	}})
+	)})
 
 	secretSerial := func() (string, []byte) {
 		var s corev1.Secret

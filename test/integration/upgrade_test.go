@@ -34,6 +34,9 @@ func TestUpgradeAddingKindsRollsNothing(t *testing.T) {
 	}
 	// Nothing listens on port 1: every call fails and is ignored (failurePolicy Ignore).
 	old := webhook.Registration(admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:1")}, sc, []*workload.Kind{workload.Deployment})
+	// Dev mode's own (the upgrade below updates it in place, as a chart upgrade would).
+	old.Name = webhook.DevConfigurationName
+	old.Labels["app.kubernetes.io/managed-by"] = webhook.DevManagedBy
 	if err := k8s.Create(bg, old); err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +83,7 @@ func TestUpgradeAddingKindsRollsNothing(t *testing.T) {
 	// since its creation).
 	framework.Eventually(t, 30*time.Second, "coverage on the registration", func() error {
 		var reg admissionregistrationv1.MutatingWebhookConfiguration
-		if err := k8s.Get(bg, client.ObjectKey{Name: webhook.ConfigurationName}, &reg); err != nil {
+		if err := k8s.Get(bg, client.ObjectKey{Name: webhook.DevConfigurationName}, &reg); err != nil {
 			return err
 		}
 		var covered map[string]time.Time
