@@ -3,6 +3,7 @@ package certs
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"errors"
 	"os"
 	"path/filepath"
@@ -63,14 +64,14 @@ func TestRotatorRenew(t *testing.T) {
 // has trusted the new CA for the switch delay; the old CA leaves the bundle when it
 // expires.
 func TestRotatorCARollover(t *testing.T) {
-	r := &Rotator{Registration: "configstamp", Hosts: []string{"configstamp.ns.svc"},
-		Validity: 10 * time.Hour, RenewBefore: 3 * time.Hour, CAValidity: 30 * time.Hour, CASwitchDelay: time.Minute}
+	r := &Rotator{Publisher: Publisher{Registration: "configstamp", CASwitchDelay: time.Minute}, Hosts: []string{"configstamp.ns.svc"},
+		Validity: 10 * time.Hour, RenewBefore: 3 * time.Hour, CAValidity: 30 * time.Hour}
 	data, _, _, err := r.renew(nil, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	oldCA, _ := parsePair(data[CAName], data[CAKeyName])
-	r.markTrusted([][]byte{oldCA.Raw}, t0)
+	r.markTrusted([]*x509.Certificate{oldCA}, t0)
 	// A serving certificate issued at t0+15h (valid to t0+25h).
 	if data, _, _, err = r.renew(data, t0.Add(15*time.Hour)); err != nil {
 		t.Fatal(err)
@@ -98,7 +99,7 @@ func TestRotatorCARollover(t *testing.T) {
 	if again, _, changed, _ := r.renew(rolled, at.Add(2*time.Minute)); changed || !bytes.Equal(again[CertName], data[CertName]) {
 		t.Fatal("switched to a CA the registration has not trusted")
 	}
-	r.markTrusted([][]byte{newCA.Raw, oldCA.Raw}, at.Add(2*time.Minute))
+	r.markTrusted([]*x509.Certificate{newCA, oldCA}, at.Add(2*time.Minute))
 	if again, _, changed, _ := r.renew(rolled, at.Add(2*time.Minute+59*time.Second)); changed || !bytes.Equal(again[CertName], data[CertName]) {
 		t.Fatal("switched before the registration trusted the new CA for the switch delay")
 	}
@@ -121,7 +122,8 @@ func TestRotatorCARollover(t *testing.T) {
 // TestRotatorSwitchesWhenServingCertEnds: a serving certificate about to end is
 // replaced from the new CA even if the switch delay has not passed.
 func TestRotatorSwitchesWhenServingCertEnds(t *testing.T) {
-	r := &Rotator{Registration: "configstamp", Hosts: []string{"h"}, Validity: 10 * time.Hour, RenewBefore: 3 * time.Hour, CAValidity: 30 * time.Hour, CASwitchDelay: time.Hour}
+	r := &Rotator{Publisher: Publisher{Registration: "configstamp", CASwitchDelay: time.Hour}, Hosts: []string{"h"},
+		Validity: 10 * time.Hour, RenewBefore: 3 * time.Hour, CAValidity: 30 * time.Hour}
 	data, _, _, _ := r.renew(nil, t0)
 	// Issued at t0+15h, ends at t0+25h; the CA rolls at t0+20h.
 	renewedAt := t0.Add(15 * time.Hour)
@@ -136,9 +138,9 @@ func TestRotatorSwitchesWhenServingCertEnds(t *testing.T) {
 }
 
 func newFakeRotator(t *testing.T, c client.Client) *Rotator {
-	return &Rotator{Client: c, Secret: types.NamespacedName{Namespace: "ns", Name: "tls"}, Registration: "configstamp",
-		Hosts: []string{"h"}, CertDir: t.TempDir(), Validity: 10 * time.Hour, RenewBefore: 3 * time.Hour, CAValidity: 30 * time.Hour,
-		now: func() time.Time { return t0 }}
+	return &Rotator{Publisher: Publisher{Client: c, Registration: "configstamp", now: func() time.Time { return t0 }},
+		Secret: types.NamespacedName{Namespace: "ns", Name: "tls"}, Hosts: []string{"h"}, CertDir: t.TempDir(),
+		Validity: 10 * time.Hour, RenewBefore: 3 * time.Hour, CAValidity: 30 * time.Hour}
 }
 
 func registration() *admissionregistrationv1.MutatingWebhookConfiguration {
@@ -200,10 +202,10 @@ func TestInjectNeverWritesOlderBundle(t *testing.T) {
 	r := newFakeRotator(t, base)
 	old, _, _, _ := r.renew(nil, t0)
 	newer, _, _, _ := r.renew(nil, t0.Add(time.Hour)) // another replica's later CA
-	if err := r.injectCA(context.Background(), newer[CAName], t0.Add(time.Hour)); err != nil {
+	if err := r.publish(context.Background(), newer[CAName], t0.Add(time.Hour), false); err != nil {
 		t.Fatal(err)
 	}
-	err := r.injectCA(context.Background(), old[CAName], t0.Add(time.Hour))
+	err := r.publish(context.Background(), old[CAName], t0.Add(time.Hour), false)
 	if !errors.Is(err, errStale) {
 		t.Fatalf("writing an older bundle over a newer one: %v, want errStale", err)
 	}

@@ -20,7 +20,7 @@ func TestFlagsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.debounce != 2*time.Second || o.debounceMax != 30*time.Second || o.webhookPort != 9443 ||
-		o.namespaceLabel != "configstamp.io/inject" || o.leaderElect || o.selfSigned.secret != "" {
+		o.namespaceLabel != "configstamp.io/inject" || o.leaderElect || o.certs.enabled() || o.registrationName != "configstamp" || o.shutdownDelay != 0 || o.metricsSecure {
 		t.Fatalf("defaults: %+v", o)
 	}
 }
@@ -45,6 +45,11 @@ func TestFlagsRejectBadInput(t *testing.T) {
 	for _, args := range [][]string{
 		{"--debounce", "-1s"},
 		{"--self-signed-secret", "ns/s", "--dev-webhook-url", "https://127.0.0.1:9443"},
+		{"--tls-secret", "ns/s", "--dev-webhook-url", "https://127.0.0.1:9443"},
+		{"--tls-secret", "ns/s", "--self-signed-secret", "ns/t"},
+		{"--ca-switch-delay", "0s"},
+		{"--shutdown-delay", "-1s"},
+		{"--registration-name", ""},
 		{"stray"},
 		{"--no-such-flag"},
 	} {

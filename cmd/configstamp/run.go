@@ -64,7 +64,8 @@ type options struct {
 	argoRollouts            bool
 	enableHTTP2             bool
 	version                 bool
-	selfSigned              selfSignedOptions
+	registrationName        string
+	certs                   certOptions
 	qps                     float64
 	burst                   int
 	zap                     zap.Options
@@ -103,7 +104,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	fs.IntVar(&o.concurrency, "concurrency", watcher.DefaultConcurrency, "How many workloads of each kind the watcher checks and nudges at once.")
 	fs.Float64Var(&o.qps, "kube-api-qps", 20, "Client-side rate limit of requests to the API server, per second.")
 	fs.IntVar(&o.burst, "kube-api-burst", 30, "Client-side burst of requests to the API server.")
-	o.selfSigned.bindFlags(fs)
+	fs.StringVar(&o.registrationName, "registration-name", webhook.ConfigurationName, "The MutatingWebhookConfiguration installed for configstamp (the chart's): the watcher reads since when each kind is covered from it, and self-signed and --tls-secret modes keep its caBundle. Dev mode uses --dev-registration-name instead.")
+	o.certs.bindFlags(fs)
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -114,8 +116,14 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	if o.debounce < 0 || o.debounceMax < 0 || o.minRolloutInterval < 0 || o.shutdownDelay < 0 {
 		return nil, errors.New("--debounce, --debounce-max, --min-rollout-interval and --shutdown-delay must not be negative")
 	}
-	if o.selfSigned.secret != "" && o.devWebhookURL != "" {
-		return nil, errors.New("--self-signed-secret and --dev-webhook-url exclude each other")
+	if o.certs.enabled() && o.devWebhookURL != "" {
+		return nil, errors.New("--self-signed-secret and --tls-secret exclude --dev-webhook-url")
+	}
+	if err := o.certs.validate(); err != nil {
+		return nil, err
+	}
+	if o.registrationName == "" {
+		return nil, errors.New("--registration-name must not be empty")
 	}
 	if o.secrets && o.secretHashKey == "" {
 		return nil, errors.New("--secrets needs --secret-hash-key NAMESPACE/NAME")
@@ -158,7 +166,7 @@ func run(ctx context.Context, args []string) error {
 	cfg.UserAgent = "configstamp"
 
 	// The registration configstamp reads (coverage) and, in dev mode, writes.
-	registrationName := webhook.ConfigurationName
+	registrationName := o.registrationName
 	var registration *admissionregistrationv1.MutatingWebhookConfiguration
 	if o.devWebhookURL != "" {
 		registrationName = o.devRegistrationName
@@ -231,10 +239,10 @@ func run(ctx context.Context, args []string) error {
 		return fmt.Errorf("create client: %w", err)
 	}
 	want := needed(kinds, o.secrets, o.metricsSecure, registrationName)
-	if o.selfSigned.secret != "" && o.selfSigned.registration != "" {
-		// Self-signed mode keeps the registration's caBundle, watching it by name.
+	if o.certs.enabled() {
+		// Both certificate modes keep the registration's caBundle, watching it by name.
 		for _, verb := range []string{"update", "list", "watch"} {
-			want = append(want, access{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", verb, o.selfSigned.registration})
+			want = append(want, access{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", verb, registrationName})
 		}
 	}
 	missing, unchecked := checkAccess(ctx, accessClient, want)
@@ -283,16 +291,16 @@ func run(ctx context.Context, args []string) error {
 	}); err != nil {
 		return err
 	}
-	if o.selfSigned.secret != "" {
-		rot, err := o.selfSigned.rotator(cfg, scheme, o.webhookCertDir)
-		if err != nil {
-			return err
-		}
+	keeper, err := o.certs.keeper(cfg, scheme, o.webhookCertDir, registrationName)
+	if err != nil {
+		return err
+	}
+	if keeper != nil {
 		// The webhook server needs its files before it starts.
-		if _, err := rot.Ensure(ctx); err != nil {
-			return fmt.Errorf("self-signed certificate: %w", err)
+		if err := ensureFirst(ctx, keeper); err != nil {
+			return fmt.Errorf("serving certificate: %w", err)
 		}
-		if err := mgr.Add(rot); err != nil {
+		if err := mgr.Add(keeper); err != nil {
 			return err
 		}
 	}

@@ -44,6 +44,22 @@ func selfSignedSetup(t *testing.T, ns string, port int) *admissionregistrationv1
 	return reg
 }
 
+// wipeBundle replaces the registration as helm upgrade --force or kubectl replace of the
+// chart's manifest does: no caBundle in any entry.
+func wipeBundle(t *testing.T, name string) {
+	t.Helper()
+	var cur admissionregistrationv1.MutatingWebhookConfiguration
+	if err := k8s.Get(bg, client.ObjectKey{Name: name}, &cur); err != nil {
+		t.Fatal(err)
+	}
+	for i := range cur.Webhooks {
+		cur.Webhooks[i].ClientConfig.CABundle = nil
+	}
+	if err := k8s.Update(bg, &cur); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func selfSignedArgs(ns string, extra ...string) []string {
 	return append([]string{"--self-signed-secret", ns + "/configstamp-webhook-tls", "--self-signed-hosts", "127.0.0.1"}, extra...)
 }
@@ -144,17 +160,7 @@ func TestSelfSignedConcurrentStart(t *testing.T) {
 		}
 	}
 
-	// Replace the registration as helm upgrade --force does: no caBundle.
-	var cur admissionregistrationv1.MutatingWebhookConfiguration
-	if err := k8s.Get(bg, client.ObjectKeyFromObject(reg), &cur); err != nil {
-		t.Fatal(err)
-	}
-	for i := range cur.Webhooks {
-		cur.Webhooks[i].ClientConfig.CABundle = nil
-	}
-	if err := k8s.Update(bg, &cur); err != nil {
-		t.Fatal(err)
-	}
+	wipeBundle(t, reg.Name)
 	framework.Eventually(t, 10*time.Second, "caBundle put back", func() error {
 		if got, same := bundleOf(t, reg.Name); !same || !bytes.Equal(got, s.Data[certs.CAName]) {
 			return fmt.Errorf("caBundle not back yet")
@@ -179,30 +185,45 @@ func TestSelfSignedCARollover(t *testing.T) {
 	// 10 s before theirs; a new CA served 3 s after the registration trusts it.
 	env.Start(t, framework.Options{SkipRegistration: true, WebhookPort: port, Args: selfSignedArgs(ns,
 		"--webhook-cert-dir", t.TempDir(), "--self-signed-validity", "20s", "--self-signed-renew-before", "10s",
-		"--self-signed-ca-validity", "40s", "--self-signed-ca-switch-delay", "3s")})
+		"--self-signed-ca-validity", "40s", "--ca-switch-delay", "3s")})
 
-	ctx, cancel := context.WithCancel(bg)
-	defer cancel()
-	var (
-		mu        sync.Mutex
-		failures  []string
-		issuers   = map[string]bool{}
-		newestCA  time.Time
-		handshook atomic.Int64
-		admitted  atomic.Int64
-	)
-	fail := func(f string, a ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(failures) < 10 {
-			failures = append(failures, fmt.Sprintf(time.Now().Format("15:04:05.000 ")+f, a...))
-		}
+	m := monitorTrust(t, reg.Name, port)
+	// Until the server has presented certificates of three CAs (two rollovers), at most
+	// 100 s.
+	deadline := time.Now().Add(100 * time.Second)
+	for time.Now().Before(deadline) && m.issuerCount() < 3 {
+		time.Sleep(time.Second)
 	}
-	var wg sync.WaitGroup
-	wg.Go(func() {
+	m.stop(t)
+	if n := m.issuerCount(); n < 3 {
+		t.Errorf("served certificates of %d CAs in 100 s, want 3 (two rollovers)", n)
+	}
+}
+
+// trustMonitor checks, until stopped, every 100 ms that the webhook server's
+// certificate verifies against the registration's current bundle (as the API server
+// verifies it) and that the bundle never goes back to an older CA, and every 250 ms
+// that a dry-run admission through the API server is stamped (a failed call would fail
+// open, unstamped).
+type trustMonitor struct {
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	mu        sync.Mutex
+	failures  []string
+	issuers   map[string]bool
+	newestCA  time.Time
+	handshook atomic.Int64
+	admitted  atomic.Int64
+}
+
+func monitorTrust(t *testing.T, registration string, port int) *trustMonitor {
+	ctx, cancel := context.WithCancel(bg)
+	m := &trustMonitor{cancel: cancel, issuers: map[string]bool{}}
+	t.Cleanup(cancel)
+	m.wg.Go(func() {
 		for ctx.Err() == nil {
 			var cur admissionregistrationv1.MutatingWebhookConfiguration
-			if err := k8s.Get(ctx, client.ObjectKeyFromObject(reg), &cur); err != nil {
+			if err := k8s.Get(ctx, client.ObjectKey{Name: registration}, &cur); err != nil {
 				continue
 			}
 			bundle := cur.Webhooks[0].ClientConfig.CABundle
@@ -210,64 +231,68 @@ func TestSelfSignedCARollover(t *testing.T) {
 			for _, c := range mustParse(bundle) {
 				newest = later(newest, c.NotBefore)
 			}
-			mu.Lock()
-			if newest.Before(newestCA) {
-				fail("the bundle went back to an older CA (newest %s, was %s)", newest, newestCA)
+			m.mu.Lock()
+			if newest.Before(m.newestCA) {
+				m.fail("the bundle went back to an older CA (newest %s, was %s)", newest, m.newestCA)
 			}
-			newestCA = later(newestCA, newest)
-			mu.Unlock()
+			m.newestCA = later(m.newestCA, newest)
+			m.mu.Unlock()
 			leaf, err := handshake(port, bundle)
+			m.mu.Lock()
 			if err != nil {
-				fail("handshake against the registration's bundle: %v", err)
+				m.fail("handshake against the registration's bundle: %v", err)
 			} else {
-				mu.Lock()
-				issuers[leaf.Issuer.CommonName] = true
-				mu.Unlock()
-				handshook.Add(1)
+				m.issuers[leaf.Issuer.CommonName] = true
+				m.handshook.Add(1)
 			}
+			m.mu.Unlock()
 			time.Sleep(100 * time.Millisecond)
 		}
 	})
-	wg.Go(func() {
+	m.wg.Go(func() {
 		for ctx.Err() == nil {
 			d := framework.ProbeDeployment()
-			d.Namespace = framework.ProbeNamespace
-			var warnings string
-			if err := k8s.Create(ctx, d, client.DryRunAll); err != nil {
-				if ctx.Err() == nil {
-					fail("dry-run create: %v", err)
-				}
-			} else if hashOf(d) == "" {
-				fail("an admission was not stamped (the API server's call failed)%s", warnings)
-			} else {
-				admitted.Add(1)
+			err := k8s.Create(ctx, d, client.DryRunAll)
+			m.mu.Lock()
+			switch {
+			case err != nil && ctx.Err() == nil:
+				m.fail("dry-run create: %v", err)
+			case err == nil && hashOf(d) == "":
+				m.fail("an admission was not stamped (the API server's call failed)")
+			case err == nil:
+				m.admitted.Add(1)
 			}
+			m.mu.Unlock()
 			time.Sleep(250 * time.Millisecond)
 		}
 	})
-	// Until the server has presented certificates of three CAs (two rollovers), at most
-	// 100 s.
-	deadline := time.Now().Add(100 * time.Second)
-	for time.Now().Before(deadline) {
-		mu.Lock()
-		n := len(issuers)
-		mu.Unlock()
-		if n >= 3 {
-			break
-		}
-		time.Sleep(time.Second)
+	return m
+}
+
+// fail records a failure; m.mu is held.
+func (m *trustMonitor) fail(f string, a ...any) {
+	if len(m.failures) < 10 {
+		m.failures = append(m.failures, fmt.Sprintf(time.Now().Format("15:04:05.000 ")+f, a...))
 	}
-	cancel()
-	wg.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	for _, f := range failures {
+}
+
+func (m *trustMonitor) issuerCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.issuers)
+}
+
+// stop ends the checks and reports their failures.
+func (m *trustMonitor) stop(t *testing.T) {
+	t.Helper()
+	m.cancel()
+	m.wg.Wait()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, f := range m.failures {
 		t.Error(f)
 	}
-	if len(issuers) < 3 {
-		t.Errorf("served certificates of %d CAs in 100 s, want 3 (two rollovers)", len(issuers))
-	}
-	t.Logf("%d handshakes, %d admissions stamped, CAs served: %d", handshook.Load(), admitted.Load(), len(issuers))
+	t.Logf("%d handshakes, %d admissions stamped, CAs served: %d", m.handshook.Load(), m.admitted.Load(), len(m.issuers))
 }
 
 func mustParse(bundle []byte) []*x509.Certificate {
