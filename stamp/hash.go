@@ -103,7 +103,7 @@ func (s Stamp) SourcesAnnotation() string {
 // creation changes the hash. See README.md, "The hash", for the encoding: each source is
 // hashed on its own (SourceDigest), and the config hash covers the sources' digests
 // (Combine), so every byte of config is hashed once.
-// key is the HMAC key of Secret digests (see SourceDigest).
+// key is the HMAC key of the namespace's Secret digests (NamespaceKey; see SourceDigest).
 func Compute(ctx context.Context, sources []Source, lookup Lookup, key []byte) (Stamp, error) {
 	digests := make([]Digest, 0, len(sources))
 	for _, src := range sources {
@@ -126,8 +126,9 @@ func Ignored(cm *corev1.ConfigMap) bool {
 
 // SourceDigest hashes one source as the pod sees it; cm is nil when it does not exist. A
 // ConfigMap's digest is the SHA-256 of its encoding; a Secret's is the HMAC-SHA256 of
-// its encoding under key, which must not be empty for a Secret (a caller that reads
-// Secrets holds a key: an unkeyed digest of a Secret is never made).
+// its encoding under key, the NamespaceKey of the Secret's namespace, which must not be
+// empty for a Secret (a caller that reads Secrets holds a key: an unkeyed digest of a
+// Secret is never made).
 func SourceDigest(src Source, cm *corev1.ConfigMap, key []byte) Digest {
 	enc := encoder{h: sha256.New()}
 	if src.Kind == KindSecret {
@@ -140,6 +141,18 @@ func SourceDigest(src Source, cm *corev1.ConfigMap, key []byte) Digest {
 	d := Digest{Kind: src.Kind, Name: src.Name, Missing: cm == nil, Unmet: src.Unmet(cm)}
 	enc.h.Sum(d.Sum[:0])
 	return d
+}
+
+// NamespaceKey is the key of the Secret digests of one namespace, derived from the
+// installation's key: HMAC-SHA256(key, s("configstamp/namespace") ‖ s(namespace)). A
+// Secret's digest so depends on its namespace as well as its name and content: a digest
+// of a Secret in one namespace (in an admission response, a log line, an Event) cannot
+// confirm a guess made with a Secret of the same name in another namespace.
+func NamespaceKey(key []byte, namespace string) []byte {
+	m := hmac.New(sha256.New, key)
+	writeStr(m, "configstamp/namespace")
+	writeStr(m, namespace)
+	return m.Sum(nil)
 }
 
 // Combine makes the stamp from the digests of the (non-ignored) sources, in

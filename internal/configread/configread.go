@@ -62,7 +62,9 @@ type Reader struct {
 func (r *Reader) Stamp(ctx context.Context, namespace string, srcs []stamp.Source) (stamp.Stamp, error) {
 	var key []byte
 	if r.Key != nil {
-		key = r.Key()
+		if k := r.Key(); len(k) > 0 {
+			key = stamp.NamespaceKey(k, namespace)
+		}
 	}
 	return compute(ctx, r.Client, r.Cache, key, namespace, srcs, r.Timeout)
 }

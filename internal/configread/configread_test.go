@@ -1,7 +1,11 @@
 package configread
 
 import (
+	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
 	"sync/atomic"
 	"testing"
 
@@ -111,5 +115,51 @@ func TestCacheKeyIsCollisionFree(t *testing.T) {
 			t.Fatalf("sources %d and %d share the cache key %q", j, i, k)
 		}
 		seen[k] = i
+	}
+}
+
+// TestSecretDigestsDependOnNamespace: a Secret of the same name and content in two
+// namespaces has two digests (a digest from one namespace confirms no guess about the
+// other), each the documented HMAC under the namespace's key; a ConfigMap's does not.
+func TestSecretDigestsDependOnNamespace(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	var objs []client.Object
+	for _, ns := range []string{"victim", "attacker"} {
+		objs = append(objs,
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Data: map[string][]byte{"password": []byte("hunter2")}},
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Data: map[string]string{"password": "hunter2"}})
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+	key := []byte("0123456789abcdef0123456789abcdef")
+	r := &Reader{Client: c, Cache: NewDigestCache(16), Key: func() []byte { return key }}
+	srcs := []stamp.Source{{Kind: stamp.KindSecret, Name: "db", AllKeys: true}, {Kind: stamp.KindConfigMap, Name: "db", AllKeys: true}}
+	stamps := map[string]stamp.Stamp{}
+	for _, ns := range []string{"victim", "attacker"} {
+		st, err := r.Stamp(context.Background(), ns, srcs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stamps[ns] = st
+		sec := &corev1.Secret{Data: map[string][]byte{"password": []byte("hunter2")}}
+		want := stamp.SourceDigest(srcs[0], stamp.SecretContent(sec), stamp.NamespaceKey(key, ns))
+		if st.Sources[0].Sum != want.Sum {
+			t.Errorf("%s: the Secret's digest is not the HMAC under the namespace's key", ns)
+		}
+	}
+	if stamps["victim"].Sources[0].Sum == stamps["attacker"].Sources[0].Sum {
+		t.Error("the same Secret in two namespaces has one digest")
+	}
+	if stamps["victim"].Sources[1].Sum != stamps["attacker"].Sources[1].Sum {
+		t.Error("a ConfigMap's digest depends on its namespace")
+	}
+	// The derivation, independently: HMAC-SHA256(key, s("configstamp/namespace") ‖ s(ns)).
+	m := hmac.New(sha256.New, key)
+	for _, s := range []string{"configstamp/namespace", "victim"} {
+		_ = binary.Write(m, binary.BigEndian, uint64(len(s)))
+		m.Write([]byte(s))
+	}
+	if !bytes.Equal(m.Sum(nil), stamp.NamespaceKey(key, "victim")) {
+		t.Error("NamespaceKey is not the documented derivation")
 	}
 }

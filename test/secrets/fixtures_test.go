@@ -176,7 +176,7 @@ func readKey(t testing.TB, keyNS, name string) []byte {
 func expected(t testing.TB, d *appsv1.Deployment, key []byte) stamp.Stamp {
 	t.Helper()
 	srcs := stamp.Consumed(d.Annotations, &d.Spec.Template.Spec, stamp.Options{Secrets: true})
-	st, err := stamp.Compute(bg, srcs, configread.Lookup(env.Client, d.Namespace), key)
+	st, err := stamp.Compute(bg, srcs, configread.Lookup(env.Client, d.Namespace), stamp.NamespaceKey(key, d.Namespace))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,6 +278,16 @@ func configHash(digests ...[]byte) string {
 func sum(b []byte) []byte { s := sha256.Sum256(b); return s[:] }
 
 func hexSum(b []byte) string { return hex.EncodeToString(sum(b)) }
+
+// namespaceKey is the key of one namespace's Secret digests, as documented.
+func namespaceKey(key []byte, ns string) []byte {
+	var b bytes.Buffer
+	for _, s := range []string{"configstamp/namespace", ns} {
+		_ = binary.Write(&b, binary.BigEndian, uint64(len(s)))
+		b.WriteString(s)
+	}
+	return keyed(key, b.Bytes())
+}
 
 func keyed(key, b []byte) []byte {
 	m := hmac.New(sha256.New, key)

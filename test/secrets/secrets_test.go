@@ -409,7 +409,7 @@ stringData:
 
 	// The stamps are the documented ones: keyed for the Secret, plain for the ConfigMap.
 	data := map[string]string{"password": password}
-	secretDigest := keyed(key, encodeSource("secret", "db", []string{"password"}, data))
+	secretDigest := keyed(namespaceKey(key, ns), encodeSource("secret", "db", []string{"password"}, data))
 	ctlDigest := sum(encodeSource("configmap", "ctl", []string{"password"}, data))
 	for _, c := range []struct {
 		name, hash, sources string
