@@ -108,6 +108,20 @@ func (d *debouncer[K]) pending(key K) bool {
 	return waiting || flying
 }
 
+// oldest returns how long the oldest burst waiting for quiet has lasted (0: none). A
+// burst ends at the latest debounce-max after its first event, so an age well past it
+// means bursts are not being handed on.
+func (d *debouncer[K]) oldest() time.Duration {
+	now := d.now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var age time.Duration
+	for _, w := range d.burst {
+		age = max(age, now.Sub(w.first))
+	}
+	return age
+}
+
 // len returns the number of keys waiting for quiet.
 func (d *debouncer[K]) len() int {
 	d.mu.Lock()

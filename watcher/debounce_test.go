@@ -151,3 +151,30 @@ func TestDebouncerPendingUntilDone(t *testing.T) {
 		t.Fatal("still pending after done")
 	}
 }
+
+// TestDebouncerOldestBurst: the age of the oldest waiting burst grows while it waits
+// (read at scrape time, not only at events) and drops once it is handed on.
+func TestDebouncerOldestBurst(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	d := newDebouncer[string](2*time.Second, 10*time.Second)
+	d.now = clk.now
+	if d.oldest() != 0 {
+		t.Fatal("age without bursts")
+	}
+	d.touch("a", true)
+	clk.advance(3 * time.Second)
+	d.touch("b", true)
+	clk.advance(time.Second)
+	if got := d.oldest(); got != 4*time.Second {
+		t.Fatalf("oldest %v, want 4s", got)
+	}
+	clk.advance(time.Hour) // no event: nobody asked ready, still growing
+	if got := d.oldest(); got != time.Hour+4*time.Second {
+		t.Fatalf("oldest %v after an hour without hand-off", got)
+	}
+	d.ready("a")
+	d.ready("b")
+	if got := d.oldest(); got != 0 {
+		t.Fatalf("oldest %v after both were handed on, want 0", got)
+	}
+}

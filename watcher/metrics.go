@@ -1,6 +1,9 @@
 package watcher
 
 import (
+	"sync"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
@@ -24,6 +27,38 @@ var (
 	}, []string{"source"})
 )
 
+// burstAge exports, per source kind, the age of the oldest burst waiting for quiet,
+// read at scrape time (a stuck burst keeps growing between events).
+var burstAge = &burstAgeCollector{
+	desc: prometheus.NewDesc("configstamp_debounce_oldest_seconds",
+		"Age of the oldest changed source (by kind: configmap, secret) still waiting to be quiet; past --debounce-max it is not being handed on.",
+		[]string{"source"}, nil),
+	ages: map[string]func() time.Duration{},
+}
+
+type burstAgeCollector struct {
+	desc *prometheus.Desc
+	mu   sync.Mutex
+	ages map[string]func() time.Duration
+}
+
+// set makes age the source kind's reading (the running watcher's debouncer).
+func (c *burstAgeCollector) set(kind string, age func() time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ages[kind] = age
+}
+
+func (c *burstAgeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *burstAgeCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for kind, age := range c.ages {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, age().Seconds(), kind)
+	}
+}
+
 func init() {
-	metrics.Registry.MustRegister(nudges, checks, bypasses, debouncePending)
+	metrics.Registry.MustRegister(nudges, checks, bypasses, debouncePending, burstAge)
 }

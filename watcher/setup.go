@@ -124,6 +124,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	for _, kind := range sourceKinds {
 		debounce := newDebouncer[types.NamespacedName](opts.Debounce, opts.DebounceMax)
 		debounce.gauge = debouncePending.WithLabelValues(kind)
+		burstAge.set(kind, debounce.oldest)
 		w.sources[kind] = &sourceReconciler{
 			kind: kind, client: mgr.GetClient(), debounce: debounce, quiet: opts.Debounce, replay: replay, scope: opts.Scope,
 		}

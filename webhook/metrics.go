@@ -23,9 +23,10 @@ var (
 		Help: "Workload admission requests handled, by result (stamped, unchanged, skipped, held, read_error, rejected).",
 	}, []string{"result"})
 	admissionDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "configstamp_admission_duration_seconds",
-		Help:    "Time to handle one admission request, live ConfigMap and Secret reads included, by result.",
-		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		Name: "configstamp_admission_duration_seconds",
+		Help: "Time to handle one admission request, live ConfigMap and Secret reads included, by result.",
+		// Up to the API server's longest timeout (30 s), so a p99 near any timeout is seen.
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 15, 20, 30},
 	}, []string{"result"})
 	stampsChanged = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "configstamp_stamps_changed_total",
