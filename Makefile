@@ -100,7 +100,7 @@ demo: ## A local control plane, configstamp on it, a ConfigMap edit rolling a De
 IMG ?= configstamp:dev
 .PHONY: docker-build
 docker-build: ## Build the container image (needs a Docker engine).
-	docker build -t $(IMG) .
+	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
 
 .PHONY: run
 run: ## Run configstamp against KUBECONFIG (dev mode: registers itself at https://127.0.0.1:9443).
