@@ -3,7 +3,7 @@ package deploy
 import (
 	"context"
 	"crypto/tls"
-	"encoding/base64"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -82,7 +83,17 @@ func outOfCluster(t *testing.T) (port int, certDir, kubeconfig string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if port, err = cluster.FreePort(); err != nil {
+	port, kubeconfig = repoint(t, ca)
+	return port, certDir, kubeconfig
+}
+
+// repoint points every entry of the chart's registration at a free port on this machine,
+// each at its own path, with caBundle (nil: none, for configstamp to fill), and returns the
+// port and a kubeconfig with a token of the chart's ServiceAccount.
+func repoint(t *testing.T, caBundle []byte) (port int, kubeconfig string) {
+	t.Helper()
+	port, err := cluster.FreePort()
+	if err != nil {
 		t.Fatal(err)
 	}
 	var mwc admissionregistrationv1.MutatingWebhookConfiguration
@@ -94,8 +105,12 @@ func outOfCluster(t *testing.T) (port int, certDir, kubeconfig string) {
 		if w.ClientConfig.Service == nil || w.ClientConfig.Service.Path == nil {
 			t.Fatalf("entry %s does not call the Service at a path", w.Name)
 		}
-		url := fmt.Sprintf("https://127.0.0.1:%d%s", port, *w.ClientConfig.Service.Path)
-		ops = append(ops, fmt.Sprintf(`{"op":"replace","path":"/webhooks/%d/clientConfig","value":{"url":%q,"caBundle":%q}}`, i, url, base64.StdEncoding.EncodeToString(ca)))
+		cc := admissionregistrationv1.WebhookClientConfig{URL: ptr.To(fmt.Sprintf("https://127.0.0.1:%d%s", port, *w.ClientConfig.Service.Path)), CABundle: caBundle}
+		value, err := json.Marshal(cc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, fmt.Sprintf(`{"op":"replace","path":"/webhooks/%d/clientConfig","value":%s}`, i, value))
 	}
 	tool(t, "kubectl", "patch", "mutatingwebhookconfiguration", "configstamp", "--type=json", "-p", "["+strings.Join(ops, ",")+"]")
 
@@ -111,7 +126,96 @@ current-context: c
 `, env.Cluster.URL, caFile, token)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return port, certDir, kubeconfig
+	return port, kubeconfig
+}
+
+// certManagerMode plays cert-manager for the chart's cert-manager mode (no cert-manager
+// runs here): it writes the kubernetes.io/tls Secret the rendered --tls-secret names as
+// cert-manager's CA issuer would, tls.crt for the Service's names and for 127.0.0.1
+// (where repoint points the registration), tls.key, and ca.crt, the CA that signed it.
+// It returns the flags the chart renders for that mode, with a fresh cert dir for
+// configstamp to fill, and ca.crt.
+func certManagerMode(t *testing.T, flags map[string]string) (args []string, ca []byte) {
+	t.Helper()
+	if want := releaseNS + "/configstamp-cert-manager-tls"; flags["--tls-secret"] != want {
+		t.Fatalf("--tls-secret=%s, want %s (the Certificate's secretName)", flags["--tls-secret"], want)
+	}
+	ns, name, _ := strings.Cut(flags["--tls-secret"], "/")
+	dir := t.TempDir()
+	if _, err := certs.WriteSelfSigned(dir, "configstamp."+ns+".svc", "configstamp."+ns+".svc.cluster.local", "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	data := map[string][]byte{}
+	for _, f := range []string{certs.CertName, certs.KeyName, certs.CAName} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		data[f] = b
+	}
+	ctx := context.Background()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Type: corev1.SecretTypeTLS, Data: data}
+	if err := env.Client.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	// helm uninstall leaves it, as it leaves cert-manager's: removed, so the next test
+	// can write its own.
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, secret) })
+	return []string{"--webhook-cert-dir", t.TempDir(), "--tls-secret=" + flags["--tls-secret"], "--ca-switch-delay=" + flags["--ca-switch-delay"]}, data[certs.CAName]
+}
+
+// caBundles returns the caBundle of each entry of the chart's registration.
+func caBundles() ([][]byte, error) {
+	var mwc admissionregistrationv1.MutatingWebhookConfiguration
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: "configstamp"}, &mwc); err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	for _, w := range mwc.Webhooks {
+		out = append(out, w.ClientConfig.CABundle)
+	}
+	return out, nil
+}
+
+// bundlesAre checks that every entry's caBundle holds exactly the CAs of want (any, when
+// want is nil, as long as there is one).
+func bundlesAre(want []byte) func() error {
+	return func() error {
+		bundles, err := caBundles()
+		if err != nil {
+			return err
+		}
+		for i, b := range bundles {
+			if len(b) == 0 || want != nil && !sameCerts(b, want) {
+				return fmt.Errorf("entry %d: caBundle of %d bytes, not the one wanted", i, len(b))
+			}
+		}
+		return nil
+	}
+}
+
+// sameCerts: a and b hold the same certificates (PEM), in the same order.
+func sameCerts(a, b []byte) bool {
+	ca, errA := certutil.ParseCertsPEM(a)
+	cb, errB := certutil.ParseCertsPEM(b)
+	return errA == nil && errB == nil && slices.EqualFunc(ca, cb, func(x, y *x509.Certificate) bool { return x.Equal(y) })
+}
+
+// wipeAndRepair removes every entry's caBundle, as kubectl replace or helm upgrade --force
+// of the registration would, and waits for configstamp to put it back, through its watch of
+// the registration by name: within seconds, not at the next periodic pass.
+func wipeAndRepair(t *testing.T, want []byte) {
+	t.Helper()
+	bundles, err := caBundles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ops []string
+	for i := range bundles {
+		ops = append(ops, fmt.Sprintf(`{"op":"remove","path":"/webhooks/%d/clientConfig/caBundle"}`, i))
+	}
+	tool(t, "kubectl", "patch", "mutatingwebhookconfiguration", "configstamp", "--type=json", "-p", "["+strings.Join(ops, ",")+"]")
+	framework.Eventually(t, 10*time.Second, "wiped caBundle repaired under the chart's ServiceAccount", bundlesAre(want))
 }
 
 // canI checks what the chart's ServiceAccount may do: each case is kubectl auth can-i
@@ -130,8 +234,12 @@ func canI(t *testing.T, cases map[string]string) {
 
 // TestChartInstallsAndWorksUnderItsRBAC installs the chart with the real helm (the
 // cert-manager objects validated by cert-manager's real CRDs), then runs configstamp out
-// of cluster with a token of the chart's ServiceAccount: stamping and the watcher work
-// under that identity, and it can do nothing it should not.
+// of cluster with a token of the chart's ServiceAccount, in cert-manager mode with the
+// flags the chart renders: it serves the certificate of the Secret cert-manager would
+// write, puts that Secret's CA into the registration's caBundle (empty before: the chart
+// sets none and asks no CA injector), repairs a wiped one within seconds through its
+// watches by name; stamping and the watcher work under that identity, and it can do
+// nothing it should not.
 func TestChartInstallsAndWorksUnderItsRBAC(t *testing.T) {
 	installChart(t)
 	for _, obj := range []string{"certificate/configstamp-ca", "certificate/configstamp-webhook", "issuer/configstamp-ca", "issuer/configstamp-selfsigned"} {
@@ -146,11 +254,17 @@ func TestChartInstallsAndWorksUnderItsRBAC(t *testing.T) {
 		t.Fatalf("an invalid Certificate was accepted: %s", out)
 	}
 
-	port, certDir, kubeconfig := outOfCluster(t)
+	certArgs, ca := certManagerMode(t, processFlags(t, render(t)))
+	port, kubeconfig := repoint(t, nil)
+	// Start returns once the API server calls configstamp, trusting only the caBundle.
 	cs := env.Start(t, framework.Options{
 		Kubeconfig: kubeconfig, SkipRegistration: true, WebhookPort: port,
-		Args: []string{"--webhook-cert-dir", certDir, "--leader-elect", "--leader-election-namespace", releaseNS},
+		Args: append(certArgs, "--leader-elect", "--leader-election-namespace", releaseNS),
 	})
+	if err := bundlesAre(ca)(); err != nil {
+		t.Errorf("caBundle not the Secret's ca.crt: %v", err)
+	}
+	wipeAndRepair(t, ca)
 
 	// Stamping and the watcher, under the ServiceAccount.
 	ctx := context.Background()
@@ -218,36 +332,46 @@ func TestChartInstallsAndWorksUnderItsRBAC(t *testing.T) {
 
 	// And nothing more.
 	canI(t, map[string]string{
-		"get configmaps -n " + ns:                             "yes",
-		"watch configmaps --all-namespaces":                   "yes",
-		"patch deployments -n " + ns:                          "yes",
-		"patch statefulsets -n " + ns:                         "yes",
-		"patch daemonsets -n " + ns:                           "yes",
-		"create leases -n " + releaseNS:                       "yes",
-		"list replicasets -n " + ns:                           "yes",
-		"list controllerrevisions -n " + ns:                   "yes",
-		"get mutatingwebhookconfigurations/configstamp":       "yes",
-		"get mutatingwebhookconfigurations/other":             "no",
-		"update replicasets -n " + ns:                         "no",
-		"get controllerrevisions -n " + ns:                    "no",
-		"get secrets -n " + releaseNS:                         "no",
-		"get secrets -n " + ns:                                "no",
-		"list secrets --all-namespaces":                       "no",
-		"create secrets -n " + releaseNS:                      "no",
-		"list rollouts.argoproj.io --all-namespaces":          "no",
-		"list customresourcedefinitions.apiextensions.k8s.io": "no",
-		"update configmaps -n " + ns:                          "no",
-		"create deployments -n " + ns:                         "no",
-		"delete deployments -n " + ns:                         "no",
-		"delete statefulsets -n " + ns:                        "no",
-		"update namespaces":                                   "no",
-		"patch mutatingwebhookconfigurations/configstamp":     "yes",
-		"patch mutatingwebhookconfigurations/other":           "no",
-		"create leases -n " + ns:                              "no",
-		"create pods -n " + ns:                                "no",
-		"create tokenreviews.authentication.k8s.io":           "no",
-		"create subjectaccessreviews.authorization.k8s.io":    "no",
-		"list mutatingwebhookconfigurations":                  "no",
+		"get configmaps -n " + ns:                                     "yes",
+		"watch configmaps --all-namespaces":                           "yes",
+		"patch deployments -n " + ns:                                  "yes",
+		"patch statefulsets -n " + ns:                                 "yes",
+		"patch daemonsets -n " + ns:                                   "yes",
+		"create leases -n " + releaseNS:                               "yes",
+		"list replicasets -n " + ns:                                   "yes",
+		"list controllerrevisions -n " + ns:                           "yes",
+		"get mutatingwebhookconfigurations/configstamp":               "yes",
+		"get mutatingwebhookconfigurations/other":                     "no",
+		"update mutatingwebhookconfigurations/configstamp":            "yes",
+		"watch mutatingwebhookconfigurations/configstamp":             "yes",
+		"update mutatingwebhookconfigurations/other":                  "no",
+		"get secrets/configstamp-cert-manager-tls -n " + releaseNS:    "yes",
+		"list secrets/configstamp-cert-manager-tls -n " + releaseNS:   "yes",
+		"watch secrets/configstamp-cert-manager-tls -n " + releaseNS:  "yes",
+		"update secrets/configstamp-cert-manager-tls -n " + releaseNS: "no",
+		"delete secrets/configstamp-cert-manager-tls -n " + releaseNS: "no",
+		"get secrets/configstamp-ca -n " + releaseNS:                  "no",
+		"get secrets/configstamp-cert-manager-tls -n " + ns:           "no",
+		"update replicasets -n " + ns:                                 "no",
+		"get controllerrevisions -n " + ns:                            "no",
+		"get secrets -n " + releaseNS:                                 "no",
+		"get secrets -n " + ns:                                        "no",
+		"list secrets --all-namespaces":                               "no",
+		"create secrets -n " + releaseNS:                              "no",
+		"list rollouts.argoproj.io --all-namespaces":                  "no",
+		"list customresourcedefinitions.apiextensions.k8s.io":         "no",
+		"update configmaps -n " + ns:                                  "no",
+		"create deployments -n " + ns:                                 "no",
+		"delete deployments -n " + ns:                                 "no",
+		"delete statefulsets -n " + ns:                                "no",
+		"update namespaces":                                           "no",
+		"patch mutatingwebhookconfigurations/configstamp":             "yes",
+		"patch mutatingwebhookconfigurations/other":                   "no",
+		"create leases -n " + ns:                                      "no",
+		"create pods -n " + ns:                                        "no",
+		"create tokenreviews.authentication.k8s.io":                   "no",
+		"create subjectaccessreviews.authorization.k8s.io":            "no",
+		"list mutatingwebhookconfigurations":                          "no",
 	})
 }
 
@@ -266,16 +390,17 @@ func TestChartWithSecretsAndRolloutsWorksUnderItsRBAC(t *testing.T) {
 	}
 	installChart(t, values...)
 	flags := processFlags(t, render(t, values...))
-	port, certDir, kubeconfig := outOfCluster(t)
+	certArgs, _ := certManagerMode(t, flags)
+	port, kubeconfig := repoint(t, nil)
 	metricsPort, err := cluster.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cs := env.Start(t, framework.Options{
 		Kubeconfig: kubeconfig, SkipRegistration: true, WebhookPort: port,
-		Args: []string{"--webhook-cert-dir", certDir, "--debounce", "500ms",
-			"--secrets=" + flags["--secrets"], "--secret-hash-key=" + flags["--secret-hash-key"], "--argo-rollouts=" + flags["--argo-rollouts"],
-			"--metrics-secure=" + flags["--metrics-secure"], fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort)},
+		Args: append(certArgs, "--debounce", "500ms",
+			"--secrets="+flags["--secrets"], "--secret-hash-key="+flags["--secret-hash-key"], "--argo-rollouts="+flags["--argo-rollouts"],
+			"--metrics-secure="+flags["--metrics-secure"], fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort)),
 	})
 	ctx := context.Background()
 	c := env.Client
@@ -464,8 +589,12 @@ func TestChartSelfSignedWorksUnderItsRBAC(t *testing.T) {
 	// The serving certificate names the address the API server calls here, not the Service.
 	cs := env.Start(t, framework.Options{
 		Kubeconfig: kubeconfig, SkipRegistration: true, WebhookPort: port,
-		Args: []string{"--webhook-cert-dir", certDir, "--self-signed-secret=" + flags["--self-signed-secret"], "--self-signed-hosts=127.0.0.1"},
+		Args: []string{"--webhook-cert-dir", certDir, "--self-signed-secret=" + flags["--self-signed-secret"], "--self-signed-hosts=127.0.0.1",
+			"--ca-switch-delay=" + flags["--ca-switch-delay"]},
 	})
+	if _, ok := flags["--tls-secret"]; ok {
+		t.Error("self-signed mode renders --tls-secret")
+	}
 	ctx := context.Background()
 	c := env.Client
 	var secret corev1.Secret
@@ -475,40 +604,8 @@ func TestChartSelfSignedWorksUnderItsRBAC(t *testing.T) {
 	if len(secret.Data) == 0 || flags["--self-signed-secret"] != releaseNS+"/configstamp-webhook-tls" {
 		t.Fatalf("--self-signed-secret=%s; the chart's Secret holds %d keys", flags["--self-signed-secret"], len(secret.Data))
 	}
-	bundles := func() ([][]byte, error) {
-		var mwc admissionregistrationv1.MutatingWebhookConfiguration
-		if err := c.Get(ctx, client.ObjectKey{Name: "configstamp"}, &mwc); err != nil {
-			return nil, err
-		}
-		var out [][]byte
-		for _, w := range mwc.Webhooks {
-			out = append(out, w.ClientConfig.CABundle)
-		}
-		return out, nil
-	}
-	filled := func() error {
-		got, err := bundles()
-		if err != nil {
-			return err
-		}
-		for i, b := range got {
-			if len(b) == 0 {
-				return fmt.Errorf("entry %d has no caBundle", i)
-			}
-		}
-		return nil
-	}
-	framework.Eventually(t, 10*time.Second, "caBundle filled", filled)
-
-	// Wiped (as kubectl replace or helm upgrade --force of the registration would): back
-	// within seconds, not at the next periodic pass.
-	var ops []string
-	got, _ := bundles()
-	for i := range got {
-		ops = append(ops, fmt.Sprintf(`{"op":"remove","path":"/webhooks/%d/clientConfig/caBundle"}`, i))
-	}
-	tool(t, "kubectl", "patch", "mutatingwebhookconfiguration", "configstamp", "--type=json", "-p", "["+strings.Join(ops, ",")+"]")
-	framework.Eventually(t, 10*time.Second, "wiped caBundle repaired under the chart's ServiceAccount", filled)
+	framework.Eventually(t, 10*time.Second, "caBundle filled", bundlesAre(nil))
+	wipeAndRepair(t, nil)
 
 	if out := cs.Output(); strings.Contains(out, "forbidden") {
 		t.Fatalf("configstamp hit a permission it lacks:\n%s", out)

@@ -159,7 +159,13 @@ func TestRenderRegistration(t *testing.T) {
 					t.Errorf("registration: %s", what)
 				}
 			}
-			check("cert-manager injects the CA", mwc.Annotations["cert-manager.io/inject-ca-from"] == releaseNS+"/configstamp-webhook")
+			// configstamp keeps the caBundle in both modes: no CA injector is asked (it would
+			// put the new CA alone there at a CA renewal), and the chart sets no caBundle (an
+			// upgrade leaves the live one as it is).
+			check("no annotation (no cert-manager.io/inject-ca-from)", len(mwc.Annotations) == 0)
+			for _, w := range mwc.Webhooks {
+				check("entry "+w.Name+" without caBundle", len(w.ClientConfig.CABundle) == 0)
+			}
 		})
 	}
 
@@ -393,12 +399,15 @@ func checkRBAC(t *testing.T, mode string, secrets, rollouts, secure bool) {
 	clusterWide.add("authentication.k8s.io/selfsubjectreviews", "", "create")
 	clusterWide.add("events.k8s.io/events", "", "create", "patch")
 	clusterWide.add("/events", "", "create", "patch")
-	clusterWide.add("admissionregistration.k8s.io/mutatingwebhookconfigurations", "configstamp", "get", "patch")
+	// Both certificate modes keep the registration's caBundle, watching it by name.
+	clusterWide.add("admissionregistration.k8s.io/mutatingwebhookconfigurations", "configstamp", "get", "patch", "update", "list", "watch")
 	namespaced := grants{}
 	namespaced.add("coordination.k8s.io/leases", "", "get", "create", "update")
 	if mode == "self-signed" {
-		clusterWide.add("admissionregistration.k8s.io/mutatingwebhookconfigurations", "configstamp", "update", "list", "watch")
 		namespaced.add("/secrets", "configstamp-webhook-tls", "get", "update")
+	} else {
+		// --tls-secret: read and watched by name, never written.
+		namespaced.add("/secrets", "configstamp-cert-manager-tls", "get", "list", "watch")
 	}
 	if secrets {
 		clusterWide.add("/secrets", "", "get", "list", "watch")
@@ -531,9 +540,7 @@ func TestRenderPodSecurityAndAvailability(t *testing.T) {
 		c.ReadinessProbe.HTTPGet != nil && c.ReadinessProbe.HTTPGet.Path == "/readyz")
 	check("anti-affinity across nodes", pod.Affinity != nil && pod.Affinity.PodAntiAffinity != nil &&
 		len(pod.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) == 1)
-	check("certificate Secret mounted without subPath", len(c.VolumeMounts) == 1 && c.VolumeMounts[0].SubPath == "" &&
-		len(pod.Volumes) == 1 && pod.Volumes[0].Secret != nil && pod.Volumes[0].Secret.SecretName == "configstamp-cert-manager-tls")
-	check("cert dir flag points at the mount", slices.Contains(c.Args, "--webhook-cert-dir="+c.VolumeMounts[0].MountPath))
+	checkCertDir(t, "cert-manager", dep)
 	pdb := typed[policyv1.PodDisruptionBudget](t, objs, "PodDisruptionBudget/configstamp")
 	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 {
 		t.Errorf("PDB minAvailable %v, want 1", pdb.Spec.MinAvailable)
@@ -567,6 +574,23 @@ func TestRenderPodSecurityAndAvailability(t *testing.T) {
 	}
 }
 
+// checkCertDir: in either mode the cert dir is a writable in-memory emptyDir that
+// configstamp fills through the API (no Secret volume, which the kubelet refreshes late
+// and on its own schedule), mounted where --webhook-cert-dir points.
+func checkCertDir(t *testing.T, mode string, dep *appsv1.Deployment) {
+	t.Helper()
+	pod := dep.Spec.Template.Spec
+	c := pod.Containers[0]
+	if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].ReadOnly || len(pod.Volumes) != 1 || pod.Volumes[0].Name != c.VolumeMounts[0].Name ||
+		pod.Volumes[0].EmptyDir == nil || pod.Volumes[0].EmptyDir.Medium != corev1.StorageMediumMemory || pod.Volumes[0].Secret != nil {
+		t.Errorf("%s mode: cert dir %+v on %+v, want one writable in-memory emptyDir", mode, c.VolumeMounts, pod.Volumes)
+		return
+	}
+	if !slices.Contains(c.Args, "--webhook-cert-dir="+c.VolumeMounts[0].MountPath) {
+		t.Errorf("%s mode: --webhook-cert-dir does not point at the mount %s: %v", mode, c.VolumeMounts[0].MountPath, c.Args)
+	}
+}
+
 func TestRenderCertificates(t *testing.T) {
 	objs := render(t)
 	for _, key := range []string{"Issuer/configstamp-selfsigned", "Certificate/configstamp-ca", "Issuer/configstamp-ca", "Certificate/configstamp-webhook"} {
@@ -585,8 +609,19 @@ func TestRenderCertificates(t *testing.T) {
 	if secret, _, _ := unstructured.NestedString(serving.Object, "spec", "secretName"); secret != "configstamp-cert-manager-tls" {
 		t.Errorf("serving certificate Secret %q, want configstamp-cert-manager-tls", secret)
 	}
-	if v := typed[appsv1.Deployment](t, objs, "Deployment/configstamp").Spec.Template.Spec.Volumes[0]; v.Secret == nil || v.Secret.SecretName != "configstamp-cert-manager-tls" {
-		t.Errorf("cert-manager mode mounts %+v, want the Secret configstamp-cert-manager-tls", v)
+	// configstamp reads that Secret through the API (--tls-secret, the Secret the
+	// Certificate names) and keeps the caBundle; no Secret volume.
+	dep := typed[appsv1.Deployment](t, objs, "Deployment/configstamp")
+	checkCertDir(t, "cert-manager", dep)
+	flags := processFlags(t, objs)
+	if flags["--tls-secret"] != releaseNS+"/configstamp-cert-manager-tls" || flags["--ca-switch-delay"] != "1m" {
+		t.Errorf("cert-manager mode: --tls-secret=%q --ca-switch-delay=%q, want %s/configstamp-cert-manager-tls and 1m",
+			flags["--tls-secret"], flags["--ca-switch-delay"], releaseNS)
+	}
+	for f := range flags {
+		if strings.HasPrefix(f, "--self-signed-") {
+			t.Errorf("cert-manager mode renders %s", f)
+		}
 	}
 	for key := range objs {
 		if strings.HasPrefix(key, "Secret/") {
@@ -616,10 +651,19 @@ func TestRenderCertificates(t *testing.T) {
 	if _, ok := mwc.Annotations["cert-manager.io/inject-ca-from"]; ok {
 		t.Error("self-signed mode: registration still asks cert-manager for its CA")
 	}
-	c := typed[appsv1.Deployment](t, objs, "Deployment/configstamp").Spec.Template.Spec.Containers[0]
+	dep = typed[appsv1.Deployment](t, objs, "Deployment/configstamp")
+	checkCertDir(t, "self-signed", dep)
+	c := dep.Spec.Template.Spec.Containers[0]
 	if !slices.Contains(c.Args, "--self-signed-secret="+releaseNS+"/configstamp-webhook-tls") ||
-		!slices.Contains(c.Args, "--self-signed-hosts=configstamp."+releaseNS+".svc,configstamp."+releaseNS+".svc.cluster.local") {
+		!slices.Contains(c.Args, "--self-signed-hosts=configstamp."+releaseNS+".svc,configstamp."+releaseNS+".svc.cluster.local") ||
+		!slices.Contains(c.Args, "--ca-switch-delay=1m") || slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--tls-secret") }) {
 		t.Errorf("self-signed mode: process args %v", c.Args)
+	}
+	// caSwitchDelay reaches both modes.
+	for _, mode := range []string{"cert-manager", "self-signed"} {
+		if got := processFlags(t, render(t, "--set", "certificates.mode="+mode, "--set", "certificates.caSwitchDelay=90s"))["--ca-switch-delay"]; got != "90s" {
+			t.Errorf("%s mode: certificates.caSwitchDelay=90s renders --ca-switch-delay=%q", mode, got)
+		}
 	}
 
 	// The namespaced objects of self-signed mode are accepted by the API server (server-side

@@ -57,6 +57,10 @@ func TestRenderSchemaRejectsBadValues(t *testing.T) {
 		{[]string{"--set", "probes.port=http"}, []string{"at '/probes/port': got string, want integer"}},
 		{[]string{"--set", "debounce=2 seconds"}, []string{"at '/debounce': '2 seconds' does not match pattern"}},
 		{[]string{"--set", "certificates.duration=90d"}, []string{"at '/certificates/duration': '90d' does not match pattern"}},
+		// configstamp refuses a --ca-switch-delay that is not positive.
+		{[]string{"--set", "certificates.caSwitchDelay=0s"}, []string{"at '/certificates/caSwitchDelay'", "'0s' does not match pattern"}},
+		{[]string{"--set", "certificates.caSwitchDelay=0"}, []string{"at '/certificates/caSwitchDelay'"}},
+		{[]string{"--set", "certificates.caSwitchDelay=1 minute"}, []string{"at '/certificates/caSwitchDelay'", "does not match pattern"}},
 		{[]string{"--set", "shutdownDelay=10"}, []string{"at '/shutdownDelay'"}},
 		{[]string{"--set", "image.digest=latest"}, []string{"at '/image/digest': 'latest' does not match pattern"}},
 		{[]string{"--set-string", "secrets.enabled=yes"}, []string{"at '/secrets/enabled': got string, want boolean"}},
@@ -77,7 +81,7 @@ func TestRenderSchemaRejectsBadValues(t *testing.T) {
 	}
 	// Good values of the same kinds pass.
 	render(t, "--set", "debounce=0", "--set", "minRolloutInterval=0s", "--set", "shutdownDelay=1m30s", "--set", "terminationGracePeriodSeconds=100",
-		"--set", "certificates.duration=1h30m", "--set", "webhook.timeoutSeconds=30", "--set", "serviceMonitor.interval=1m",
+		"--set", "certificates.duration=1h30m", "--set", "certificates.caSwitchDelay=0.5s", "--set", "webhook.timeoutSeconds=30", "--set", "serviceMonitor.interval=1m",
 		"--set", "logging.level=debug", "--set", "logging.format=console", "--set", "kubeAPI.qps=2.5")
 	tool(t, "helm", "lint", chart, "--set", "metrics.secure=true", "--set", "hostNetwork=true", "--set", "serviceMonitor.enabled=true",
 		"--set", "image.digest=sha256:"+strings.Repeat("0", 64), "--set", "extraArgs={--concurrency=8}")
@@ -306,6 +310,8 @@ func TestRenderNotes(t *testing.T) {
 		"configstamp.io/config-hash",
 		"Never acted in, whatever their labels: " + releaseNS + ", kube-system.",
 		"Certificates: cert-manager mode.",
+		"its CA injector is not used",
+		"keeps the registration's\n   caBundle: a new CA is added there 1m before configstamp serves",
 		"kubectl -n " + releaseNS + " delete secret configstamp-ca configstamp-cert-manager-tls",
 	} {
 		if !strings.Contains(text, want) {
