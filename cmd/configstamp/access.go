@@ -11,9 +11,9 @@ import (
 	"github.com/configstamp/configstamp/internal/workload"
 )
 
-// access is one permission configstamp's watch needs, cluster-wide (on one object when
-// name is set).
-type access struct{ group, resource, verb, name string }
+// access is one permission configstamp needs, cluster-wide (on one object when name is
+// set; in one namespace when namespace is set).
+type access struct{ group, resource, verb, name, namespace string }
 
 func (a access) String() string {
 	r := a.resource
@@ -22,6 +22,9 @@ func (a access) String() string {
 	}
 	if a.name != "" {
 		r += "/" + a.name
+	}
+	if a.namespace != "" {
+		r += " in namespace " + a.namespace
 	}
 	return a.verb + " " + r
 }
@@ -32,24 +35,24 @@ func (a access) String() string {
 // Its registration is read and annotated too (since when each kind is covered).
 func needed(kinds []*workload.Kind, secrets, metricsSecure bool, registration string) []access {
 	out := []access{
-		{"", "configmaps", "get", ""}, {"", "configmaps", "list", ""}, {"", "configmaps", "watch", ""},
-		{"", "namespaces", "list", ""}, {"", "namespaces", "watch", ""},
-		{"apps", "replicasets", "list", ""}, {"apps", "controllerrevisions", "list", ""},
-		{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get", registration},
-		{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch", registration},
+		{"", "configmaps", "get", "", ""}, {"", "configmaps", "list", "", ""}, {"", "configmaps", "watch", "", ""},
+		{"", "namespaces", "list", "", ""}, {"", "namespaces", "watch", "", ""},
+		{"apps", "replicasets", "list", "", ""}, {"apps", "controllerrevisions", "list", "", ""},
+		{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get", registration, ""},
+		{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch", registration, ""},
 	}
 	for _, k := range kinds {
 		for _, verb := range []string{"get", "list", "watch", "patch"} {
-			out = append(out, access{k.Group, k.Resource, verb, ""})
+			out = append(out, access{k.Group, k.Resource, verb, "", ""})
 		}
 	}
 	if secrets {
 		for _, verb := range []string{"get", "list", "watch"} {
-			out = append(out, access{"", "secrets", verb, ""})
+			out = append(out, access{"", "secrets", verb, "", ""})
 		}
 	}
 	if metricsSecure {
-		out = append(out, access{"authentication.k8s.io", "tokenreviews", "create", ""}, access{"authorization.k8s.io", "subjectaccessreviews", "create", ""})
+		out = append(out, access{"authentication.k8s.io", "tokenreviews", "create", "", ""}, access{"authorization.k8s.io", "subjectaccessreviews", "create", "", ""})
 	}
 	return out
 }
@@ -62,7 +65,7 @@ func checkAccess(ctx context.Context, c client.Client, want []access) (missing e
 	var denied []string
 	for _, a := range want {
 		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Group: a.group, Resource: a.resource, Verb: a.verb, Name: a.name},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Group: a.group, Resource: a.resource, Verb: a.verb, Name: a.name, Namespace: a.namespace},
 		}}
 		if err := c.Create(ctx, review); err != nil {
 			return nil, fmt.Errorf("ask whether configstamp may %s: %w", a, err)

@@ -117,6 +117,24 @@ func (s *certOptions) keeper(cfg *rest.Config, scheme *runtime.Scheme, certDir, 
 	return r, nil
 }
 
+// secretAccess is what the certificate mode needs of its Secret: read and follow it
+// (--tls-secret), or also write it (self-signed; created if missing).
+func (s *certOptions) secretAccess() []access {
+	verbs, ref := []string{"get", "list", "watch"}, s.tlsSecret
+	if s.selfSignedSecret != "" {
+		verbs, ref = []string{"get", "update"}, s.selfSignedSecret
+	}
+	r, err := parseRef("", ref)
+	if err != nil {
+		return nil // reported when the mode starts
+	}
+	var out []access
+	for _, v := range verbs {
+		out = append(out, access{"", "secrets", v, r.Name, r.Namespace})
+	}
+	return out
+}
+
 func parseRef(flag, v string) (types.NamespacedName, error) {
 	ns, name, ok := strings.Cut(v, "/")
 	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {

@@ -242,8 +242,9 @@ func run(ctx context.Context, args []string) error {
 	if o.certs.enabled() {
 		// Both certificate modes keep the registration's caBundle, watching it by name.
 		for _, verb := range []string{"update", "list", "watch"} {
-			want = append(want, access{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", verb, registrationName})
+			want = append(want, access{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", verb, registrationName, ""})
 		}
+		want = append(want, o.certs.secretAccess()...)
 	}
 	missing, unchecked := checkAccess(ctx, accessClient, want)
 	if missing != nil {
