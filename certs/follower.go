@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -45,6 +46,10 @@ func (f *Follower) Start(ctx context.Context) error {
 	return loop(ctx, kick, followPoll, "follow the serving certificate", f.Ensure)
 }
 
+// errWaiting: nothing is served yet, and the Secret's certificate is from a CA this
+// process has just added to the registration.
+var errWaiting = errors.New("waiting for API servers to trust a new CA")
+
 // Ensure publishes the Secret's CA and serves its certificate once that is safe; it
 // returns when to look again.
 func (f *Follower) Ensure(ctx context.Context) (time.Time, error) {
@@ -57,17 +62,11 @@ func (f *Follower) Ensure(ctx context.Context) (time.Time, error) {
 	if leaf == nil {
 		return time.Time{}, fmt.Errorf("secret %s holds no certificate with its key yet (is cert-manager issuing it?)", f.Secret)
 	}
-	cas := parseCerts(secret.Data[CAName])
-	var issuer *x509.Certificate
-	for _, ca := range cas {
-		if leaf.CheckSignatureFrom(ca) == nil {
-			issuer = ca
-		}
+	root := chainRoot(secret.Data[CertName], parseCerts(secret.Data[CAName]), now)
+	if root == nil {
+		return time.Time{}, fmt.Errorf("secret %s: %s does not verify against a CA of %s (a CA issuer sets it)", f.Secret, CertName, CAName)
 	}
-	if issuer == nil {
-		return time.Time{}, fmt.Errorf("secret %s: no CA in %s signed %s (a CA issuer sets it)", f.Secret, CAName, CertName)
-	}
-	if err := f.publish(ctx, secret.Data[CAName], now, true); err != nil {
+	if _, err := f.publish(ctx, secret.Data[CAName], now); err != nil {
 		return time.Time{}, err
 	}
 	data := map[string][]byte{CertName: secret.Data[CertName], KeyName: secret.Data[KeyName], CAName: secret.Data[CAName]}
@@ -75,30 +74,54 @@ func (f *Follower) Ensure(ctx context.Context) (time.Time, error) {
 	if err == nil && bytes.Equal(served, data[CertName]) {
 		return now.Add(followPoll), nil
 	}
-	// A new certificate. Serve it now unless its CA is new to the registration and the
-	// certificate being served still has time left.
+	// A new certificate. Its CA may be new to the registration: then wait until API
+	// servers have had the switch delay to trust it, while what is served lasts (and,
+	// with nothing served yet, when this process itself has just added the CA).
 	cur, _ := parsePair(served, readFile(filepath.Join(f.CertDir, KeyName)))
-	if cur != nil && now.Add(f.switchDelay()).Before(cur.NotAfter) {
-		since, trusted := f.trustedSince(issuer.Raw)
+	curLasts := cur != nil && now.Add(f.switchDelay()).Before(cur.NotAfter)
+	if curLasts && chainRoot(served, []*x509.Certificate{root}, now) == nil {
+		since, trusted := f.trustedSince(root.Raw)
 		switchAt := since.Add(f.switchDelay())
 		if !trusted {
 			switchAt = now.Add(f.switchDelay())
 		}
-		if now.Before(switchAt) && !f.sameIssuer(cur, issuer) {
+		if now.Before(switchAt) {
 			logf.FromContext(ctx).V(1).Info("Waiting before serving a certificate from a new CA", "secret", f.Secret.String(), "at", switchAt)
 			return switchAt, nil
+		}
+	}
+	if cur == nil {
+		if at, ok := f.addedAt(root.Raw); ok && now.Before(at.Add(f.switchDelay())) {
+			return at.Add(f.switchDelay()), fmt.Errorf("%w: %s, until %s", errWaiting, root.Subject.CommonName, at.Add(f.switchDelay()).Format(time.RFC3339))
 		}
 	}
 	if err := writeFiles(f.CertDir, data); err != nil {
 		return time.Time{}, err
 	}
-	logf.FromContext(ctx).Info("Serving the certificate of the Secret", "secret", f.Secret.String(), "notAfter", leaf.NotAfter, "issuer", issuer.Subject.CommonName)
+	logf.FromContext(ctx).Info("Serving the certificate of the Secret", "secret", f.Secret.String(), "notAfter", leaf.NotAfter, "ca", root.Subject.CommonName)
 	return now.Add(followPoll), nil
 }
 
-// sameIssuer: cur was signed by issuer (a renewal from the same CA, already trusted).
-func (f *Follower) sameIssuer(cur, issuer *x509.Certificate) bool {
-	return cur.CheckSignatureFrom(issuer) == nil
+// chainRoot is the CA of cas that the certificate chain in chainPEM (the leaf first,
+// then any intermediates) verifies to at now; nil when none does.
+func chainRoot(chainPEM []byte, cas []*x509.Certificate, now time.Time) *x509.Certificate {
+	chain := parseCerts(chainPEM)
+	if len(chain) == 0 {
+		return nil
+	}
+	inter := x509.NewCertPool()
+	for _, c := range chain[1:] {
+		inter.AddCert(c)
+	}
+	for _, ca := range cas {
+		roots := x509.NewCertPool()
+		roots.AddCert(ca)
+		opts := x509.VerifyOptions{Roots: roots, Intermediates: inter, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}
+		if _, err := chain[0].Verify(opts); err == nil {
+			return ca
+		}
+	}
+	return nil
 }
 
 func readFile(path string) []byte {

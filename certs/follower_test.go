@@ -4,7 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,8 +114,10 @@ func TestFollowerPublishesBeforeServing(t *testing.T) {
 		t.Fatalf("not switched after the delay (%v)", err)
 	}
 
-	// The old CA expires: it leaves the bundle.
+	// The old CA expires (and cert-manager has renewed from the new one): it leaves the
+	// bundle.
 	now = t0.Add(30*time.Hour + time.Second)
+	setSecret(issued(t, ca2, key2, t0.Add(28*time.Hour)))
 	if _, err := f.Ensure(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -119,8 +127,41 @@ func TestFollowerPublishesBeforeServing(t *testing.T) {
 
 	// No ca.crt: a clear error, nothing changed.
 	setSecret(map[string][]byte{CertName: fromNew[CertName], KeyName: fromNew[KeyName]})
-	if _, err := f.Ensure(ctx); err == nil || !strings.Contains(err.Error(), "no CA in ca.crt") {
+	if _, err := f.Ensure(ctx); err == nil || !strings.Contains(err.Error(), "does not verify against a CA of ca.crt") {
 		t.Fatalf("Secret without ca.crt: %v", err)
+	}
+}
+
+// TestFollowerNewPodWaitsForNewCA: a replica starting with nothing served, whose
+// Secret holds a certificate from a CA it has just added next to the CA API servers
+// use, does not serve it before the switch delay (the other replicas wait too); into an
+// empty bundle (an install) it serves at once.
+func TestFollowerNewPodWaitsForNewCA(t *testing.T) {
+	ctx := context.Background()
+	ca0, _, _ := newCA(t0, 30*time.Hour)
+	ca1, key1, _ := newCA(t0, 30*time.Hour)
+	reg := registration()
+	for i := range reg.Webhooks {
+		reg.Webhooks[i].ClientConfig.CABundle = pemCert(ca0)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "tls"}, Data: issued(t, ca1, key1, t0)}
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(secret, reg).Build()
+	now := t0
+	f := &Follower{Publisher: Publisher{Client: c, Registration: "configstamp", CASwitchDelay: time.Minute, now: func() time.Time { return now }},
+		Secret: types.NamespacedName{Namespace: "ns", Name: "tls"}, CertDir: t.TempDir()}
+	next, err := f.Ensure(ctx)
+	if !errors.Is(err, errWaiting) || !next.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("first pass: next %v, err %v; want errWaiting until the switch delay", next, err)
+	}
+	if _, err := os.Stat(filepath.Join(f.CertDir, CertName)); err == nil {
+		t.Fatal("served a certificate from a CA API servers may not trust yet")
+	}
+	now = t0.Add(time.Minute)
+	if _, err := f.Ensure(ctx); err != nil {
+		t.Fatalf("after the switch delay: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.CertDir, CertName)); !bytes.Equal(b, secret.Data[CertName]) {
+		t.Fatal("not served after the switch delay")
 	}
 }
 
@@ -148,5 +189,36 @@ func TestFollowerServesNewCAWhenCurrentEnds(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(f.CertDir, CertName)); !bytes.Equal(b, secret.Data[CertName]) {
 		t.Fatal("kept a certificate 30 minutes from its end for a switch delay of an hour")
+	}
+}
+
+// TestFollowerIntermediateCA: a certificate issued by an intermediate (tls.crt holds
+// the leaf and the intermediate, ca.crt the root) is served, and the root published.
+func TestFollowerIntermediateCA(t *testing.T) {
+	ctx := context.Background()
+	root, rootKey, _ := newCA(t0, 30*time.Hour)
+	interKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "intermediate"},
+		NotBefore: t0.Add(-time.Hour), NotAfter: t0.Add(20 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, root, interKey.Public(), rootKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inter, _ := x509.ParseCertificate(der)
+	data := issued(t, inter, interKey, t0)
+	data[CertName] = append(data[CertName], pemCert(inter)...)
+	data[CAName] = pemCert(root)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "tls"}, Data: data}
+	c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(secret, registration()).Build()
+	f := &Follower{Publisher: Publisher{Client: c, Registration: "configstamp", now: func() time.Time { return t0 }},
+		Secret: types.NamespacedName{Namespace: "ns", Name: "tls"}, CertDir: t.TempDir()}
+	if _, err := f.Ensure(ctx); err != nil {
+		t.Fatalf("leaf from an intermediate: %v", err)
+	}
+	var reg admissionregistrationv1.MutatingWebhookConfiguration
+	_ = c.Get(ctx, client.ObjectKey{Name: "configstamp"}, &reg)
+	if got := parseCerts(reg.Webhooks[0].ClientConfig.CABundle); len(got) != 1 || !got[0].Equal(root) {
+		t.Fatal("the root is not the published bundle")
 	}
 }

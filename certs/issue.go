@@ -73,7 +73,7 @@ func (r *Rotator) renew(data map[string][]byte, now time.Time) (map[string][]byt
 				switchAt = now.Add(r.switchDelay())
 			}
 			if now.Before(switchAt) && now.Add(r.switchDelay()).Before(leaf.NotAfter) {
-				return out, minTime(switchAt, minTime(due, caRenew)), changed, nil
+				return out, switchAt, changed, nil
 			}
 		}
 	}

@@ -5,14 +5,18 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -43,8 +47,8 @@ type Publisher struct {
 
 	mu sync.Mutex
 	// trusted records when this process first saw the registration trust each CA
-	// (by SHA-256 of its DER).
-	trusted map[[32]byte]time.Time
+	// (by SHA-256 of its DER); added, when this process added one to it.
+	trusted, added map[[32]byte]time.Time
 }
 
 func (p *Publisher) clock() time.Time {
@@ -87,63 +91,123 @@ func (p *Publisher) markTrusted(cas []*x509.Certificate, now time.Time) {
 	}
 }
 
-// publish makes every entry of the registration trust bundle, and records which CAs the
-// registration trusts from now on.
-//
-// With keep, CAs the registration already trusts stay while they are valid (the
-// bundle is ours plus those: a certificate from an older CA keeps working). Without it,
-// the bundle is exactly ours, unless the registration already trusts a CA newer than
-// any in it: then this pass read an older Secret than another replica wrote (errStale,
-// read again), and an older bundle is never written back.
-func (p *Publisher) publish(ctx context.Context, bundle []byte, now time.Time, keep bool) error {
+// RetiredAnnotation, on the registration, lists the CAs of its caBundle that the
+// certificate configstamp keeps no longer names, each with when it was first found so
+// (JSON: hex SHA-256 of the CA -> RFC 3339 time). They stay trusted for a while, so that
+// nothing still served loses trust: a replica serving the old CA's certificate until its
+// switch, one that read an older Secret, the old pods of a certificate-mode switch.
+const RetiredAnnotation = "configstamp.io/retired-cas"
+
+// retention is how long a retired CA stays in the bundle: every replica has switched
+// well within it.
+func (p *Publisher) retention() time.Duration { return max(time.Hour, 3*p.switchDelay()) }
+
+// publish makes every entry of the registration trust bundle, plus the CAs it trusted
+// that bundle no longer holds, each for retention after it was first found retired (see
+// RetiredAnnotation); expired CAs leave. Every replica computes the same bundle from the
+// registration and its Secret, so none undoes another's; a replica that read an older
+// Secret keeps the newer CA it does not know as retired until it reads again. It records
+// since when the registration trusts each CA, and returns the CAs this pass added. A
+// registration that does not exist yet is no error: there is nothing to keep (its
+// creation is watched).
+func (p *Publisher) publish(ctx context.Context, bundle []byte, now time.Time) ([]*x509.Certificate, error) {
 	if p.Registration == "" {
-		return nil
+		return nil, nil
 	}
+	log := logf.FromContext(ctx)
 	var mwc admissionregistrationv1.MutatingWebhookConfiguration
 	if err := p.Client.Get(ctx, client.ObjectKey{Name: p.Registration}, &mwc); err != nil {
-		return fmt.Errorf("get registration %s: %w", p.Registration, err)
+		if apierrors.IsNotFound(err) {
+			log.V(1).Info("No registration yet; its caBundle is filled when it appears", "registration", p.Registration)
+			return nil, nil
+		}
+		return nil, fmt.Errorf("get registration %s: %w", p.Registration, err)
 	}
-	ours := parseCerts(bundle)
-	if keep {
-		for _, w := range mwc.Webhooks {
-			for _, c := range parseCerts(w.ClientConfig.CABundle) {
-				if c.NotAfter.After(now) && !contains(ours, c) {
-					ours = append(ours, c)
-				}
+	var ours []*x509.Certificate
+	for _, c := range parseCerts(bundle) {
+		if c.NotAfter.After(now) {
+			ours = append(ours, c)
+		}
+	}
+	retiredSince := map[string]time.Time{}
+	_ = json.Unmarshal([]byte(mwc.Annotations[RetiredAnnotation]), &retiredSince) // malformed: start afresh
+	next := slices.Clone(ours)
+	retired := map[string]time.Time{}
+	var inAll []*x509.Certificate // trusted by every entry before this pass
+	hadTrust := false             // some entry trusted a valid CA before this pass
+	for i, w := range mwc.Webhooks {
+		cur := parseCerts(w.ClientConfig.CABundle)
+		hadTrust = hadTrust || slices.ContainsFunc(cur, func(c *x509.Certificate) bool { return c.NotAfter.After(now) })
+		if i == 0 {
+			inAll = cur
+		} else {
+			inAll = slices.DeleteFunc(inAll, func(c *x509.Certificate) bool { return !contains(cur, c) })
+		}
+		for _, c := range cur {
+			if !c.NotAfter.After(now) || contains(next, c) {
+				continue
+			}
+			fp := fingerprint(c)
+			since, ok := retiredSince[fp]
+			if !ok || since.After(now) {
+				since = now
+			}
+			if now.Sub(since) < p.retention() {
+				next = append(next, c)
+				retired[fp] = since
 			}
 		}
-		bundle = pemCerts(ours)
 	}
-	var newest time.Time
-	for _, c := range ours {
-		if c.NotBefore.After(newest) {
-			newest = c.NotBefore
-		}
-	}
+	out := pemCerts(next)
 	changed := false
 	for i := range mwc.Webhooks {
-		cur := mwc.Webhooks[i].ClientConfig.CABundle
-		if bytes.Equal(cur, bundle) {
-			continue
+		if !bytes.Equal(mwc.Webhooks[i].ClientConfig.CABundle, out) {
+			mwc.Webhooks[i].ClientConfig.CABundle = out
+			changed = true
 		}
-		for _, c := range parseCerts(cur) {
-			if c.NotAfter.After(now) && c.NotBefore.After(newest) && !contains(ours, c) {
-				return fmt.Errorf("%w: registration %s trusts %s (from %s)", errStale, p.Registration, c.Subject.CommonName, c.NotBefore.Format(time.RFC3339))
+	}
+	ann := ""
+	if len(retired) > 0 {
+		b, _ := json.Marshal(retired)
+		ann = string(b)
+	}
+	if mwc.Annotations[RetiredAnnotation] != ann {
+		if ann == "" {
+			delete(mwc.Annotations, RetiredAnnotation)
+		} else {
+			if mwc.Annotations == nil {
+				mwc.Annotations = map[string]string{}
 			}
+			mwc.Annotations[RetiredAnnotation] = ann
 		}
-		mwc.Webhooks[i].ClientConfig.CABundle = bundle
 		changed = true
 	}
 	if changed {
 		if err := p.Client.Update(ctx, &mwc); err != nil {
-			return fmt.Errorf("update caBundle of %s: %w", p.Registration, err)
+			return nil, fmt.Errorf("update caBundle of %s: %w", p.Registration, err)
 		}
-		logf.FromContext(ctx).Info("Updated the registration's caBundle", "registration", p.Registration, "cas", len(ours))
+		log.Info("Updated the registration's caBundle", "registration", p.Registration, "cas", len(next), "retired", len(retired))
+	}
+	var added []*x509.Certificate
+	for _, c := range ours {
+		if !contains(inAll, c) {
+			added = append(added, c)
+		}
 	}
 	if len(mwc.Webhooks) > 0 {
-		p.markTrusted(ours, now)
+		p.markTrusted(next, now)
+		if hadTrust {
+			// Added next to CAs API servers already use: they need time to pick it up.
+			// Into an empty bundle (an install), nothing was being called anyway.
+			p.markAdded(added, now)
+		}
 	}
-	return nil
+	return added, nil
+}
+
+func fingerprint(c *x509.Certificate) string {
+	s := sha256.Sum256(c.Raw)
+	return hex.EncodeToString(s[:])
 }
 
 func contains(cs []*x509.Certificate, c *x509.Certificate) bool {
@@ -209,13 +273,40 @@ func loop(ctx context.Context, kick <-chan struct{}, maxWait time.Duration, what
 			wait = 10 * time.Second
 		}
 		wait = min(max(wait, time.Second), maxWait)
+		// At least a second between passes, kicks included: another writer of the
+		// bundle cannot make a tight loop of it.
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-kick:
-		case <-time.After(wait):
+		case <-time.After(wait - time.Second):
 		}
 	}
+}
+
+func (p *Publisher) markAdded(cas []*x509.Certificate, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.added == nil {
+		p.added = map[[32]byte]time.Time{}
+	}
+	for _, c := range cas {
+		p.added[sha256.Sum256(c.Raw)] = now
+	}
+}
+
+// addedAt is when this process added ca to the registration (ok false: it did not; it
+// was there already, or there is no registration to keep).
+func (p *Publisher) addedAt(ca []byte) (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t, ok := p.added[sha256.Sum256(ca)]
+	return t, ok
 }
 
 // writeFiles puts the certificate, key and CA into dir when they differ, renaming new

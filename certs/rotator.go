@@ -2,7 +2,6 @@ package certs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -60,12 +59,9 @@ func (r *Rotator) Start(ctx context.Context) error {
 	return loop(ctx, kick, 5*time.Minute, "ensure the self-signed certificate", r.Ensure)
 }
 
-// errStale: the Secret read is older than what the registration already trusts.
-var errStale = errors.New("the Secret read is older than the registration's caBundle")
-
 // Ensure makes the Secret, the cert dir and the registration hold a valid certificate,
-// and returns when it should next be renewed. Losing a write race to another replica,
-// or reading a Secret older than the registration's bundle, makes it read again.
+// and returns when it should next be renewed. Losing a write race to another replica
+// makes it read again, and use the winner's certificate.
 func (r *Rotator) Ensure(ctx context.Context) (time.Time, error) {
 	var err error
 	for range 5 {
@@ -74,7 +70,7 @@ func (r *Rotator) Ensure(ctx context.Context) (time.Time, error) {
 		if err == nil {
 			return next, nil
 		}
-		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) && !errors.Is(err, errStale) {
+		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
 			return time.Time{}, err
 		}
 		logf.FromContext(ctx).V(1).Info("Another replica wrote the certificate first; reading it", "reason", err.Error())
@@ -109,10 +105,13 @@ func (r *Rotator) ensureOnce(ctx context.Context) (time.Time, error) {
 		}
 		logf.FromContext(ctx).Info("Wrote the self-signed certificate", "secret", r.Secret.String(), "renewAt", renewAt)
 	}
-	if err := writeFiles(r.CertDir, data); err != nil {
+	// Publish, then serve: a new CA is in the bundle before anything it signed is
+	// served (renew switches to it only later, but a fresh or emptied Secret gets a new
+	// CA and its certificate in one pass).
+	if _, err := r.publish(ctx, data[CAName], now); err != nil {
 		return time.Time{}, err
 	}
-	if err := r.publish(ctx, data[CAName], now, false); err != nil {
+	if err := writeFiles(r.CertDir, data); err != nil {
 		return time.Time{}, err
 	}
 	return renewAt, nil

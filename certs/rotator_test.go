@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -194,24 +195,69 @@ func TestEnsureLosesRaceToAnotherReplica(t *testing.T) {
 	}
 }
 
-// TestInjectNeverWritesOlderBundle: a pass holding an older Secret than the
-// registration's bundle does not write it back (errStale), and Ensure reads again.
-func TestInjectNeverWritesOlderBundle(t *testing.T) {
+// TestPublishKeepsRetiredCAs: a CA the registration trusts that this pass's Secret
+// does not name (another replica's newer CA read by a replica with an older Secret, the
+// other certificate mode's after a switch) is kept, marked retired, for the retention,
+// then dropped; every pass computes the same, so replicas never undo each other.
+func TestPublishKeepsRetiredCAs(t *testing.T) {
+	ctx := context.Background()
 	reg := registration()
 	base := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(reg).Build()
 	r := newFakeRotator(t, base)
 	old, _, _, _ := r.renew(nil, t0)
 	newer, _, _, _ := r.renew(nil, t0.Add(time.Hour)) // another replica's later CA
-	if err := r.publish(context.Background(), newer[CAName], t0.Add(time.Hour), false); err != nil {
+	bundle := func() ([]*x509.Certificate, string) {
+		_ = base.Get(ctx, client.ObjectKeyFromObject(reg), reg)
+		return parseCerts(reg.Webhooks[1].ClientConfig.CABundle), reg.Annotations[RetiredAnnotation]
+	}
+	if _, err := r.publish(ctx, newer[CAName], t0.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	err := r.publish(context.Background(), old[CAName], t0.Add(time.Hour), false)
-	if !errors.Is(err, errStale) {
-		t.Fatalf("writing an older bundle over a newer one: %v, want errStale", err)
+	newCA := parseCerts(newer[CAName])[0]
+	oldCA := parseCerts(old[CAName])[0]
+	// A pass holding the older Secret: the newer CA stays.
+	if _, err := r.publish(ctx, old[CAName], t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
 	}
-	_ = base.Get(context.Background(), client.ObjectKeyFromObject(reg), reg)
-	if !bytes.Equal(reg.Webhooks[0].ClientConfig.CABundle, newer[CAName]) {
-		t.Fatal("the registration's newer bundle was replaced")
+	got, ann := bundle()
+	if len(got) != 2 || !contains(got, newCA) || !contains(got, oldCA) || !strings.Contains(ann, fingerprint(newCA)) {
+		t.Fatalf("after a pass with an older Secret: %d CAs, retired %s; want both, the newer retired", len(got), ann)
+	}
+	// Again, later: same bundle (the retirement keeps its first time).
+	if _, err := r.publish(ctx, old[CAName], t0.Add(time.Hour+30*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if got2, ann2 := bundle(); len(got2) != 2 || ann2 != ann {
+		t.Fatalf("retirement moved: %s -> %s", ann, ann2)
+	}
+	// Past the retention: dropped.
+	if _, err := r.publish(ctx, old[CAName], t0.Add(2*time.Hour+time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if got, ann := bundle(); len(got) != 1 || !got[0].Equal(oldCA) || ann != "" {
+		t.Fatalf("after the retention: %d CAs, retired %q; want the Secret's alone", len(got), ann)
+	}
+	// Named again by the Secret: trusted, not retired.
+	added, err := r.publish(ctx, pemCerts([]*x509.Certificate{newCA, oldCA}), t0.Add(3*time.Hour))
+	if err != nil || len(added) != 1 || !added[0].Equal(newCA) {
+		t.Fatalf("added %d (%v), want the newer CA", len(added), err)
+	}
+	if got, ann := bundle(); len(got) != 2 || ann != "" {
+		t.Fatalf("%d CAs, retired %q", len(got), ann)
+	}
+}
+
+// TestPublishWithoutRegistration: a registration not created yet is no error (the
+// chart may create it after the pod starts); nothing counts as trusted.
+func TestPublishWithoutRegistration(t *testing.T) {
+	base := fake.NewClientBuilder().WithScheme(scheme.Scheme).Build()
+	r := newFakeRotator(t, base)
+	data, _, _, _ := r.renew(nil, t0)
+	if _, err := r.Ensure(context.Background()); err != nil {
+		t.Fatalf("Ensure without a registration: %v", err)
+	}
+	if _, ok := r.trustedSince(parseCerts(data[CAName])[0].Raw); ok {
+		t.Fatal("a CA counted as trusted by a registration that does not exist")
 	}
 }
 

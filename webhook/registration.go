@@ -9,6 +9,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -149,13 +150,36 @@ func (r *Registrar) Start(ctx context.Context) error {
 	// The manager's context is over; a short one of our own for the delete.
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	err = r.Client.Delete(dctx, &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: r.Registration.Name}},
-		client.Preconditions{UID: &r.uid})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	deleted, err := r.remove(dctx)
+	if err != nil {
 		return fmt.Errorf("delete registration %s: %w", r.Registration.Name, err)
 	}
-	log.Info("Deleted webhook registration", "configuration", r.Registration.Name)
+	if deleted {
+		log.Info("Deleted webhook registration", "configuration", r.Registration.Name)
+	} else {
+		log.Info("Left the webhook registration: another process registered itself in it since", "configuration", r.Registration.Name)
+	}
 	return nil
+}
+
+// remove deletes the registration if it still calls this process: another dev-mode
+// process of the same name that registered itself since (it overwrote the URL) still
+// needs it. The delete is conditional on what was read, so a re-registration in between
+// is not lost.
+func (r *Registrar) remove(ctx context.Context) (bool, error) {
+	var cur admissionregistrationv1.MutatingWebhookConfiguration
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(r.Registration), &cur); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	if cur.UID != r.uid || len(cur.Webhooks) == 0 || len(r.Registration.Webhooks) == 0 ||
+		!equality.Semantic.DeepEqual(cur.Webhooks[0].ClientConfig.URL, r.Registration.Webhooks[0].ClientConfig.URL) {
+		return false, nil
+	}
+	err := r.Client.Delete(ctx, &cur, client.Preconditions{UID: &cur.UID, ResourceVersion: &cur.ResourceVersion})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 var errNotOurs = errors.New("not made by dev mode")

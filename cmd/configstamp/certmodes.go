@@ -109,8 +109,10 @@ func (s *certOptions) keeper(cfg *rest.Config, scheme *runtime.Scheme, certDir, 
 	if len(hosts) == 0 {
 		return nil, fmt.Errorf("--self-signed-hosts is required with --self-signed-secret")
 	}
-	if s.renewBefore >= s.validity || s.validity >= s.caValidity {
-		return nil, fmt.Errorf("want --self-signed-renew-before < --self-signed-validity < --self-signed-ca-validity")
+	if s.renewBefore >= s.validity || 2*s.validity > s.caValidity {
+		// A CA is replaced a serving certificate's lifetime before its end: at least
+		// twice that lifetime keeps the bundle to two CAs.
+		return nil, fmt.Errorf("want --self-signed-renew-before < --self-signed-validity, and --self-signed-ca-validity at least twice --self-signed-validity")
 	}
 	r := &certs.Rotator{Secret: ref, Hosts: hosts, CertDir: certDir, Validity: s.validity, RenewBefore: s.renewBefore, CAValidity: s.caValidity}
 	publish(&r.Publisher)
@@ -144,23 +146,22 @@ func parseRef(flag, v string) (types.NamespacedName, error) {
 }
 
 // ensureFirst runs k's first pass before the webhook server starts (it needs the
-// files). A Secret cert-manager has not filled yet is waited for, with a log line every
-// attempt; any other error ends start-up.
+// files), retrying every error (cert-manager has not filled its Secret yet, the API
+// server is briefly unreachable, a new CA waits for API servers to trust it) with a log
+// line each time, until ctx ends.
 func ensureFirst(ctx context.Context, k ensurer) error {
 	log := ctrl.Log.WithName("certs")
 	for {
-		_, err := k.Ensure(ctx)
+		next, err := k.Ensure(ctx)
 		if err == nil {
 			return nil
 		}
-		if _, follower := k.(*certs.Follower); !follower {
-			return err
-		}
 		log.Error(err, "Waiting for the serving certificate")
+		wait := min(max(time.Until(next), 2*time.Second), time.Minute)
 		select {
 		case <-ctx.Done():
 			return err
-		case <-time.After(2 * time.Second):
+		case <-time.After(wait):
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/certs"
@@ -40,7 +41,10 @@ func selfSignedSetup(t *testing.T, ns string, port int) *admissionregistrationv1
 	}
 	reg := webhook.Registration(admissionregistrationv1.WebhookClientConfig{URL: new(fmt.Sprintf("https://127.0.0.1:%d", port))}, sc, workload.Builtin())
 	create(t, reg)
-	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "configstamp-webhook-tls"}, Type: corev1.SecretTypeOpaque})
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "configstamp-webhook-tls"}, Type: corev1.SecretTypeOpaque}
+	_ = k8s.Delete(bg, secret) // a previous run's
+	create(t, secret)
+	t.Cleanup(func() { _ = k8s.Delete(bg, secret) })
 	return reg
 }
 
@@ -48,14 +52,18 @@ func selfSignedSetup(t *testing.T, ns string, port int) *admissionregistrationv1
 // chart's manifest does: no caBundle in any entry.
 func wipeBundle(t *testing.T, name string) {
 	t.Helper()
-	var cur admissionregistrationv1.MutatingWebhookConfiguration
-	if err := k8s.Get(bg, client.ObjectKey{Name: name}, &cur); err != nil {
-		t.Fatal(err)
-	}
-	for i := range cur.Webhooks {
-		cur.Webhooks[i].ClientConfig.CABundle = nil
-	}
-	if err := k8s.Update(bg, &cur); err != nil {
+	// The watcher annotates the registration too: retry on a conflict.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var cur admissionregistrationv1.MutatingWebhookConfiguration
+		if err := k8s.Get(bg, client.ObjectKey{Name: name}, &cur); err != nil {
+			return err
+		}
+		for i := range cur.Webhooks {
+			cur.Webhooks[i].ClientConfig.CABundle = nil
+		}
+		return k8s.Update(bg, &cur)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }
@@ -194,7 +202,7 @@ func TestSelfSignedCARollover(t *testing.T) {
 	for time.Now().Before(deadline) && m.issuerCount() < 3 {
 		time.Sleep(time.Second)
 	}
-	m.stop(t)
+	m.stop(t, 2*time.Second) // the switch delay is 3 s; the monitor looks every 100 ms
 	if n := m.issuerCount(); n < 3 {
 		t.Errorf("served certificates of %d CAs in 100 s, want 3 (two rollovers)", n)
 	}
@@ -206,32 +214,46 @@ func TestSelfSignedCARollover(t *testing.T) {
 // that a dry-run admission through the API server is stamped (a failed call would fail
 // open, unstamped).
 type trustMonitor struct {
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	mu        sync.Mutex
-	failures  []string
-	issuers   map[string]bool
-	newestCA  time.Time
-	handshook atomic.Int64
-	admitted  atomic.Int64
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	failures []string
+	issuers  map[string]bool
+	// inBundle and served: when each CA (by common name) was first seen in the
+	// registration's bundle, and first seen signing the served certificate.
+	inBundle, served map[string]time.Time
+	initial          map[string]bool // in the bundle at the first look
+	newestCA         time.Time
+	handshook        atomic.Int64
+	admitted         atomic.Int64
 }
 
 func monitorTrust(t *testing.T, registration string, port int) *trustMonitor {
 	ctx, cancel := context.WithCancel(bg)
-	m := &trustMonitor{cancel: cancel, issuers: map[string]bool{}}
+	m := &trustMonitor{cancel: cancel, issuers: map[string]bool{}, inBundle: map[string]time.Time{}, served: map[string]time.Time{}}
 	t.Cleanup(cancel)
 	m.wg.Go(func() {
 		for ctx.Err() == nil {
 			var cur admissionregistrationv1.MutatingWebhookConfiguration
 			if err := k8s.Get(ctx, client.ObjectKey{Name: registration}, &cur); err != nil {
+				time.Sleep(100 * time.Millisecond)
 				continue
 			}
+			seen := time.Now()
 			bundle := cur.Webhooks[0].ClientConfig.CABundle
 			var newest time.Time
+			m.mu.Lock()
+			first := m.initial == nil
+			if first {
+				m.initial = map[string]bool{}
+			}
 			for _, c := range mustParse(bundle) {
 				newest = later(newest, c.NotBefore)
+				if _, ok := m.inBundle[c.Subject.CommonName]; !ok {
+					m.inBundle[c.Subject.CommonName] = seen
+					m.initial[c.Subject.CommonName] = first
+				}
 			}
-			m.mu.Lock()
 			if newest.Before(m.newestCA) {
 				m.fail("the bundle went back to an older CA (newest %s, was %s)", newest, m.newestCA)
 			}
@@ -243,6 +265,9 @@ func monitorTrust(t *testing.T, registration string, port int) *trustMonitor {
 				m.fail("handshake against the registration's bundle: %v", err)
 			} else {
 				m.issuers[leaf.Issuer.CommonName] = true
+				if _, ok := m.served[leaf.Issuer.CommonName]; !ok {
+					m.served[leaf.Issuer.CommonName] = time.Now()
+				}
 				m.handshook.Add(1)
 			}
 			m.mu.Unlock()
@@ -282,8 +307,11 @@ func (m *trustMonitor) issuerCount() int {
 	return len(m.issuers)
 }
 
-// stop ends the checks and reports their failures.
-func (m *trustMonitor) stop(t *testing.T) {
+// stop ends the checks and reports their failures, and any CA that signed the served
+// certificate sooner than minGap after it joined the registration's bundle (a CA there
+// from the first look excepted): a certificate served before API servers had the
+// switch delay to trust its CA.
+func (m *trustMonitor) stop(t *testing.T, minGap time.Duration) {
 	t.Helper()
 	m.cancel()
 	m.wg.Wait()
@@ -291,6 +319,17 @@ func (m *trustMonitor) stop(t *testing.T) {
 	defer m.mu.Unlock()
 	for _, f := range m.failures {
 		t.Error(f)
+	}
+	for ca, at := range m.served {
+		if m.initial[ca] {
+			continue
+		}
+		joined, ok := m.inBundle[ca]
+		if !ok {
+			t.Errorf("served a certificate of %s, never seen in the bundle", ca)
+		} else if gap := at.Sub(joined); gap < minGap {
+			t.Errorf("served a certificate of %s %v after it joined the bundle, want at least %v", ca, gap.Round(time.Millisecond), minGap)
+		}
 	}
 	t.Logf("%d handshakes, %d admissions stamped, CAs served: %d", m.handshook.Load(), m.admitted.Load(), len(m.issuers))
 }

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -34,13 +35,27 @@ func TestDevModeLeavesInstalledRegistration(t *testing.T) {
 	t.Cleanup(func() { deleteRegistration(t) })
 	before := installed.ResourceVersion
 
+	// Two dev-mode processes: the second registers itself over the first; the first's
+	// clean exit leaves the registration to it.
+	first := env.Start(t, framework.Options{RemoveRegistration: true})
 	p := env.Start(t, framework.Options{RemoveRegistration: true})
+	framework.Eventually(t, 20*time.Second, "the second process registered", func() error {
+		var reg admissionregistrationv1.MutatingWebhookConfiguration
+		if err := k8s.Get(bg, client.ObjectKey{Name: webhook.DevConfigurationName}, &reg); err != nil {
+			return err
+		}
+		if got := *reg.Webhooks[0].ClientConfig.URL; !strings.HasPrefix(got, p.URL) {
+			return fmt.Errorf("calls %s", got)
+		}
+		return nil
+	})
+	first.Stop()
 	var dev admissionregistrationv1.MutatingWebhookConfiguration
 	if err := k8s.Get(bg, client.ObjectKey{Name: webhook.DevConfigurationName}, &dev); err != nil {
 		t.Fatalf("dev registration: %v", err)
 	}
 	if got := *dev.Webhooks[0].ClientConfig.URL; !strings.HasPrefix(got, p.URL) {
-		t.Errorf("dev registration calls %s, want %s", got, p.URL)
+		t.Errorf("dev registration calls %s after the first process left, want the second's %s", got, p.URL)
 	}
 	p.Stop()
 	if code := p.ExitCode(); code != 0 {

@@ -41,6 +41,7 @@ func TestShutdownDelay(t *testing.T) {
 		t.Fatalf("readyz before SIGTERM: %d %v, want 200", code, err)
 	}
 	p.Signal()
+	signalled := time.Now()
 	framework.Eventually(t, 3*time.Second, "not ready after SIGTERM", func() error {
 		if code, err := ready(); err != nil || code == http.StatusOK {
 			return fmt.Errorf("readyz %d %v", code, err)
@@ -62,6 +63,10 @@ func TestShutdownDelay(t *testing.T) {
 	case <-p.Exited():
 	case <-time.After(30 * time.Second):
 		t.Fatal("still running 30s after SIGTERM")
+	}
+	// A lower bound, not a timing measurement: it did wait out the delay.
+	if took := time.Since(signalled); took < 5*time.Second {
+		t.Errorf("exited %v after SIGTERM, before the 6s shutdown delay", took.Round(time.Millisecond))
 	}
 	if code := p.ExitCode(); code != 0 {
 		t.Errorf("exit code %d, want 0", code)
@@ -145,6 +150,15 @@ func TestMetricsAuthentication(t *testing.T) {
 			t.Errorf("%s: metrics served", c.what)
 		}
 	}
+	// No HTTP/2 offered (as on the webhook server).
+	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2", "http/1.1"}}) //nolint:gosec // only the handshake is checked
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := conn.ConnectionState().NegotiatedProtocol; p == "h2" {
+		t.Error("the metrics server offers HTTP/2")
+	}
+	conn.Close()
 	// Plain HTTP is not served.
 	if resp, err := http.Get("http://" + addr + "/metrics"); err == nil {
 		resp.Body.Close()

@@ -76,7 +76,9 @@ func TestTLSSecretMode(t *testing.T) {
 	reg := selfSignedSetup(t, ns, port)
 	ca1 := newTestCA(t, "ca-1")
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "configstamp-cert-manager-tls"}, Type: corev1.SecretTypeTLS, Data: ca1.issue(t)}
+	_ = k8s.Delete(bg, secret) // a previous run's
 	create(t, secret)
+	t.Cleanup(func() { _ = k8s.Delete(bg, secret) })
 	p := env.Start(t, framework.Options{SkipRegistration: true, WebhookPort: port, Args: []string{
 		"--tls-secret", ns + "/" + secret.Name, "--webhook-cert-dir", t.TempDir(), "--ca-switch-delay", "3s"}})
 	served := func() *x509.Certificate {
@@ -121,7 +123,7 @@ func TestTLSSecretMode(t *testing.T) {
 		t.Errorf("bundle of %d CAs (every entry alike: %v), want the new and the old", len(got), same)
 	}
 	time.Sleep(2 * time.Second)
-	m.stop(t)
+	m.stop(t, 2*time.Second) // the switch delay is 3 s; the monitor looks every 100 ms
 	if n := m.issuerCount(); n != 2 {
 		t.Errorf("served certificates of %d CAs, want 2", n)
 	}
