@@ -77,16 +77,27 @@ func (p *Publisher) trustedSince(ca []byte) (time.Time, bool) {
 	return t, ok
 }
 
+// markTrusted records now as when the registration began to trust each of cas, unless
+// known already.
 func (p *Publisher) markTrusted(cas []*x509.Certificate, now time.Time) {
+	p.mark(&p.trusted, cas, now, false)
+}
+
+// markAdded records now as when this process added each of cas to the registration.
+func (p *Publisher) markAdded(cas []*x509.Certificate, now time.Time) {
+	p.mark(&p.added, cas, now, true)
+}
+
+func (p *Publisher) mark(m *map[[32]byte]time.Time, cas []*x509.Certificate, now time.Time, overwrite bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.trusted == nil {
-		p.trusted = map[[32]byte]time.Time{}
+	if *m == nil {
+		*m = map[[32]byte]time.Time{}
 	}
 	for _, c := range cas {
 		k := sha256.Sum256(c.Raw)
-		if _, ok := p.trusted[k]; !ok {
-			p.trusted[k] = now
+		if _, ok := (*m)[k]; overwrite || !ok {
+			(*m)[k] = now
 		}
 	}
 }
@@ -289,16 +300,6 @@ func loop(ctx context.Context, kick <-chan struct{}, maxWait time.Duration, what
 	}
 }
 
-func (p *Publisher) markAdded(cas []*x509.Certificate, now time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.added == nil {
-		p.added = map[[32]byte]time.Time{}
-	}
-	for _, c := range cas {
-		p.added[sha256.Sum256(c.Raw)] = now
-	}
-}
 
 // addedAt is when this process added ca to the registration (ok false: it did not; it
 // was there already, or there is no registration to keep).
