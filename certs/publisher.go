@@ -300,7 +300,6 @@ func loop(ctx context.Context, kick <-chan struct{}, maxWait time.Duration, what
 	}
 }
 
-
 // addedAt is when this process added ca to the registration (ok false: it did not; it
 // was there already, or there is no registration to keep).
 func (p *Publisher) addedAt(ca []byte) (time.Time, bool) {
