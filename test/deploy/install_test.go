@@ -338,6 +338,8 @@ func TestChartInstallsAndWorksUnderItsRBAC(t *testing.T) {
 		"patch statefulsets -n " + ns:                                 "yes",
 		"patch daemonsets -n " + ns:                                   "yes",
 		"create leases -n " + releaseNS:                               "yes",
+		"update leases/configstamp-watcher -n " + releaseNS:           "yes",
+		"update leases/other -n " + releaseNS:                         "no",
 		"list replicasets -n " + ns:                                   "yes",
 		"list controllerrevisions -n " + ns:                           "yes",
 		"get mutatingwebhookconfigurations/configstamp":               "yes",

@@ -37,8 +37,13 @@ const releaseNS = "configstamp-system"
 // render runs helm template and returns the objects by "Kind/name".
 func render(t *testing.T, args ...string) map[string]*unstructured.Unstructured {
 	t.Helper()
-	out := tool(t, "helm", append([]string{"template", "configstamp", chart, "--namespace", releaseNS}, args...)...)
-	return decodeAll(t, out)
+	return decodeAll(t, renderText(t, chart, args...))
+}
+
+// renderText runs helm template on the chart in dir and returns what it prints.
+func renderText(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	return tool(t, "helm", append([]string{"template", "configstamp", dir, "--namespace", releaseNS}, args...)...)
 }
 
 // decodeAll decodes a multi-document YAML stream into objects by "Kind/name".
@@ -377,6 +382,27 @@ func TestRenderRBACLeastPrivilege(t *testing.T) {
 			}
 		}
 	}
+	// The Lease granted by name is the one configstamp elects with, --leader-election-id
+	// in extraArgs included (the last one, either form Go's flag package takes).
+	for _, tc := range []struct {
+		extraArgs, lease string
+	}{
+		{`["--concurrency=8"]`, "configstamp-watcher"},
+		{`["--leader-election-id=one"]`, "one"},
+		{`["-leader-election-id", "two", "--concurrency=8"]`, "two"},
+		{`["--leader-election-id=one", "--leader-election-id", "three"]`, "three"},
+	} {
+		role := typed[rbacv1.Role](t, render(t, "--set-json", "extraArgs="+tc.extraArgs), "Role/configstamp")
+		var names []string
+		for _, r := range role.Rules {
+			if slices.Contains(r.Resources, "leases") && len(r.ResourceNames) > 0 {
+				names = append(names, r.ResourceNames...)
+			}
+		}
+		if !slices.Equal(names, []string{tc.lease}) {
+			t.Errorf("extraArgs %s: the Role grants the Leases %v, want %s", tc.extraArgs, names, tc.lease)
+		}
+	}
 }
 
 // checkRBAC renders the chart with these options and compares its roles with what
@@ -397,12 +423,16 @@ func checkRBAC(t *testing.T, mode string, secrets, rollouts, secure bool) {
 	clusterWide.add("apps/controllerrevisions", "", "list")
 	clusterWide.add("/namespaces", "", "get", "list", "watch")
 	clusterWide.add("authentication.k8s.io/selfsubjectreviews", "", "create")
+	// The start-up check of its own permissions.
+	clusterWide.add("authorization.k8s.io/selfsubjectaccessreviews", "", "create")
 	clusterWide.add("events.k8s.io/events", "", "create", "patch")
 	clusterWide.add("/events", "", "create", "patch")
 	// Both certificate modes keep the registration's caBundle, watching it by name.
 	clusterWide.add("admissionregistration.k8s.io/mutatingwebhookconfigurations", "configstamp", "get", "patch", "update", "list", "watch")
 	namespaced := grants{}
-	namespaced.add("coordination.k8s.io/leases", "", "get", "create", "update")
+	// Leader election: its own Lease by name (create cannot be limited by name).
+	namespaced.add("coordination.k8s.io/leases", "", "create")
+	namespaced.add("coordination.k8s.io/leases", "configstamp-watcher", "get", "update")
 	if mode == "self-signed" {
 		namespaced.add("/secrets", "configstamp-webhook-tls", "get", "update")
 	} else {
@@ -556,11 +586,26 @@ func TestRenderPodSecurityAndAvailability(t *testing.T) {
 		{[]string{"--set", "replicas=1"}, false},
 		{[]string{"--set", "replicas=2", "--set", "podDisruptionBudget.minAvailable=2"}, false},
 		{[]string{"--set", "replicas=3", "--set", "podDisruptionBudget.minAvailable=2"}, true},
-		{[]string{"--set", "replicas=1", "--set-string", "podDisruptionBudget.minAvailable=50%"}, false},
-		{[]string{"--set", "replicas=2", "--set-string", "podDisruptionBudget.minAvailable=50%"}, true},
 	} {
 		if _, got := render(t, c.args...)["PodDisruptionBudget/configstamp"]; got != c.want {
 			t.Errorf("%v: PodDisruptionBudget rendered %v, want %v", c.args, got, c.want)
+		}
+	}
+	// A percentage counts as Kubernetes counts minAvailable, rounded up: the budget is
+	// rendered only when that leaves a pod to evict.
+	for _, c := range []struct {
+		pct      string
+		replicas int
+		want     bool
+	}{
+		{"50%", 1, false}, {"50%", 2, true}, {"50%", 3, true}, // 1 of 1; 1 of 2; 2 of 3
+		{"67%", 1, false}, {"67%", 2, false}, {"67%", 3, false}, // 1 of 1; 2 of 2; 3 of 3
+		{"100%", 1, false}, {"100%", 2, false}, {"100%", 3, false},
+		{"0%", 1, true}, {"34%", 3, true}, // 0 of 1; 2 of 3
+	} {
+		_, got := render(t, "--set", fmt.Sprintf("replicas=%d", c.replicas), "--set-string", "podDisruptionBudget.minAvailable="+c.pct)["PodDisruptionBudget/configstamp"]
+		if got != c.want {
+			t.Errorf("minAvailable %s at %d replicas: PodDisruptionBudget rendered %v, want %v", c.pct, c.replicas, got, c.want)
 		}
 	}
 	objs = render(t, "--set", "networkPolicy.enabled=true", "--set", "serviceMonitor.enabled=true", "--set", "priorityClassName=system-cluster-critical")

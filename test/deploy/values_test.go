@@ -65,11 +65,18 @@ func TestRenderSchemaRejectsBadValues(t *testing.T) {
 		{[]string{"--set", "image.digest=latest"}, []string{"at '/image/digest': 'latest' does not match pattern"}},
 		{[]string{"--set-string", "secrets.enabled=yes"}, []string{"at '/secrets/enabled': got string, want boolean"}},
 		{[]string{"--set", "extraArgs[0]=concurrency=8"}, []string{"at '/extraArgs/0'"}},
+		{[]string{"--set", "extraArgs={8,--concurrency}"}, []string{"at '/extraArgs/0': got number, want string"}},
+		// YAML reads 1.10 as 1.1: a number with a fraction is refused, to be quoted.
+		{[]string{"--set-json", `podLabels={"version":1.10}`}, []string{"at '/podLabels/version': got number, want boolean or integer or string"}},
+		{[]string{"--set-json", `image.tag=1.10`}, []string{"at '/image/tag': got number, want integer or string"}},
+		{[]string{"--set-json", `extraArgs=["--ratio",0.5]`}, []string{"at '/extraArgs/1': got number"}},
 		{[]string{"--set", "serviceMonitor.interval=soon"}, []string{"at '/serviceMonitor/interval'"}},
 		{[]string{"--set-string", "podDisruptionBudget.minAvailable=half"}, []string{"at '/podDisruptionBudget/minAvailable'"}},
 		// What the schema cannot compare.
-		{[]string{"--set", "shutdownDelay=25s"}, []string{"terminationGracePeriodSeconds (30) must be at least shutdownDelay (25s) plus the 10 s", "set it to 35 or more"}},
-		{[]string{"--set", "shutdownDelay=1m", "--set", "terminationGracePeriodSeconds=65"}, []string{"set it to 70 or more"}},
+		// The grace period covers shutdownDelay, the 10 s of graceful shutdown and 5 s of margin.
+		{[]string{"--set", "shutdownDelay=25s"}, []string{"terminationGracePeriodSeconds (30) must be at least shutdownDelay (25s) plus the 10 s", "5 s of margin", "set it to 40 or more"}},
+		{[]string{"--set", "shutdownDelay=20s"}, []string{"set it to 35 or more"}}, // 20 s + 10 s = 30: no margin
+		{[]string{"--set", "shutdownDelay=1m", "--set", "terminationGracePeriodSeconds=70"}, []string{"set it to 75 or more"}},
 		{[]string{"--set", "metrics.port=9443"}, []string{"webhook.port (9443), metrics.port (9443) and probes.port (8081) must differ"}},
 	} {
 		out := renderErr(t, tc.args...)
@@ -80,7 +87,7 @@ func TestRenderSchemaRejectsBadValues(t *testing.T) {
 		}
 	}
 	// Good values of the same kinds pass.
-	render(t, "--set", "debounce=0", "--set", "minRolloutInterval=0s", "--set", "shutdownDelay=1m30s", "--set", "terminationGracePeriodSeconds=100",
+	render(t, "--set", "debounce=0", "--set", "minRolloutInterval=0s", "--set", "shutdownDelay=1m30s", "--set", "terminationGracePeriodSeconds=105",
 		"--set", "certificates.duration=1h30m", "--set", "certificates.caSwitchDelay=0.5s", "--set", "webhook.timeoutSeconds=30", "--set", "serviceMonitor.interval=1m",
 		"--set", "logging.level=debug", "--set", "logging.format=console", "--set", "kubeAPI.qps=2.5")
 	tool(t, "helm", "lint", chart, "--set", "metrics.secure=true", "--set", "hostNetwork=true", "--set", "serviceMonitor.enabled=true",
@@ -117,6 +124,9 @@ func TestRenderSchemaCoversValues(t *testing.T) {
 			t.Errorf("schema %s: an object the chart defines, without additionalProperties: false", at)
 		}
 		for _, k := range slices.Sorted(maps.Keys(props)) {
+			if at == "" && k == "global" {
+				continue // helm's own, added when the chart is a subchart
+			}
 			v, ok := vals[k]
 			if !ok {
 				t.Errorf("schema names %s%s, values.yaml does not", at, k)
@@ -143,6 +153,7 @@ func TestRenderPodValues(t *testing.T) {
 	check("default image repository:appVersion", c.Image == "ghcr.io/configstamp/configstamp:0.1.0")
 	check("default: no imagePullSecrets, host network or dnsPolicy", pod.ImagePullSecrets == nil && !pod.HostNetwork && pod.DNSPolicy == "")
 	check("default: no topology spread", pod.TopologySpreadConstraints == nil)
+	check("default: the Deployment's default rollout strategy", dep.Spec.Strategy == appsv1.DeploymentStrategy{})
 	check("default: --shutdown-delay=10s, terminationGracePeriodSeconds 30", slices.Contains(c.Args, "--shutdown-delay=10s") &&
 		pod.TerminationGracePeriodSeconds != nil && *pod.TerminationGracePeriodSeconds == 30)
 	check("default: ports 9443, 8080, 8081", slices.Equal(containerPorts(c), []string{"webhook=9443", "metrics=8080", "probes=8081"}) &&
@@ -182,6 +193,11 @@ func TestRenderPodValues(t *testing.T) {
 		slices.Equal(c.Args[len(c.Args)-2:], []string{"--concurrency=8", "--debounce=5s"}) && slices.Contains(c.Args, "--debounce=2s") &&
 			slices.Index(c.Args, "--debounce=2s") < slices.Index(c.Args, "--debounce=5s"))
 	check("hostNetwork with dnsPolicy ClusterFirstWithHostNet", pod.HostNetwork && pod.DNSPolicy == corev1.DNSClusterFirstWithHostNet)
+	// One pod a node (its ports are the node's): a surge pod could wait forever for a node
+	// without one, so an old pod stops first.
+	check("hostNetwork: rolls with maxSurge 0, maxUnavailable 1", dep.Spec.Strategy.Type == appsv1.RollingUpdateDeploymentStrategyType &&
+		dep.Spec.Strategy.RollingUpdate != nil && dep.Spec.Strategy.RollingUpdate.MaxSurge != nil && dep.Spec.Strategy.RollingUpdate.MaxSurge.IntValue() == 0 &&
+		dep.Spec.Strategy.RollingUpdate.MaxUnavailable != nil && dep.Spec.Strategy.RollingUpdate.MaxUnavailable.IntValue() == 1)
 	check("ports follow their values: container ports and flags", slices.Equal(containerPorts(c), []string{"webhook=10443", "metrics=10080", "probes=10081"}) &&
 		slices.Contains(c.Args, "--webhook-port=10443") && slices.Contains(c.Args, "--metrics-bind-address=:10080") &&
 		slices.Contains(c.Args, "--health-probe-bind-address=:10081"))
@@ -262,8 +278,14 @@ func TestRenderMetricsSecure(t *testing.T) {
 // notes renders NOTES.txt as helm install prints it (a client-side dry run).
 func notes(t *testing.T, args ...string) string {
 	t.Helper()
+	return notesFrom(t, chart, args...)
+}
+
+// notesFrom renders the NOTES.txt of the chart in dir.
+func notesFrom(t *testing.T, dir string, args ...string) string {
+	t.Helper()
 	applyCertManagerCRDs(t) // a client-side dry run still maps every kind through the API server
-	out := tool(t, "helm", append([]string{"install", "configstamp", chart, "--namespace", releaseNS, "--dry-run=client"}, args...)...)
+	out := tool(t, "helm", append([]string{"install", "configstamp", dir, "--namespace", releaseNS, "--dry-run=client"}, args...)...)
 	_, text, ok := strings.Cut(out, "\nNOTES:\n")
 	if !ok {
 		t.Fatalf("helm install prints no NOTES:\n%s", out)
@@ -313,20 +335,24 @@ func TestRenderNotes(t *testing.T) {
 		"its CA injector is not used",
 		"keeps the registration's\n   caBundle: a new CA is added there 1m before configstamp serves",
 		"kubectl -n " + releaseNS + " delete secret configstamp-ca configstamp-cert-manager-tls",
+		// Every replica's logs, not one pod's; and which one leads.
+		"kubectl -n " + releaseNS + " logs -l app.kubernetes.io/name=configstamp --prefix",
+		"kubectl -n " + releaseNS + " get lease configstamp-watcher -o jsonpath='{.spec.holderIdentity}",
+		"holderIdentity:\n   the pod's name",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("NOTES lack %q:\n%s", want, text)
 		}
 	}
-	for _, unwanted := range []string{"configstamp-webhook-tls", "metrics-reader", "hostNetwork", "configstamp-hash-key"} {
+	for _, unwanted := range []string{"configstamp-webhook-tls", "metrics-reader", "hostNetwork", "configstamp-hash-key", "logs deployment/configstamp", "maxSurge"} {
 		if strings.Contains(text, unwanted) {
 			t.Errorf("NOTES with default values mention %q:\n%s", unwanted, text)
 		}
 	}
-	notesCheck(t, text, "x")
+	checkNotesCheckPassesPolicies(t, text)
 
 	text = notes(t, "--set", "certificates.mode=self-signed", "--set", "namespaceLabel=example.com/stamp", "--set", "secrets.enabled=true",
-		"--set", "metrics.secure=true", "--set", "hostNetwork=true")
+		"--set", "metrics.secure=true", "--set", "hostNetwork=true", "--set", "extraArgs={--leader-election-id,elected}")
 	for _, want := range []string{
 		"kubectl label namespace NAMESPACE example.com/stamp=enabled",
 		"Certificates: self-signed mode.",
@@ -335,6 +361,10 @@ func TestRenderNotes(t *testing.T) {
 		"configstamp-hash-key",
 		"--clusterrole configstamp-metrics-reader",
 		"pod-security.kubernetes.io/enforce=privileged",
+		"maxSurge 0,\nmaxUnavailable 1",
+		"get lease elected -o jsonpath",
+		"the node's host name",
+		"leaves the leader-election Lease elected",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("NOTES (self-signed, all options) lack %q:\n%s", want, text)
@@ -342,6 +372,48 @@ func TestRenderNotes(t *testing.T) {
 	}
 	if strings.Contains(text, "configstamp-cert-manager-tls") || strings.Contains(text, "configstamp.io/inject=enabled") {
 		t.Errorf("NOTES in self-signed mode with another label:\n%s", text)
+	}
+}
+
+// checkNotesCheckPassesPolicies: the Deployment of the check NOTES.txt (text) gives
+// carries what admission policies commonly require (resource requests and limits, a
+// restricted security context), and Pod Security admission at restricted has nothing to
+// say about it.
+func checkNotesCheckPassesPolicies(t *testing.T, text string) {
+	t.Helper()
+	ns := "notes-check-restricted"
+	script := notesCheck(t, text, ns)
+	_, raw, _ := strings.Cut(script, "echo '")
+	raw, _, _ = strings.Cut(raw, "' |")
+	var dep appsv1.Deployment
+	if err := json.Unmarshal([]byte(raw), &dep); err != nil {
+		t.Fatalf("the check's Deployment: %v\n%s", err, raw)
+	}
+	pod := dep.Spec.Template.Spec
+	check := func(what string, ok bool) {
+		t.Helper()
+		if !ok {
+			t.Errorf("the check's Deployment: %s: %s", what, raw)
+		}
+	}
+	check("runs as non-root, seccomp RuntimeDefault", pod.SecurityContext != nil && pod.SecurityContext.RunAsNonRoot != nil && *pod.SecurityContext.RunAsNonRoot &&
+		pod.SecurityContext.SeccompProfile != nil && pod.SecurityContext.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault)
+	check("one container", len(pod.Containers) == 1)
+	c := pod.Containers[0]
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		_, req := c.Resources.Requests[r]
+		_, lim := c.Resources.Limits[r]
+		check("requests and limits of "+string(r), req && lim)
+	}
+	sc := c.SecurityContext
+	check("no privilege escalation, every capability dropped, read-only root", sc != nil && sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation &&
+		sc.Capabilities != nil && slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) && sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem)
+	if _, err := toolErr("kubectl", "get", "namespace", ns); err != nil {
+		tool(t, "kubectl", "create", "namespace", ns)
+		tool(t, "kubectl", "label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted", "pod-security.kubernetes.io/warn=restricted")
+	}
+	if out := runShell(t, script+" 2>&1"); strings.Contains(out, "PodSecurity") || strings.Contains(out, "Warning") {
+		t.Errorf("the check in a restricted namespace:\n%s", out)
 	}
 }
 
@@ -398,4 +470,123 @@ func TestRenderPodMeetsRestricted(t *testing.T) {
 	if err == nil || !strings.Contains(out, `violates PodSecurity "restricted`) || !strings.Contains(out, "hostNetwork") {
 		t.Errorf("a host-network pod in a restricted namespace: %v\n%s", err, out)
 	}
+}
+
+// TestRenderScalarValues: where the chart wants text (an image tag, the values of labels,
+// annotations and a node selector, extraArgs), a whole number or a boolean, as helm --set
+// passes 2 and true and a values file has them (a whole number read as a float), is taken
+// as its text, as the API wants it; and a value set to null takes its default rather than
+// failing or rendering an empty flag.
+func TestRenderScalarValues(t *testing.T) {
+	fromSet := []string{"--set", "image.tag=20240101", "--set", "podLabels.version=2", "--set", "podAnnotations.x=true",
+		"--set", "nodeSelector.gpu=true", "--set", "extraArgs={--concurrency,8}",
+		"--set", "serviceMonitor.enabled=true", "--set", "serviceMonitor.labels.release=1",
+		"--set", "grafanaDashboard.enabled=true", "--set", "grafanaDashboard.labels.grafana_dashboard=1", "--set", "grafanaDashboard.annotations.order=2"}
+	file := writeValues(t, `
+image: {tag: 20240101}
+podLabels: {version: 2}
+podAnnotations: {x: true}
+nodeSelector: {gpu: true}
+extraArgs: [--concurrency, 8]
+serviceMonitor: {enabled: true, labels: {release: 1}}
+grafanaDashboard: {enabled: true, labels: {grafana_dashboard: 1}, annotations: {order: 2}}
+`)
+	for name, args := range map[string][]string{"--set": fromSet, "values file": {"-f", file}} {
+		objs := render(t, args...) // typed and NestedStringMap fail on a label that is not a string
+		dep := typed[appsv1.Deployment](t, objs, "Deployment/configstamp")
+		pod, c := dep.Spec.Template, dep.Spec.Template.Spec.Containers[0]
+		check := func(what string, ok bool) {
+			t.Helper()
+			if !ok {
+				t.Errorf("%s: %s", name, what)
+			}
+		}
+		check("image tag 20240101: "+c.Image, c.Image == "ghcr.io/configstamp/configstamp:20240101")
+		check("podLabels.version 2", pod.Labels["version"] == "2")
+		check("podAnnotations.x true", pod.Annotations["x"] == "true")
+		check("nodeSelector.gpu true", pod.Spec.NodeSelector["gpu"] == "true")
+		check(fmt.Sprintf("extraArgs --concurrency 8 last: %q", c.Args), slices.Equal(c.Args[len(c.Args)-2:], []string{"--concurrency", "8"}))
+		for key, want := range map[string]map[string]string{
+			"ServiceMonitor/configstamp": {"release": "1"}, "ConfigMap/configstamp-dashboard": {"grafana_dashboard": "1"},
+		} {
+			u, ok := objs[key]
+			if !ok {
+				t.Fatalf("%s: no %s", name, key)
+			}
+			labels, _, err := unstructured.NestedStringMap(u.Object, "metadata", "labels")
+			for k, v := range want {
+				check(fmt.Sprintf("%s label %s %s: %v (%v)", key, k, v, u.GetLabels(), err), err == nil && labels[k] == v)
+			}
+		}
+		annotations, _, err := unstructured.NestedStringMap(objs["ConfigMap/configstamp-dashboard"].Object, "metadata", "annotations")
+		check(fmt.Sprintf("dashboard annotation order 2: %v (%v)", annotations, err), err == nil && annotations["order"] == "2")
+	}
+
+	// null (helm deletes the value) takes the default: the chart renders as by default.
+	want := renderText(t, chart)
+	for _, args := range [][]string{
+		{"--set", "shutdownDelay=null", "--set", "excludeNamespaces=null", "--set", "metrics.port=null", "--set", "certificates.caSwitchDelay=null",
+			"--set", "extraArgs=null", "--set", "podSecurityContext=null", "--set", "terminationGracePeriodSeconds=null"},
+		{"-f", writeValues(t, "shutdownDelay: null\nexcludeNamespaces: null\nmetrics: {port: null, secure: null}\nwebhook: null\nhostNetwork: null\n")},
+	} {
+		if got := renderText(t, chart, args...); got != want {
+			t.Errorf("%v: renders otherwise than by default: %s", args, firstDifference(got, want))
+		}
+	}
+}
+
+// writeValues writes a values file and returns its path.
+func writeValues(t *testing.T, values string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(path, []byte(values), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// firstDifference describes the first line where got and want differ.
+func firstDifference(got, want string) string {
+	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
+	for i := range max(len(g), len(w)) {
+		var gl, wl string
+		if i < len(g) {
+			gl = g[i]
+		}
+		if i < len(w) {
+			wl = w[i]
+		}
+		if gl != wl {
+			return fmt.Sprintf("line %d is %q, want %q", i+1, gl, wl)
+		}
+	}
+	return "the same"
+}
+
+// chartCopy copies the chart into a new directory, named configstamp, and returns its path.
+func chartCopy(t *testing.T, into string) string {
+	t.Helper()
+	dir := filepath.Join(into, "configstamp")
+	if err := os.CopyFS(dir, os.DirFS(chart)); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestRenderAsSubchart: the chart as a dependency of another chart, which hands it its
+// values with helm's global added (values.schema.json admits global).
+func TestRenderAsSubchart(t *testing.T) {
+	parent := t.TempDir()
+	if err := os.WriteFile(filepath.Join(parent, "Chart.yaml"), []byte("apiVersion: v2\nname: platform\nversion: 1.0.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(parent, "charts"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	chartCopy(t, filepath.Join(parent, "charts"))
+	out := tool(t, "helm", "template", "platform", parent, "--namespace", releaseNS, "--set", "global.imageRegistry=registry.example", "--set", "configstamp.replicas=3")
+	if dep := typed[appsv1.Deployment](t, decodeAll(t, out), "Deployment/configstamp"); *dep.Spec.Replicas != 3 {
+		t.Errorf("as a subchart: replicas %d, want the parent's 3", *dep.Spec.Replicas)
+	}
+	render(t, "--set", "global.imageRegistry=registry.example")
 }

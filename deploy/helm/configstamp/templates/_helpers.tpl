@@ -19,7 +19,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 repository:tag, the tag defaulting to the chart's appVersion. */ -}}
 {{- define "configstamp.image" -}}
 {{- if .Values.image.digest }}{{ .Values.image.repository }}@{{ .Values.image.digest }}
-{{- else }}{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- else }}{{ .Values.image.repository }}:{{ include "configstamp.string" .Values.image.tag | default .Chart.AppVersion }}
 {{- end }}
 {{- end }}
 {{- define "configstamp.readTimeout" -}}{{ mul .Values.webhook.timeoutSeconds 600 }}ms{{- end }}
@@ -34,9 +34,11 @@ cannot change, so with one name a switch of modes could not create the other. */
 {{- /* values.schema.json checks each value (types, enums, ranges, patterns); here what
 it cannot: values against each other. */ -}}
 {{- define "configstamp.validate" -}}
+{{- /* After SIGTERM: shutdownDelay serving, then up to 10 s of graceful shutdown, and 5 s
+of margin before the kubelet kills the process mid-shutdown. */}}
 {{- $delay := include "configstamp.seconds" .Values.shutdownDelay | float64 }}
-{{- if lt (float64 .Values.terminationGracePeriodSeconds) (addf $delay 10) }}
-{{- fail (printf "terminationGracePeriodSeconds (%v) must be at least shutdownDelay (%s) plus the 10 s configstamp's graceful shutdown may take: set it to %v or more" .Values.terminationGracePeriodSeconds .Values.shutdownDelay (ceil (addf $delay 10))) }}
+{{- if lt (float64 .Values.terminationGracePeriodSeconds) (addf $delay 15) }}
+{{- fail (printf "terminationGracePeriodSeconds (%v) must be at least shutdownDelay (%v) plus the 10 s configstamp's graceful shutdown may take plus 5 s of margin: set it to %v or more" .Values.terminationGracePeriodSeconds .Values.shutdownDelay (ceil (addf $delay 15))) }}
 {{- end }}
 {{- $ports := list (int .Values.webhook.port) (int .Values.metrics.port) (int .Values.probes.port) }}
 {{- if ne (len (uniq $ports)) 3 }}
@@ -52,4 +54,40 @@ it cannot: values against each other. */ -}}
 {{- $total = addf $total (mulf (float64 $n) (get $unit (trimPrefix $n .))) }}
 {{- end }}
 {{- $total }}
+{{- end }}
+{{- /* A scalar value as text: a whole number read from a values file (which helm reads
+as a float, 20240101 printing as 2.0240101e+07) without a fraction; a string, an integer
+(helm --set 2) or a boolean (helm --set true) as it is. */ -}}
+{{- define "configstamp.string" -}}
+{{- if kindIs "float64" . }}{{ int64 . }}{{ else }}{{ . }}{{ end }}
+{{- end }}
+{{- /* A map of labels, annotations or node labels as YAML, every value a string (the API
+takes only strings there; values.schema.json lets integers and booleans through). */ -}}
+{{- define "configstamp.stringMap" -}}
+{{- $out := dict }}
+{{- range $k, $v := . }}{{ $_ := set $out $k (include "configstamp.string" $v) }}{{ end }}
+{{- toYaml $out }}
+{{- end }}
+{{- /* The value configstamp runs with for a flag that extraArgs may set: (list "name"
+default), e.g. (list "leader-election-id" "configstamp-watcher"). Go's flag package takes
+-name=value, --name=value, and -name value or --name value (the value the next argument);
+the last one wins. */ -}}
+{{- define "configstamp.flag" -}}
+{{- $name := index .args 0 }}
+{{- $value := index .args 1 }}
+{{- $next := false }}
+{{- range .Values.extraArgs }}
+{{- $arg := include "configstamp.string" . }}
+{{- if $next }}{{ $value = $arg }}{{ end }}
+{{- $next = or (eq $arg (printf "-%s" $name)) (eq $arg (printf "--%s" $name)) }}
+{{- if or (hasPrefix (printf "-%s=" $name) $arg) (hasPrefix (printf "--%s=" $name) $arg) }}
+{{- $value = regexReplaceAll "^--?[^=]*=" $arg "" }}
+{{- end }}
+{{- end }}
+{{- $value }}
+{{- end }}
+{{- /* The leader-election Lease (--leader-election-id): the Role grants get and update of
+this name only. */ -}}
+{{- define "configstamp.leaseName" -}}
+{{- include "configstamp.flag" (dict "Values" .Values "args" (list "leader-election-id" "configstamp-watcher")) }}
 {{- end }}
