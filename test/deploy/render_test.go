@@ -568,6 +568,8 @@ func TestRenderPodSecurityAndAvailability(t *testing.T) {
 	check("no privilege escalation", sc != nil && sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation)
 	check("readiness and liveness probes", c.ReadinessProbe != nil && c.LivenessProbe != nil &&
 		c.ReadinessProbe.HTTPGet != nil && c.ReadinessProbe.HTTPGet.Path == "/readyz")
+	check("a startup probe allowing minutes for the first certificate", c.StartupProbe != nil && c.StartupProbe.HTTPGet != nil &&
+		c.StartupProbe.HTTPGet.Path == "/healthz" && c.StartupProbe.PeriodSeconds*c.StartupProbe.FailureThreshold >= 300)
 	check("anti-affinity across nodes", pod.Affinity != nil && pod.Affinity.PodAntiAffinity != nil &&
 		len(pod.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) == 1)
 	checkCertDir(t, "cert-manager", dep)
