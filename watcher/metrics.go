@@ -61,4 +61,7 @@ func (c *burstAgeCollector) Collect(ch chan<- prometheus.Metric) {
 
 func init() {
 	metrics.Registry.MustRegister(nudges, checks, bypasses, debouncePending, burstAge)
+	// Exported at 0 from the start, so the first errors are an increase to alerts, and
+	// the alerts' label value is on /metrics for the monitoring integration test.
+	checks.WithLabelValues("error")
 }

@@ -36,6 +36,9 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(admissionRequests, admissionDuration, stampsChanged)
+	// Exported at 0 from the start, so the first read errors are an increase to alerts,
+	// and the alerts' label value is on /metrics for the monitoring integration test.
+	admissionRequests.WithLabelValues(resultReadError)
 }
 
 func observe(result string, start time.Time) {
