@@ -40,7 +40,7 @@ func goldenConfigMaps() []*corev1.ConfigMap {
 
 // TestGoldenStamps pins the stamps this version computes for ConfigMap-only templates.
 // A configstamp upgrade that changed them would re-stamp, and so roll, every Deployment
-// at once: change a value here only with a documented reason (README, "The hash").
+// at once: change a value here only with a documented reason (docs/hash.md).
 func TestGoldenStamps(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -52,7 +52,7 @@ func TestGoldenStamps(t *testing.T) {
 			"configmap/env-from=fa43853213bd,configmap/gone=missing,configmap/key-ref=e2336585845d,configmap/proj=9464455971a9,configmap/vol-all=f73df943b1e3,configmap/vol-items=2ead095e0a0e"},
 		{"one whole volume", &corev1.PodSpec{Volumes: goldenSpec().Volumes[:1]},
 			"8c852f983d4f2bb598628a74c1a3bee63ba7b2189e3415ce4065231bc43fbdd5", "configmap/vol-all=f73df943b1e3"},
-		// Changed once, before any release (documented in README, "The hash"): env and envFrom cannot see
+		// Changed once, before any release (documented in docs/hash.md): env and envFrom cannot see
 		// binaryData, so it no longer counts for them; this template's stamp ignores the
 		// binaryData key of env-from.
 		{"envFrom of a ConfigMap with binaryData", &corev1.PodSpec{InitContainers: goldenSpec().InitContainers},

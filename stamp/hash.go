@@ -100,7 +100,7 @@ func (s Stamp) SourcesAnnotation() string {
 // Compute reads every source through lookup and hashes what the pod can see. ConfigMaps
 // annotated configstamp.io/ignore=true are left out as if not referenced. A missing
 // ConfigMap, or a missing selected key, is hashed as an explicit marker, so that its later
-// creation changes the hash. See README.md, "The hash", for the encoding: each source is
+// creation changes the hash. See docs/hash.md for the encoding: each source is
 // hashed on its own (SourceDigest), and the config hash covers the sources' digests
 // (Combine), so every byte of config is hashed once.
 // key is the HMAC key of the namespace's Secret digests (NamespaceKey; see SourceDigest).

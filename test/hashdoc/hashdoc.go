@@ -1,5 +1,5 @@
 // Package hashdoc recomputes configstamp's config hash from the encoding written in
-// README.md ("The hash"), independently of the stamp package, so tests check the
+// docs/hash.md, independently of the stamp package, so tests check the
 // implementation against the written contract rather than against itself.
 package hashdoc
 

@@ -155,7 +155,7 @@ type docSource struct {
 	keys []string // nil: all keys
 }
 
-// docHash recomputes the config hash from the encoding written in README.md ("The hash"),
+// docHash recomputes the config hash from the encoding written in docs/hash.md,
 // independently of the stamp package, from the ConfigMaps as they are now.
 func docHash(t *testing.T, ns string, srcs ...docSource) string {
 	t.Helper()

@@ -59,7 +59,7 @@ func relabel(t testing.TB, ns, name string) {
 
 // docHash is the config hash of the ConfigMaps cms, each consumed whole (every key,
 // binaryData included, as a volume or an extra source sees it), recomputed from the
-// README's encoding.
+// encoding documented in docs/hash.md.
 func docHash(t testing.TB, ns string, cms ...string) string {
 	t.Helper()
 	var srcs []hashdoc.Source

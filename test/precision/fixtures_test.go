@@ -127,7 +127,7 @@ func createDeployment(t testing.TB, ns, name, cm string, c consumer) {
 }
 
 // docHash is the config hash of the ConfigMap cm as c consumes it, recomputed from the
-// README's encoding.
+// encoding documented in docs/hash.md.
 func docHash(t testing.TB, ns, cm string, c consumer) string {
 	t.Helper()
 	return hashdoc.Hash([]hashdoc.Source{c.doc(cm)}, func(name string) *corev1.ConfigMap {

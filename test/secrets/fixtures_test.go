@@ -235,7 +235,7 @@ func checkedAfter(t testing.TB, cs *framework.Configstamp, ns, name string, befo
 	})
 }
 
-// The documented encoding (README, "The hash"), written out again here so the keyed and
+// The documented encoding (docs/hash.md), written out again here so the keyed and
 // unkeyed digests are checked against the text, not against stamp.
 
 func encodeSource(kind, name string, keys []string, data map[string]string) []byte {
