@@ -21,7 +21,7 @@ func TestDockerfile(t *testing.T) {
 	}
 	var from, copies []string
 	var user string
-	static, cross, buildOnBuilder := false, false, false
+	static, cross, buildOnBuilder, versioned := false, false, false, false
 	args := map[string]bool{}
 	for _, line := range strings.Split(string(raw), "\n") {
 		f := strings.Fields(line)
@@ -48,6 +48,7 @@ func TestDockerfile(t *testing.T) {
 		case "RUN":
 			static = static || strings.Contains(line, "CGO_ENABLED=0")
 			cross = cross || strings.Contains(line, "GOOS=${TARGETOS} GOARCH=${TARGETARCH}")
+			versioned = versioned || strings.Contains(line, "-X main.version=${VERSION}")
 		}
 	}
 	if len(from) != 2 || from[1] != "gcr.io/distroless/static:nonroot" {
@@ -63,6 +64,9 @@ func TestDockerfile(t *testing.T) {
 	if !buildOnBuilder || !cross || !args["TARGETOS"] || !args["TARGETARCH"] {
 		t.Errorf("not cross-compiled: want FROM --platform=$BUILDPLATFORM for the build stage (%v), ARG TARGETOS TARGETARCH (%v), GOOS=${TARGETOS} GOARCH=${TARGETARCH} (%v)",
 			buildOnBuilder, args["TARGETOS"] && args["TARGETARCH"], cross)
+	}
+	if !versioned || !args["VERSION=dev"] {
+		t.Errorf("the image's version: want ARG VERSION=dev (%v) passed as -X main.version=${VERSION} (%v)", args["VERSION=dev"], versioned)
 	}
 	root := cluster.RepoRoot()
 	list := exec.Command("go", "list", "-deps", "-f", "{{if .Module}}{{if .Module.Main}}{{.Dir}}{{end}}{{end}}", "./cmd/configstamp")
@@ -81,5 +85,24 @@ func TestDockerfile(t *testing.T) {
 		if !found {
 			t.Errorf("package %s is not copied into the build stage (COPY %s)", rel, top)
 		}
+	}
+}
+
+// TestVersionFromMakefile: `make build VERSION=...` sets the version that
+// `configstamp --version` prints (the Dockerfile passes its VERSION build argument the
+// same way, checked above).
+func TestVersionFromMakefile(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command("make", "-s", "build", "VERSION=v9.9.9-test", "BIN="+dir)
+	cmd.Dir = cluster.RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(filepath.Join(dir, "configstamp"), "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("--version: %v\n%s", err, out)
+	}
+	if !strings.HasPrefix(string(out), "configstamp v9.9.9-test ") {
+		t.Fatalf("--version printed %q, want the version set at build time", out)
 	}
 }
