@@ -21,7 +21,8 @@ func TestDockerfile(t *testing.T) {
 	}
 	var from, copies []string
 	var user string
-	static, cross, buildOnBuilder, versioned := false, false, false, false
+	static, cross, buildOnBuilder := false, false, false
+	versioned := strings.Contains(string(raw), "-X main.version=${VERSION}") // in the RUN's continued lines
 	args := map[string]bool{}
 	for _, line := range strings.Split(string(raw), "\n") {
 		f := strings.Fields(line)
@@ -48,7 +49,6 @@ func TestDockerfile(t *testing.T) {
 		case "RUN":
 			static = static || strings.Contains(line, "CGO_ENABLED=0")
 			cross = cross || strings.Contains(line, "GOOS=${TARGETOS} GOARCH=${TARGETARCH}")
-			versioned = versioned || strings.Contains(line, "-X main.version=${VERSION}")
 		}
 	}
 	if len(from) != 2 || from[1] != "gcr.io/distroless/static:nonroot" {
