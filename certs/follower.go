@@ -1,18 +1,13 @@
 package certs
 
 import (
-	"bytes"
 	"context"
 	"crypto/x509"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
@@ -46,10 +41,6 @@ func (f *Follower) Start(ctx context.Context) error {
 	return loop(ctx, kick, followPoll, "follow the serving certificate", f.Ensure)
 }
 
-// errWaiting: nothing is served yet, and the Secret's certificate is from a CA this
-// process has just added to the registration.
-var errWaiting = errors.New("waiting for API servers to trust a new CA")
-
 // Ensure publishes the Secret's CA and serves its certificate once that is safe; it
 // returns when to look again.
 func (f *Follower) Ensure(ctx context.Context) (time.Time, error) {
@@ -66,40 +57,15 @@ func (f *Follower) Ensure(ctx context.Context) (time.Time, error) {
 	if root == nil {
 		return time.Time{}, fmt.Errorf("secret %s: %s does not verify against a CA of %s (a CA issuer sets it)", f.Secret, CertName, CAName)
 	}
-	if _, err := f.publish(ctx, secret.Data[CAName], now); err != nil {
+	if err := f.publish(ctx, secret.Data[CAName], now); err != nil {
 		return time.Time{}, err
 	}
 	data := map[string][]byte{CertName: secret.Data[CertName], KeyName: secret.Data[KeyName], CAName: secret.Data[CAName]}
-	served, err := os.ReadFile(filepath.Join(f.CertDir, CertName))
-	if err == nil && bytes.Equal(served, data[CertName]) {
-		return now.Add(followPoll), nil
+	next, err := f.serve(ctx, f.CertDir, data, leaf, root, now)
+	if next.IsZero() && err == nil {
+		next = now.Add(followPoll)
 	}
-	// A new certificate. Its CA may be new to the registration: then wait until API
-	// servers have had the switch delay to trust it, while what is served lasts (and,
-	// with nothing served yet, when this process itself has just added the CA).
-	cur, _ := parsePair(served, readFile(filepath.Join(f.CertDir, KeyName)))
-	curLasts := cur != nil && now.Add(f.switchDelay()).Before(cur.NotAfter)
-	if curLasts && chainRoot(served, []*x509.Certificate{root}, now) == nil {
-		since, trusted := f.trustedSince(root.Raw)
-		switchAt := since.Add(f.switchDelay())
-		if !trusted {
-			switchAt = now.Add(f.switchDelay())
-		}
-		if now.Before(switchAt) {
-			logf.FromContext(ctx).V(1).Info("Waiting before serving a certificate from a new CA", "secret", f.Secret.String(), "at", switchAt)
-			return switchAt, nil
-		}
-	}
-	if cur == nil {
-		if at, ok := f.addedAt(root.Raw); ok && now.Before(at.Add(f.switchDelay())) {
-			return at.Add(f.switchDelay()), fmt.Errorf("%w: %s, until %s", errWaiting, root.Subject.CommonName, at.Add(f.switchDelay()).Format(time.RFC3339))
-		}
-	}
-	if err := writeFiles(f.CertDir, data); err != nil {
-		return time.Time{}, err
-	}
-	logf.FromContext(ctx).Info("Serving the certificate of the Secret", "secret", f.Secret.String(), "notAfter", leaf.NotAfter, "ca", root.Subject.CommonName)
-	return now.Add(followPoll), nil
+	return next, err
 }
 
 // chainRoot is the CA of cas that the certificate chain in chainPEM (the leaf first,
@@ -122,9 +88,4 @@ func chainRoot(chainPEM []byte, cas []*x509.Certificate, now time.Time) *x509.Ce
 		}
 	}
 	return nil
-}
-
-func readFile(path string) []byte {
-	b, _ := os.ReadFile(path)
-	return b
 }

@@ -150,8 +150,8 @@ func TestFollowerNewPodWaitsForNewCA(t *testing.T) {
 	f := &Follower{Publisher: Publisher{Client: c, Registration: "configstamp", CASwitchDelay: time.Minute, now: func() time.Time { return now }},
 		Secret: types.NamespacedName{Namespace: "ns", Name: "tls"}, CertDir: t.TempDir()}
 	next, err := f.Ensure(ctx)
-	if !errors.Is(err, errWaiting) || !next.Equal(t0.Add(time.Minute)) {
-		t.Fatalf("first pass: next %v, err %v; want errWaiting until the switch delay", next, err)
+	if !errors.Is(err, ErrWaiting) || !next.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("first pass: next %v, err %v; want ErrWaiting until the switch delay", next, err)
 	}
 	if _, err := os.Stat(filepath.Join(f.CertDir, CertName)); err == nil {
 		t.Fatal("served a certificate from a CA API servers may not trust yet")

@@ -62,17 +62,14 @@ func (r *Rotator) renew(data map[string][]byte, now time.Time) (map[string][]byt
 		due := leaf.NotAfter.Add(-r.RenewBefore)
 		fromSigning := leaf.CheckSignatureFrom(signing) == nil
 		if fromSigning && now.Before(due) {
+			changed = pruneBundle(out, data, signing) || changed
 			return out, minTime(due, caRenew), changed, nil
 		}
 		if !fromSigning {
 			// The CA changed: switch once the registration has trusted the new one
 			// long enough, or when the current certificate is about to end.
-			since, trusted := r.trustedSince(signing.Raw)
-			switchAt := since.Add(r.switchDelay())
-			if !trusted {
-				switchAt = now.Add(r.switchDelay())
-			}
-			if now.Before(switchAt) && now.Add(r.switchDelay()).Before(leaf.NotAfter) {
+			trusted, switchAt := r.trustedFor(signing.Raw, now)
+			if !trusted && now.Add(r.switchDelay()).Before(leaf.NotAfter) {
 				return out, switchAt, changed, nil
 			}
 		}
@@ -83,7 +80,17 @@ func (r *Rotator) renew(data map[string][]byte, now time.Time) (map[string][]byt
 	}
 	out[CertName] = append(certPEM, pemCert(signing)...)
 	out[KeyName] = keyPEM
+	pruneBundle(out, data, signing)
 	return out, minTime(now.Add(r.Validity-r.RenewBefore), caRenew), true, nil
+}
+
+// pruneBundle: once the Secret's serving certificate comes from the signing CA, older
+// CAs leave its bundle (the registration keeps them, retired, for the retention, for
+// replicas that have not switched yet). It reports whether out's bundle changed from
+// data's.
+func pruneBundle(out, data map[string][]byte, signing *x509.Certificate) bool {
+	out[CAName] = pemCert(signing)
+	return !slices.Equal(out[CAName], data[CAName])
 }
 
 func signedByOneOf(leaf *x509.Certificate, cas []*x509.Certificate) bool {

@@ -7,10 +7,12 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,9 +48,12 @@ type Publisher struct {
 	now func() time.Time
 
 	mu sync.Mutex
-	// trusted records when this process first saw the registration trust each CA
-	// (by SHA-256 of its DER); added, when this process added one to it.
-	trusted, added map[[32]byte]time.Time
+	// since is, from the last read of the registration, when each CA it trusts (by
+	// fingerprint) joined its bundle (see CAsAnnotation).
+	since map[string]time.Time
+	// absent: the registration did not exist at the last read (nothing calls the
+	// webhook yet, so any CA may be served).
+	absent bool
 }
 
 func (p *Publisher) clock() time.Time {
@@ -65,110 +70,142 @@ func (p *Publisher) switchDelay() time.Duration {
 	return DefaultCASwitchDelay
 }
 
-// trustedSince is when this process first saw the registration trust ca (ok false: not
-// yet). Without a registration to keep, every CA counts as trusted.
+// trustedSince is when ca joined the registration's bundle, as the registration
+// records it (ok false: it is not in the bundle, or there is no registration yet).
+// Without a registration to keep, every CA counts as trusted. The time is shared by
+// every replica: a pod that starts after another added a CA waits out the same delay.
 func (p *Publisher) trustedSince(ca []byte) (time.Time, bool) {
 	if p.Registration == "" {
 		return time.Time{}, true
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	t, ok := p.trusted[sha256.Sum256(ca)]
+	if p.absent {
+		return time.Time{}, true
+	}
+	t, ok := p.since[fingerprintDER(ca)]
 	return t, ok
 }
 
-// markTrusted records now as when the registration began to trust each of cas, unless
-// known already.
-func (p *Publisher) markTrusted(cas []*x509.Certificate, now time.Time) {
-	p.mark(&p.trusted, cas, now, false)
-}
-
-// markAdded records now as when this process added each of cas to the registration.
-func (p *Publisher) markAdded(cas []*x509.Certificate, now time.Time) {
-	p.mark(&p.added, cas, now, true)
-}
-
-func (p *Publisher) mark(m *map[[32]byte]time.Time, cas []*x509.Certificate, now time.Time, overwrite bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if *m == nil {
-		*m = map[[32]byte]time.Time{}
+// trustedFor reports whether ca has been in the registration's bundle for the switch
+// delay at now, and when it will have been.
+func (p *Publisher) trustedFor(ca []byte, now time.Time) (bool, time.Time) {
+	since, ok := p.trustedSince(ca)
+	if !ok {
+		return false, now.Add(p.switchDelay())
 	}
-	for _, c := range cas {
-		k := sha256.Sum256(c.Raw)
-		if _, ok := (*m)[k]; overwrite || !ok {
-			(*m)[k] = now
-		}
-	}
+	at := since.Add(p.switchDelay())
+	return !now.Before(at), at
 }
 
-// RetiredAnnotation, on the registration, lists the CAs of its caBundle that the
-// certificate configstamp keeps no longer names, each with when it was first found so
-// (JSON: hex SHA-256 of the CA -> RFC 3339 time). They stay trusted for a while, so that
-// nothing still served loses trust: a replica serving the old CA's certificate until its
-// switch, one that read an older Secret, the old pods of a certificate-mode switch.
-const RetiredAnnotation = "configstamp.io/retired-cas"
+// CAsAnnotation, on the registration, records for each CA of its caBundle (by hex
+// SHA-256 of the certificate) when it joined the bundle, and, for a CA the certificate
+// configstamp keeps no longer names, when it was first found so (JSON). Every replica
+// reads and writes the same record, so they agree on when a new CA may be served
+// (since + the switch delay) and when a retired one leaves (retired + the retention).
+// A retired CA stays so that nothing still served loses trust: a replica serving the
+// old CA's certificate until its switch, one that read an older Secret, the old pods of
+// a certificate-mode switch.
+const CAsAnnotation = "configstamp.io/cas"
+
+type caState struct {
+	Since   time.Time  `json:"since"`
+	Retired *time.Time `json:"retired,omitempty"`
+}
 
 // retention is how long a retired CA stays in the bundle: every replica has switched
 // well within it.
 func (p *Publisher) retention() time.Duration { return max(time.Hour, 3*p.switchDelay()) }
 
 // publish makes every entry of the registration trust bundle, plus the CAs it trusted
-// that bundle no longer holds, each for retention after it was first found retired (see
-// RetiredAnnotation); expired CAs leave. Every replica computes the same bundle from the
-// registration and its Secret, so none undoes another's; a replica that read an older
-// Secret keeps the newer CA it does not know as retired until it reads again. It records
-// since when the registration trusts each CA, and returns the CAs this pass added. A
+// that bundle no longer holds, each for retention after it was first found retired;
+// expired CAs leave. The bundle is sorted the same way by every writer (newest first,
+// then by fingerprint), so replicas with the same inputs write the same bytes. A
 // registration that does not exist yet is no error: there is nothing to keep (its
 // creation is watched).
-func (p *Publisher) publish(ctx context.Context, bundle []byte, now time.Time) ([]*x509.Certificate, error) {
+func (p *Publisher) publish(ctx context.Context, bundle []byte, now time.Time) error {
 	if p.Registration == "" {
-		return nil, nil
+		return nil
 	}
 	log := logf.FromContext(ctx)
 	var mwc admissionregistrationv1.MutatingWebhookConfiguration
 	if err := p.Client.Get(ctx, client.ObjectKey{Name: p.Registration}, &mwc); err != nil {
 		if apierrors.IsNotFound(err) {
+			p.setSince(nil, true)
 			log.V(1).Info("No registration yet; its caBundle is filled when it appears", "registration", p.Registration)
-			return nil, nil
+			return nil
 		}
-		return nil, fmt.Errorf("get registration %s: %w", p.Registration, err)
+		return fmt.Errorf("get registration %s: %w", p.Registration, err)
 	}
-	var ours []*x509.Certificate
-	for _, c := range parseCerts(bundle) {
-		if c.NotAfter.After(now) {
-			ours = append(ours, c)
-		}
-	}
-	retiredSince := map[string]time.Time{}
-	_ = json.Unmarshal([]byte(mwc.Annotations[RetiredAnnotation]), &retiredSince) // malformed: start afresh
-	next := slices.Clone(ours)
-	retired := map[string]time.Time{}
-	var inAll []*x509.Certificate // trusted by every entry before this pass
-	hadTrust := false             // some entry trusted a valid CA before this pass
+	states := map[string]caState{}
+	recorded := json.Unmarshal([]byte(mwc.Annotations[CAsAnnotation]), &states) == nil && len(states) > 0
+	var inAll, present []*x509.Certificate // valid CAs trusted by every entry, by any entry
 	for i, w := range mwc.Webhooks {
-		cur := parseCerts(w.ClientConfig.CABundle)
-		hadTrust = hadTrust || slices.ContainsFunc(cur, func(c *x509.Certificate) bool { return c.NotAfter.After(now) })
+		var cur []*x509.Certificate
+		for _, c := range parseCerts(w.ClientConfig.CABundle) {
+			if c.NotAfter.After(now) {
+				cur = append(cur, c)
+			}
+		}
 		if i == 0 {
-			inAll = cur
+			inAll = slices.Clone(cur)
 		} else {
 			inAll = slices.DeleteFunc(inAll, func(c *x509.Certificate) bool { return !contains(cur, c) })
 		}
 		for _, c := range cur {
-			if !c.NotAfter.After(now) || contains(next, c) {
-				continue
-			}
-			fp := fingerprint(c)
-			since, ok := retiredSince[fp]
-			if !ok || since.After(now) {
-				since = now
-			}
-			if now.Sub(since) < p.retention() {
-				next = append(next, c)
-				retired[fp] = since
+			if !contains(present, c) {
+				present = append(present, c)
 			}
 		}
 	}
+	next, nextStates := []*x509.Certificate{}, map[string]caState{}
+	for _, c := range parseCerts(bundle) {
+		if !c.NotAfter.After(now) || contains(next, c) {
+			continue
+		}
+		fp := fingerprint(c)
+		st, ok := states[fp]
+		switch {
+		case !contains(inAll, c):
+			// Joining now (or again, or into an entry that lacked it).
+			st.Since = now
+			if len(present) == 0 {
+				// Into an empty bundle (an install): nothing was being called.
+				st.Since = time.Time{}
+			}
+		case !ok && !recorded:
+			// Trusted before any record (an earlier version, cert-manager's injector).
+			st.Since = time.Time{}
+		case !ok:
+			st.Since = now
+		}
+		st.Retired = nil
+		next = append(next, c)
+		nextStates[fp] = st
+	}
+	for _, c := range present {
+		if contains(next, c) {
+			continue
+		}
+		fp := fingerprint(c)
+		st, ok := states[fp]
+		if !ok {
+			st.Since = time.Time{}
+		}
+		if st.Retired == nil || st.Retired.After(now) {
+			st.Retired = &now
+		}
+		if now.Sub(*st.Retired) < p.retention() {
+			next = append(next, c)
+			nextStates[fp] = st
+		}
+	}
+	slices.SortFunc(next, func(a, b *x509.Certificate) int {
+		if c := b.NotBefore.Compare(a.NotBefore); c != 0 {
+			return c
+		}
+		return strings.Compare(fingerprint(a), fingerprint(b))
+	})
 	out := pemCerts(next)
 	changed := false
 	for i := range mwc.Webhooks {
@@ -177,47 +214,40 @@ func (p *Publisher) publish(ctx context.Context, bundle []byte, now time.Time) (
 			changed = true
 		}
 	}
-	ann := ""
-	if len(retired) > 0 {
-		b, _ := json.Marshal(retired)
-		ann = string(b)
-	}
-	if mwc.Annotations[RetiredAnnotation] != ann {
-		if ann == "" {
-			delete(mwc.Annotations, RetiredAnnotation)
-		} else {
-			if mwc.Annotations == nil {
-				mwc.Annotations = map[string]string{}
-			}
-			mwc.Annotations[RetiredAnnotation] = ann
+	ann, _ := json.Marshal(nextStates) // map keys sorted: the same bytes for the same record
+	if mwc.Annotations[CAsAnnotation] != string(ann) {
+		if mwc.Annotations == nil {
+			mwc.Annotations = map[string]string{}
 		}
+		mwc.Annotations[CAsAnnotation] = string(ann)
 		changed = true
 	}
 	if changed {
 		if err := p.Client.Update(ctx, &mwc); err != nil {
-			return nil, fmt.Errorf("update caBundle of %s: %w", p.Registration, err)
+			return fmt.Errorf("update caBundle of %s: %w", p.Registration, err)
 		}
-		log.Info("Updated the registration's caBundle", "registration", p.Registration, "cas", len(next), "retired", len(retired))
+		log.Info("Updated the registration's caBundle", "registration", p.Registration, "cas", len(next))
 	}
-	var added []*x509.Certificate
-	for _, c := range ours {
-		if !contains(inAll, c) {
-			added = append(added, c)
-		}
-	}
+	since := map[string]time.Time{}
 	if len(mwc.Webhooks) > 0 {
-		p.markTrusted(next, now)
-		if hadTrust {
-			// Added next to CAs API servers already use: they need time to pick it up.
-			// Into an empty bundle (an install), nothing was being called anyway.
-			p.markAdded(added, now)
+		for fp, st := range nextStates {
+			since[fp] = st.Since
 		}
 	}
-	return added, nil
+	p.setSince(since, false)
+	return nil
 }
 
-func fingerprint(c *x509.Certificate) string {
-	s := sha256.Sum256(c.Raw)
+func (p *Publisher) setSince(m map[string]time.Time, absent bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.since, p.absent = m, absent
+}
+
+func fingerprint(c *x509.Certificate) string { return fingerprintDER(c.Raw) }
+
+func fingerprintDER(der []byte) string {
+	s := sha256.Sum256(der)
 	return hex.EncodeToString(s[:])
 }
 
@@ -300,13 +330,45 @@ func loop(ctx context.Context, kick <-chan struct{}, maxWait time.Duration, what
 	}
 }
 
-// addedAt is when this process added ca to the registration (ok false: it did not; it
-// was there already, or there is no registration to keep).
-func (p *Publisher) addedAt(ca []byte) (time.Time, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	t, ok := p.added[sha256.Sum256(ca)]
-	return t, ok
+// ErrWaiting means nothing is served yet, and the certificate to serve is from a CA that
+// has not been in the registration's bundle for the switch delay.
+var ErrWaiting = errors.New("waiting for API servers to trust a new CA")
+
+// serve puts data (tls.crt: leaf first, then any intermediates; tls.key; ca.crt) into
+// dir, unless what dir serves still lasts and leaf's CA, root, has not been in the
+// registration's bundle for the switch delay (or leaf is less than a minute old, for API
+// servers whose clock is behind). Then it returns when to look again. With nothing
+// served, a CA not trusted for the delay yet gives ErrWaiting; a served certificate about
+// to end is replaced regardless.
+func (p *Publisher) serve(ctx context.Context, dir string, data map[string][]byte, leaf, root *x509.Certificate, now time.Time) (time.Time, error) {
+	served, err := os.ReadFile(filepath.Join(dir, CertName))
+	if err == nil && bytes.Equal(served, data[CertName]) {
+		return time.Time{}, nil
+	}
+	cur, _ := parsePair(served, readFile(filepath.Join(dir, KeyName)))
+	curLasts := cur != nil && now.Add(p.switchDelay()).Before(cur.NotAfter)
+	trusted, at := p.trustedFor(root.Raw, now)
+	fresh := leaf.NotBefore.Add(time.Minute)
+	switch {
+	case curLasts && (!trusted || now.Before(fresh)):
+		if trusted {
+			at = fresh
+		}
+		logf.FromContext(ctx).V(1).Info("Waiting before serving a certificate from a CA new to the registration", "ca", root.Subject.CommonName, "at", at)
+		return at, nil
+	case cur == nil && !trusted:
+		return at, fmt.Errorf("%w: %s, until %s", ErrWaiting, root.Subject.CommonName, at.Format(time.RFC3339))
+	}
+	if err := writeFiles(dir, data); err != nil {
+		return time.Time{}, err
+	}
+	logf.FromContext(ctx).Info("Serving a new certificate", "ca", root.Subject.CommonName, "notAfter", leaf.NotAfter)
+	return time.Time{}, nil
+}
+
+func readFile(path string) []byte {
+	b, _ := os.ReadFile(path)
+	return b
 }
 
 // writeFiles puts the certificate, key and CA into dir when they differ, renaming new

@@ -106,13 +106,23 @@ func (r *Rotator) ensureOnce(ctx context.Context) (time.Time, error) {
 		logf.FromContext(ctx).Info("Wrote the self-signed certificate", "secret", r.Secret.String(), "renewAt", renewAt)
 	}
 	// Publish, then serve: a new CA is in the bundle before anything it signed is
-	// served (renew switches to it only later, but a fresh or emptied Secret gets a new
-	// CA and its certificate in one pass).
-	if _, err := r.publish(ctx, data[CAName], now); err != nil {
+	// served. renew switches the Secret to a new CA only once it is trusted; a fresh or
+	// emptied Secret (helm upgrade --force) gets a new CA and its certificate in one
+	// pass, and serve keeps what is served until the new CA is trusted for the delay.
+	if err := r.publish(ctx, data[CAName], now); err != nil {
 		return time.Time{}, err
 	}
-	if err := writeFiles(r.CertDir, data); err != nil {
-		return time.Time{}, err
+	leaf, _ := parsePair(data[CertName], data[KeyName])
+	root := chainRoot(data[CertName], parseCerts(data[CAName]), now)
+	if leaf == nil || root == nil {
+		return time.Time{}, fmt.Errorf("secret %s: no valid certificate after renewal", r.Secret)
+	}
+	next, err := r.serve(ctx, r.CertDir, data, leaf, root, now)
+	if err != nil {
+		return next, err
+	}
+	if !next.IsZero() {
+		renewAt = minTime(renewAt, next)
 	}
 	return renewAt, nil
 }

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -72,7 +72,7 @@ func TestRotatorCARollover(t *testing.T) {
 		t.Fatal(err)
 	}
 	oldCA, _ := parsePair(data[CAName], data[CAKeyName])
-	r.markTrusted([]*x509.Certificate{oldCA}, t0)
+	r.setSince(map[string]time.Time{fingerprint(oldCA): t0}, false)
 	// A serving certificate issued at t0+15h (valid to t0+25h).
 	if data, _, _, err = r.renew(data, t0.Add(15*time.Hour)); err != nil {
 		t.Fatal(err)
@@ -100,7 +100,7 @@ func TestRotatorCARollover(t *testing.T) {
 	if again, _, changed, _ := r.renew(rolled, at.Add(2*time.Minute)); changed || !bytes.Equal(again[CertName], data[CertName]) {
 		t.Fatal("switched to a CA the registration has not trusted")
 	}
-	r.markTrusted([]*x509.Certificate{newCA, oldCA}, at.Add(2*time.Minute))
+	r.setSince(map[string]time.Time{fingerprint(newCA): at.Add(2 * time.Minute), fingerprint(oldCA): t0}, false)
 	if again, _, changed, _ := r.renew(rolled, at.Add(2*time.Minute+59*time.Second)); changed || !bytes.Equal(again[CertName], data[CertName]) {
 		t.Fatal("switched before the registration trusted the new CA for the switch delay")
 	}
@@ -109,8 +109,8 @@ func TestRotatorCARollover(t *testing.T) {
 	if !changed || leaf == nil || leaf.CheckSignatureFrom(newCA) != nil {
 		t.Fatal("serving certificate not switched to the new CA after the switch delay")
 	}
-	if !bytes.Equal(switched[CAName], rolled[CAName]) {
-		t.Fatal("the bundle changed with the switch")
+	if got := parseCerts(switched[CAName]); len(got) != 1 || !got[0].Equal(newCA) {
+		t.Fatalf("the Secret's bundle after the switch: %d CAs, want the new CA alone (the registration keeps the old one, retired)", len(got))
 	}
 
 	// The old CA expires (t0+30h): it leaves the bundle.
@@ -198,7 +198,8 @@ func TestEnsureLosesRaceToAnotherReplica(t *testing.T) {
 // TestPublishKeepsRetiredCAs: a CA the registration trusts that this pass's Secret
 // does not name (another replica's newer CA read by a replica with an older Secret, the
 // other certificate mode's after a switch) is kept, marked retired, for the retention,
-// then dropped; every pass computes the same, so replicas never undo each other.
+// then dropped; replicas with the same inputs write the same bytes, and when each CA
+// joined is recorded on the registration, for every replica.
 func TestPublishKeepsRetiredCAs(t *testing.T) {
 	ctx := context.Background()
 	reg := registration()
@@ -206,44 +207,64 @@ func TestPublishKeepsRetiredCAs(t *testing.T) {
 	r := newFakeRotator(t, base)
 	old, _, _, _ := r.renew(nil, t0)
 	newer, _, _, _ := r.renew(nil, t0.Add(time.Hour)) // another replica's later CA
-	bundle := func() ([]*x509.Certificate, string) {
+	oldCA, newCA := parseCerts(old[CAName])[0], parseCerts(newer[CAName])[0]
+	state := func() ([]*x509.Certificate, map[string]caState) {
 		_ = base.Get(ctx, client.ObjectKeyFromObject(reg), reg)
-		return parseCerts(reg.Webhooks[1].ClientConfig.CABundle), reg.Annotations[RetiredAnnotation]
+		st := map[string]caState{}
+		_ = json.Unmarshal([]byte(reg.Annotations[CAsAnnotation]), &st)
+		return parseCerts(reg.Webhooks[1].ClientConfig.CABundle), st
 	}
-	if _, err := r.publish(ctx, newer[CAName], t0.Add(time.Hour)); err != nil {
+	// Into an empty bundle (an install): trusted from the start.
+	if err := r.publish(ctx, old[CAName], t0); err != nil {
 		t.Fatal(err)
 	}
-	newCA := parseCerts(newer[CAName])[0]
-	oldCA := parseCerts(old[CAName])[0]
-	// A pass holding the older Secret: the newer CA stays.
-	if _, err := r.publish(ctx, old[CAName], t0.Add(time.Hour)); err != nil {
+	if ok, _ := r.trustedFor(oldCA.Raw, t0); !ok {
+		t.Fatal("the first CA of an install must not wait")
+	}
+	// Another replica adds the newer CA beside it: joined now, shared.
+	other := newFakeRotator(t, base)
+	if err := other.publish(ctx, pemCerts([]*x509.Certificate{newCA, oldCA}), t0.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	got, ann := bundle()
-	if len(got) != 2 || !contains(got, newCA) || !contains(got, oldCA) || !strings.Contains(ann, fingerprint(newCA)) {
-		t.Fatalf("after a pass with an older Secret: %d CAs, retired %s; want both, the newer retired", len(got), ann)
+	_, st := state()
+	if !st[fingerprint(newCA)].Since.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("the newer CA's join time %v, want t0+1h", st[fingerprint(newCA)].Since)
 	}
-	// Again, later: same bundle (the retirement keeps its first time).
-	if _, err := r.publish(ctx, old[CAName], t0.Add(time.Hour+30*time.Minute)); err != nil {
+	// This replica, with the older Secret, keeps the newer CA (retired) and learns when
+	// it joined.
+	if err := r.publish(ctx, old[CAName], t0.Add(time.Hour+time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if got2, ann2 := bundle(); len(got2) != 2 || ann2 != ann {
-		t.Fatalf("retirement moved: %s -> %s", ann, ann2)
+	got, st := state()
+	if len(got) != 2 || !contains(got, newCA) || st[fingerprint(newCA)].Retired == nil {
+		t.Fatalf("after a pass with an older Secret: %d CAs, state %+v; want both, the newer retired", len(got), st)
+	}
+	if ok, at := r.trustedFor(newCA.Raw, t0.Add(time.Hour+time.Second)); ok || !at.Equal(t0.Add(time.Hour+DefaultCASwitchDelay)) {
+		t.Fatalf("trusted %v until %v: want the shared join time plus the delay", ok, at)
 	}
 	// Past the retention: dropped.
-	if _, err := r.publish(ctx, old[CAName], t0.Add(2*time.Hour+time.Second)); err != nil {
+	if err := r.publish(ctx, old[CAName], t0.Add(2*time.Hour+2*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if got, ann := bundle(); len(got) != 1 || !got[0].Equal(oldCA) || ann != "" {
-		t.Fatalf("after the retention: %d CAs, retired %q; want the Secret's alone", len(got), ann)
+	if got, st := state(); len(got) != 1 || !got[0].Equal(oldCA) || len(st) != 1 {
+		t.Fatalf("after the retention: %d CAs, state %+v; want the Secret's alone", len(got), st)
 	}
-	// Named again by the Secret: trusted, not retired.
-	added, err := r.publish(ctx, pemCerts([]*x509.Certificate{newCA, oldCA}), t0.Add(3*time.Hour))
-	if err != nil || len(added) != 1 || !added[0].Equal(newCA) {
-		t.Fatalf("added %d (%v), want the newer CA", len(added), err)
+	// Back again: joins anew (not trusted since its first appearance).
+	if err := r.publish(ctx, pemCerts([]*x509.Certificate{newCA, oldCA}), t0.Add(3*time.Hour)); err != nil {
+		t.Fatal(err)
 	}
-	if got, ann := bundle(); len(got) != 2 || ann != "" {
-		t.Fatalf("%d CAs, retired %q", len(got), ann)
+	if _, st := state(); !st[fingerprint(newCA)].Since.Equal(t0.Add(3*time.Hour)) || st[fingerprint(newCA)].Retired != nil {
+		t.Fatalf("re-added CA: %+v, want joined at t0+3h, not retired", st[fingerprint(newCA)])
+	}
+	// Two writers with the same inputs write the same bytes (no ping-pong).
+	before := reg.ResourceVersion
+	for _, w := range []*Rotator{r, other, r} {
+		if err := w.publish(ctx, pemCerts([]*x509.Certificate{oldCA, newCA}), t0.Add(3*time.Hour+time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _ = base.Get(ctx, client.ObjectKeyFromObject(reg), reg); reg.ResourceVersion != before {
+		t.Fatal("writers with the same inputs rewrote the registration")
 	}
 }
 
@@ -256,9 +277,10 @@ func TestPublishWithoutRegistration(t *testing.T) {
 	if _, err := r.Ensure(context.Background()); err != nil {
 		t.Fatalf("Ensure without a registration: %v", err)
 	}
-	if _, ok := r.trustedSince(parseCerts(data[CAName])[0].Raw); ok {
-		t.Fatal("a CA counted as trusted by a registration that does not exist")
+	if _, err := os.Stat(filepath.Join(r.CertDir, CertName)); err != nil {
+		t.Fatal("nothing served without a registration (nothing calls it yet: serve at once)")
 	}
+	_ = data
 }
 
 // TestEnsureGivesUpOnOtherErrors: an error that is not a lost race is returned.
@@ -276,5 +298,49 @@ func TestEnsureGivesUpOnOtherErrors(t *testing.T) {
 	})
 	if _, err := newFakeRotator(t, c).Ensure(context.Background()); !apierrors.IsForbidden(err) || calls != 1 {
 		t.Fatalf("err %v after %d reads, want Forbidden after 1", err, calls)
+	}
+}
+
+// TestRotatorEmptiedSecretKeepsServing: a Secret emptied under running replicas (helm
+// upgrade --force replaces it with the chart's empty manifest) gets a new CA and
+// certificate at once, but what replicas serve switches only once the registration has
+// trusted the new CA for the switch delay; a replica starting meanwhile waits.
+func TestRotatorEmptiedSecretKeepsServing(t *testing.T) {
+	ctx := context.Background()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "tls"}, Type: corev1.SecretTypeOpaque}
+	base := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(secret, registration()).Build()
+	now := t0
+	clock := func() time.Time { return now }
+	r := newFakeRotator(t, base)
+	r.now = clock
+	if _, err := r.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := os.ReadFile(filepath.Join(r.CertDir, CertName))
+
+	now = t0.Add(time.Hour)
+	_ = base.Get(ctx, r.Secret, secret)
+	secret.Data = nil
+	if err := base.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if served, _ := os.ReadFile(filepath.Join(r.CertDir, CertName)); !bytes.Equal(served, first) {
+		t.Fatal("served a certificate from a CA the registration had only just trusted")
+	}
+	starting := newFakeRotator(t, base)
+	starting.now = clock
+	if _, err := starting.Ensure(ctx); !errors.Is(err, ErrWaiting) {
+		t.Fatalf("a replica starting within the switch delay: %v, want ErrWaiting", err)
+	}
+	now = now.Add(DefaultCASwitchDelay + time.Second)
+	if _, err := r.Ensure(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = base.Get(ctx, r.Secret, secret)
+	if served, _ := os.ReadFile(filepath.Join(r.CertDir, CertName)); !bytes.Equal(served, secret.Data[CertName]) {
+		t.Fatal("not switched to the new CA's certificate after the switch delay")
 	}
 }

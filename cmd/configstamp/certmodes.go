@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"strings"
 	"time"
 
@@ -148,15 +150,35 @@ func parseRef(flag, v string) (types.NamespacedName, error) {
 // ensureFirst runs k's first pass before the webhook server starts (it needs the
 // files), retrying every error (cert-manager has not filled its Secret yet, the API
 // server is briefly unreachable, a new CA waits for API servers to trust it) with a log
-// line each time, until ctx ends.
-func ensureFirst(ctx context.Context, k ensurer) error {
+// line each time, until ctx ends. Meanwhile probeAddr answers /healthz (alive) and
+// /readyz (not ready), so that a long wait is not taken for a hung process.
+func ensureFirst(ctx context.Context, k ensurer, probeAddr string) error {
 	log := ctrl.Log.WithName("certs")
+	if probeAddr != "" && probeAddr != "0" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "waiting for the serving certificate", http.StatusServiceUnavailable)
+		})
+		srv := &http.Server{Addr: probeAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		ln, err := net.Listen("tcp", probeAddr)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w", probeAddr, err)
+		}
+		go func() { _ = srv.Serve(ln) }()
+		// Closed before the manager's own probe server binds the address.
+		defer func() { _ = srv.Close() }()
+	}
 	for {
 		next, err := k.Ensure(ctx)
 		if err == nil {
 			return nil
 		}
-		log.Error(err, "Waiting for the serving certificate")
+		if errors.Is(err, certs.ErrWaiting) {
+			log.Info("Waiting for API servers to trust the serving certificate's CA", "reason", err.Error())
+		} else {
+			log.Error(err, "Waiting for the serving certificate")
+		}
 		wait := min(max(time.Until(next), 2*time.Second), time.Minute)
 		select {
 		case <-ctx.Done():

@@ -298,7 +298,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	if keeper != nil {
 		// The webhook server needs its files before it starts.
-		if err := ensureFirst(ctx, keeper); err != nil {
+		if err := ensureFirst(ctx, keeper, o.probeAddr); err != nil {
 			return fmt.Errorf("serving certificate: %w", err)
 		}
 		if err := mgr.Add(keeper); err != nil {
