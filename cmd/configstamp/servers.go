@@ -10,8 +10,9 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/configstamp/configstamp/internal/metricsauth"
 )
 
 // webhookTLS sets the webhook server's TLS: TLS 1.2 at least, and HTTP/1.1 only unless
@@ -27,12 +28,13 @@ func webhookTLS(http2 bool) func(*tls.Config) {
 
 // metricsOptions is the metrics server: plain HTTP, or with secure HTTPS (a certificate
 // controller-runtime generates) where every request must carry a token the API server
-// authenticates (TokenReview) and authorizes for get on /metrics (SubjectAccessReview).
+// authenticates (TokenReview) and authorizes for get on /metrics (SubjectAccessReview):
+// see metricsauth.
 func metricsOptions(addr string, secure, http2 bool) metricsserver.Options {
 	o := metricsserver.Options{BindAddress: addr}
 	if secure {
 		o.SecureServing = true
-		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+		o.FilterProvider = metricsauth.FilterProvider
 		o.TLSOpts = []func(*tls.Config){webhookTLS(http2)}
 	}
 	return o
