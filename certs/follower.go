@@ -57,7 +57,7 @@ func (f *Follower) Ensure(ctx context.Context) (time.Time, error) {
 	if root == nil {
 		return time.Time{}, fmt.Errorf("secret %s: %s does not verify against a CA of %s (a CA issuer sets it)", f.Secret, CertName, CAName)
 	}
-	if err := f.publish(ctx, secret.Data[CAName], now); err != nil {
+	if err := f.publish(ctx, secret.Data[CAName], now, servedCA(f.CertDir, now)); err != nil {
 		return time.Time{}, err
 	}
 	data := map[string][]byte{CertName: secret.Data[CertName], KeyName: secret.Data[KeyName], CAName: secret.Data[CAName]}

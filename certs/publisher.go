@@ -123,7 +123,12 @@ func (p *Publisher) retention() time.Duration { return max(time.Hour, 3*p.switch
 // then by fingerprint), so replicas with the same inputs write the same bytes. A
 // registration that does not exist yet is no error: there is nothing to keep (its
 // creation is watched).
-func (p *Publisher) publish(ctx context.Context, bundle []byte, now time.Time) error {
+//
+// served is the CA of the certificate this process serves (nil: none yet): it stays in
+// the bundle, retired if need be, whatever the Secret and the registration say (after a
+// replace that emptied both, the pods still serve it); and a bundle counts as empty (an
+// install, a new CA served at once) only when nothing is served.
+func (p *Publisher) publish(ctx context.Context, bundle []byte, now time.Time, served *x509.Certificate) error {
 	if p.Registration == "" {
 		return nil
 	}
@@ -137,8 +142,22 @@ func (p *Publisher) publish(ctx context.Context, bundle []byte, now time.Time) e
 		}
 		return fmt.Errorf("get registration %s: %w", p.Registration, err)
 	}
+	if len(mwc.Webhooks) == 0 {
+		p.setSince(nil, true) // nothing calls the webhook through it
+		return nil
+	}
 	states := map[string]caState{}
 	recorded := json.Unmarshal([]byte(mwc.Annotations[CAsAnnotation]), &states) == nil && len(states) > 0
+	for fp, st := range states {
+		// A time ahead of this clock (an edit, a writer whose clock runs fast) counts
+		// as now; a time this process knows to be later (the record lost or edited) as
+		// that.
+		st.Since = later(minTime(st.Since, now), p.knownSince(fp))
+		if st.Retired != nil && st.Retired.After(now) {
+			st.Retired = &now
+		}
+		states[fp] = st
+	}
 	var inAll, present []*x509.Certificate // valid CAs trusted by every entry, by any entry
 	for i, w := range mwc.Webhooks {
 		var cur []*x509.Certificate
@@ -158,6 +177,10 @@ func (p *Publisher) publish(ctx context.Context, bundle []byte, now time.Time) e
 			}
 		}
 	}
+	if served != nil && served.NotAfter.After(now) && !contains(present, served) {
+		present = append(present, served)
+		inAll = append(inAll, served) // trusted until the replace: it keeps its record
+	}
 	next, nextStates := []*x509.Certificate{}, map[string]caState{}
 	for _, c := range parseCerts(bundle) {
 		if !c.NotAfter.After(now) || contains(next, c) {
@@ -175,11 +198,16 @@ func (p *Publisher) publish(ctx context.Context, bundle []byte, now time.Time) e
 			}
 		case !ok && !recorded:
 			// Trusted before any record (an earlier version, cert-manager's injector).
-			st.Since = time.Time{}
+			st.Since = p.knownSince(fp)
 		case !ok:
-			st.Since = now
+			st.Since = later(now, p.knownSince(fp))
 		}
-		st.Retired = nil
+		// A CA named again stays marked retired until the retention has passed since,
+		// so that writers whose Secrets disagree (during a switch of certificate
+		// modes) do not undo each other's marks on every pass.
+		if st.Retired != nil && now.Sub(*st.Retired) >= p.retention() {
+			st.Retired = nil
+		}
 		next = append(next, c)
 		nextStates[fp] = st
 	}
@@ -215,6 +243,10 @@ func (p *Publisher) publish(ctx context.Context, bundle []byte, now time.Time) e
 		}
 	}
 	ann, _ := json.Marshal(nextStates) // map keys sorted: the same bytes for the same record
+	if _, old := mwc.Annotations["configstamp.io/retired-cas"]; old {
+		delete(mwc.Annotations, "configstamp.io/retired-cas") // an earlier build's record
+		changed = true
+	}
 	if mwc.Annotations[CAsAnnotation] != string(ann) {
 		if mwc.Annotations == nil {
 			mwc.Annotations = map[string]string{}
@@ -236,6 +268,21 @@ func (p *Publisher) publish(ctx context.Context, bundle []byte, now time.Time) e
 	}
 	p.setSince(since, false)
 	return nil
+}
+
+// knownSince is when this process last knew ca (by fingerprint) to have joined the
+// bundle (zero: not known).
+func (p *Publisher) knownSince(fp string) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.since[fp]
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 func (p *Publisher) setSince(m map[string]time.Time, absent bool) {
@@ -364,6 +411,11 @@ func (p *Publisher) serve(ctx context.Context, dir string, data map[string][]byt
 	}
 	logf.FromContext(ctx).Info("Serving a new certificate", "ca", root.Subject.CommonName, "notAfter", leaf.NotAfter)
 	return time.Time{}, nil
+}
+
+// servedCA is the CA of the certificate dir serves (nil: none, or none that verifies).
+func servedCA(dir string, now time.Time) *x509.Certificate {
+	return chainRoot(readFile(filepath.Join(dir, CertName)), parseCerts(readFile(filepath.Join(dir, CAName))), now)
 }
 
 func readFile(path string) []byte {

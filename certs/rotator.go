@@ -109,7 +109,7 @@ func (r *Rotator) ensureOnce(ctx context.Context) (time.Time, error) {
 	// served. renew switches the Secret to a new CA only once it is trusted; a fresh or
 	// emptied Secret (helm upgrade --force) gets a new CA and its certificate in one
 	// pass, and serve keeps what is served until the new CA is trusted for the delay.
-	if err := r.publish(ctx, data[CAName], now); err != nil {
+	if err := r.publish(ctx, data[CAName], now, servedCA(r.CertDir, now)); err != nil {
 		return time.Time{}, err
 	}
 	leaf, _ := parsePair(data[CertName], data[KeyName])

@@ -215,7 +215,7 @@ func TestPublishKeepsRetiredCAs(t *testing.T) {
 		return parseCerts(reg.Webhooks[1].ClientConfig.CABundle), st
 	}
 	// Into an empty bundle (an install): trusted from the start.
-	if err := r.publish(ctx, old[CAName], t0); err != nil {
+	if err := r.publish(ctx, old[CAName], t0, nil); err != nil {
 		t.Fatal(err)
 	}
 	if ok, _ := r.trustedFor(oldCA.Raw, t0); !ok {
@@ -223,7 +223,7 @@ func TestPublishKeepsRetiredCAs(t *testing.T) {
 	}
 	// Another replica adds the newer CA beside it: joined now, shared.
 	other := newFakeRotator(t, base)
-	if err := other.publish(ctx, pemCerts([]*x509.Certificate{newCA, oldCA}), t0.Add(time.Hour)); err != nil {
+	if err := other.publish(ctx, pemCerts([]*x509.Certificate{newCA, oldCA}), t0.Add(time.Hour), nil); err != nil {
 		t.Fatal(err)
 	}
 	_, st := state()
@@ -232,7 +232,7 @@ func TestPublishKeepsRetiredCAs(t *testing.T) {
 	}
 	// This replica, with the older Secret, keeps the newer CA (retired) and learns when
 	// it joined.
-	if err := r.publish(ctx, old[CAName], t0.Add(time.Hour+time.Second)); err != nil {
+	if err := r.publish(ctx, old[CAName], t0.Add(time.Hour+time.Second), nil); err != nil {
 		t.Fatal(err)
 	}
 	got, st := state()
@@ -243,14 +243,14 @@ func TestPublishKeepsRetiredCAs(t *testing.T) {
 		t.Fatalf("trusted %v until %v: want the shared join time plus the delay", ok, at)
 	}
 	// Past the retention: dropped.
-	if err := r.publish(ctx, old[CAName], t0.Add(2*time.Hour+2*time.Second)); err != nil {
+	if err := r.publish(ctx, old[CAName], t0.Add(2*time.Hour+2*time.Second), nil); err != nil {
 		t.Fatal(err)
 	}
 	if got, st := state(); len(got) != 1 || !got[0].Equal(oldCA) || len(st) != 1 {
 		t.Fatalf("after the retention: %d CAs, state %+v; want the Secret's alone", len(got), st)
 	}
 	// Back again: joins anew (not trusted since its first appearance).
-	if err := r.publish(ctx, pemCerts([]*x509.Certificate{newCA, oldCA}), t0.Add(3*time.Hour)); err != nil {
+	if err := r.publish(ctx, pemCerts([]*x509.Certificate{newCA, oldCA}), t0.Add(3*time.Hour), nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, st := state(); !st[fingerprint(newCA)].Since.Equal(t0.Add(3*time.Hour)) || st[fingerprint(newCA)].Retired != nil {
@@ -259,7 +259,7 @@ func TestPublishKeepsRetiredCAs(t *testing.T) {
 	// Two writers with the same inputs write the same bytes (no ping-pong).
 	before := reg.ResourceVersion
 	for _, w := range []*Rotator{r, other, r} {
-		if err := w.publish(ctx, pemCerts([]*x509.Certificate{oldCA, newCA}), t0.Add(3*time.Hour+time.Minute)); err != nil {
+		if err := w.publish(ctx, pemCerts([]*x509.Certificate{oldCA, newCA}), t0.Add(3*time.Hour+time.Minute), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -318,10 +318,22 @@ func TestRotatorEmptiedSecretKeepsServing(t *testing.T) {
 	}
 	first, _ := os.ReadFile(filepath.Join(r.CertDir, CertName))
 
+	// helm upgrade --force: the Secret and the registration replaced by the chart's
+	// manifests, no data, no caBundle, no annotations.
 	now = t0.Add(time.Hour)
 	_ = base.Get(ctx, r.Secret, secret)
 	secret.Data = nil
 	if err := base.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	var reg admissionregistrationv1.MutatingWebhookConfiguration
+	_ = base.Get(ctx, client.ObjectKey{Name: "configstamp"}, &reg)
+	oldCA := parseCerts(reg.Webhooks[0].ClientConfig.CABundle)[0]
+	reg.Annotations = nil
+	for i := range reg.Webhooks {
+		reg.Webhooks[i].ClientConfig.CABundle = nil
+	}
+	if err := base.Update(ctx, &reg); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.Ensure(ctx); err != nil {
@@ -329,6 +341,10 @@ func TestRotatorEmptiedSecretKeepsServing(t *testing.T) {
 	}
 	if served, _ := os.ReadFile(filepath.Join(r.CertDir, CertName)); !bytes.Equal(served, first) {
 		t.Fatal("served a certificate from a CA the registration had only just trusted")
+	}
+	_ = base.Get(ctx, client.ObjectKey{Name: "configstamp"}, &reg)
+	if got := parseCerts(reg.Webhooks[0].ClientConfig.CABundle); len(got) != 2 || !contains(got, oldCA) {
+		t.Fatalf("after the replace the bundle has %d CAs: want the served CA kept beside the new one", len(got))
 	}
 	starting := newFakeRotator(t, base)
 	starting.now = clock
@@ -342,5 +358,80 @@ func TestRotatorEmptiedSecretKeepsServing(t *testing.T) {
 	_ = base.Get(ctx, r.Secret, secret)
 	if served, _ := os.ReadFile(filepath.Join(r.CertDir, CertName)); !bytes.Equal(served, secret.Data[CertName]) {
 		t.Fatal("not switched to the new CA's certificate after the switch delay")
+	}
+}
+
+// TestTrustRecordSurvivesEditsAndSkew: the record of when a CA joined is floored by what
+// this process knew (a lost or edited annotation does not make a new CA trusted at
+// once), capped at now (a time ahead does not hang pods), and writers whose Secrets
+// disagree settle instead of rewriting the registration on every pass.
+func TestTrustRecordSurvivesEditsAndSkew(t *testing.T) {
+	ctx := context.Background()
+	base := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(registration()).Build()
+	r := newFakeRotator(t, base)
+	a, _, _, _ := r.renew(nil, t0)
+	b, _, _, _ := r.renew(nil, t0.Add(time.Hour))
+	caA, caB := parseCerts(a[CAName])[0], parseCerts(b[CAName])[0]
+	if err := r.publish(ctx, a[CAName], t0, nil); err != nil {
+		t.Fatal(err)
+	}
+	joined := t0.Add(time.Hour)
+	if err := r.publish(ctx, pemCerts([]*x509.Certificate{caB, caA}), joined, nil); err != nil {
+		t.Fatal(err)
+	}
+	edit := func(f func(map[string]caState)) {
+		var reg admissionregistrationv1.MutatingWebhookConfiguration
+		_ = base.Get(ctx, client.ObjectKey{Name: "configstamp"}, &reg)
+		st := map[string]caState{}
+		_ = json.Unmarshal([]byte(reg.Annotations[CAsAnnotation]), &st)
+		f(st)
+		raw, _ := json.Marshal(st)
+		reg.Annotations[CAsAnnotation] = string(raw)
+		if len(st) == 0 {
+			delete(reg.Annotations, CAsAnnotation)
+		}
+		if err := base.Update(ctx, &reg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The record lost 10 s later: still not trusted before joined + the delay.
+	edit(func(st map[string]caState) { clear(st) })
+	if err := r.publish(ctx, pemCerts([]*x509.Certificate{caB, caA}), joined.Add(10*time.Second), nil); err != nil {
+		t.Fatal(err)
+	}
+	if ok, at := r.trustedFor(caB.Raw, joined.Add(10*time.Second)); ok || !at.Equal(joined.Add(DefaultCASwitchDelay)) {
+		t.Fatalf("after the record was lost: trusted %v until %v, want until %v", ok, at, joined.Add(DefaultCASwitchDelay))
+	}
+	// A join time a year ahead: counts as now, so the wait ends.
+	edit(func(st map[string]caState) { st[fingerprint(caB)] = caState{Since: joined.Add(365 * 24 * time.Hour)} })
+	fresh := newFakeRotator(t, base)
+	at := joined.Add(20 * time.Second)
+	if err := fresh.publish(ctx, pemCerts([]*x509.Certificate{caB, caA}), at, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, until := fresh.trustedFor(caB.Raw, at); until.After(at.Add(DefaultCASwitchDelay)) {
+		t.Fatalf("a join time ahead of the clock: trusted only at %v", until)
+	}
+	// Two writers, one naming A only, one naming B only: a few writes, then none.
+	other := newFakeRotator(t, base)
+	var reg admissionregistrationv1.MutatingWebhookConfiguration
+	writes := 0
+	for i := range 10 {
+		w, bundle := r, a[CAName]
+		if i%2 == 1 {
+			w, bundle = other, b[CAName]
+		}
+		_ = base.Get(ctx, client.ObjectKey{Name: "configstamp"}, &reg)
+		rv := reg.ResourceVersion
+		if err := w.publish(ctx, bundle, at.Add(time.Duration(i)*time.Second), nil); err != nil {
+			t.Fatal(err)
+		}
+		_ = base.Get(ctx, client.ObjectKey{Name: "configstamp"}, &reg)
+		if reg.ResourceVersion != rv {
+			writes++
+		}
+	}
+	if writes > 3 {
+		t.Fatalf("two writers with different Secrets wrote %d times in 10 passes", writes)
 	}
 }

@@ -166,8 +166,9 @@ func ensureFirst(ctx context.Context, k ensurer, probeAddr string) error {
 			return fmt.Errorf("listen on %s: %w", probeAddr, err)
 		}
 		go func() { _ = srv.Serve(ln) }()
-		// Closed before the manager's own probe server binds the address.
-		defer func() { _ = srv.Close() }()
+		// Closed before the manager's own probe server binds the address (the listener
+		// too: Close does not reach one Serve has not taken up yet).
+		defer func() { _ = srv.Close(); _ = ln.Close() }()
 	}
 	for {
 		next, err := k.Ensure(ctx)

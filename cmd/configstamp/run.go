@@ -197,6 +197,38 @@ func run(ctx context.Context, args []string) error {
 	if err := argo.AddToScheme(scheme); err != nil {
 		return err
 	}
+	// Fail start-up with the missing permissions named rather than serve admission with
+	// a watcher whose caches never sync.
+	accessClient, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("create client: %w", err)
+	}
+	want := needed(kinds, o.secrets, o.metricsSecure, registrationName)
+	if o.certs.enabled() {
+		// Both certificate modes keep the registration's caBundle, watching it by name.
+		for _, verb := range []string{"update", "list", "watch"} {
+			want = append(want, access{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", verb, registrationName, ""})
+		}
+		want = append(want, o.certs.secretAccess()...)
+	}
+	missing, unchecked := checkAccess(ctx, accessClient, want)
+	if missing != nil {
+		return missing
+	}
+	if unchecked != nil {
+		log.Error(unchecked, "Could not check configstamp's permissions; starting anyway")
+	}
+	keeper, err := o.certs.keeper(cfg, scheme, o.webhookCertDir, registrationName)
+	if err != nil {
+		return err
+	}
+	if keeper != nil {
+		// The webhook server needs its files before it starts; before the manager,
+		// which binds the probe address ensureFirst answers on meanwhile.
+		if err := ensureFirst(ctx, keeper, o.probeAddr); err != nil {
+			return fmt.Errorf("serving certificate: %w", err)
+		}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsOptions(o.metricsAddr, o.metricsSecure, o.enableHTTP2),
@@ -232,27 +264,6 @@ func run(ctx context.Context, args []string) error {
 	// Digests of unchanged ConfigMaps are remembered by resourceVersion, so a check
 	// reads metadata only; 32 bytes each, bounded.
 	digests := configread.NewDigestCache(digestCacheSize)
-	// Fail start-up with the missing permissions named rather than serve admission with
-	// a watcher whose caches never sync.
-	accessClient, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return fmt.Errorf("create client: %w", err)
-	}
-	want := needed(kinds, o.secrets, o.metricsSecure, registrationName)
-	if o.certs.enabled() {
-		// Both certificate modes keep the registration's caBundle, watching it by name.
-		for _, verb := range []string{"update", "list", "watch"} {
-			want = append(want, access{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", verb, registrationName, ""})
-		}
-		want = append(want, o.certs.secretAccess()...)
-	}
-	missing, unchecked := checkAccess(ctx, accessClient, want)
-	if missing != nil {
-		return missing
-	}
-	if unchecked != nil {
-		log.Error(unchecked, "Could not check configstamp's permissions; starting anyway")
-	}
 	self, err := whoAmI(ctx, admissionCfg, scheme)
 	if err != nil {
 		log.Error(err, "Could not tell which user configstamp runs as (SelfSubjectReview); nudge and record markers from any user are honoured")
@@ -292,15 +303,7 @@ func run(ctx context.Context, args []string) error {
 	}); err != nil {
 		return err
 	}
-	keeper, err := o.certs.keeper(cfg, scheme, o.webhookCertDir, registrationName)
-	if err != nil {
-		return err
-	}
 	if keeper != nil {
-		// The webhook server needs its files before it starts.
-		if err := ensureFirst(ctx, keeper, o.probeAddr); err != nil {
-			return fmt.Errorf("serving certificate: %w", err)
-		}
 		if err := mgr.Add(keeper); err != nil {
 			return err
 		}

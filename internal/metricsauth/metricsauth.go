@@ -7,7 +7,9 @@
 package metricsauth
 
 import (
+	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -66,15 +68,21 @@ type guard struct {
 // check returns the status to answer: 200 to serve, 401 without a valid token, 403 when
 // the token's user may not, 500 with err when the API server could not say.
 func (g *guard) check(req *http.Request) (int, error) {
-	token, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
-	if !ok || strings.TrimSpace(token) == "" {
+	// As the API server reads it: the scheme in any case, spaces around the token.
+	scheme, token, ok := strings.Cut(strings.TrimSpace(req.Header.Get("Authorization")), " ")
+	token = strings.TrimSpace(token)
+	if !ok || !strings.EqualFold(scheme, "bearer") || token == "" {
 		return http.StatusUnauthorized, nil
 	}
 	key := sha256.Sum256([]byte(token))
 	user, known := g.users.get(string(key[:]), g.now())
 	if !known {
-		tr, err := g.api.AuthenticationV1().TokenReviews().Create(req.Context(),
-			&authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+		var tr *authenticationv1.TokenReview
+		err := retry(req.Context(), func(ctx context.Context) (err error) {
+			tr, err = g.api.AuthenticationV1().TokenReviews().Create(ctx,
+				&authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+			return err
+		})
 		if err != nil {
 			return http.StatusInternalServerError, fmt.Errorf("token review: %w", err)
 		}
@@ -85,18 +93,25 @@ func (g *guard) check(req *http.Request) (int, error) {
 		g.users.put(string(key[:]), user, g.now(), authnTTL)
 	}
 	verb, path := strings.ToLower(req.Method), req.URL.Path
-	dkey := strings.Join([]string{user.Username, user.UID, strings.Join(user.Groups, "\x00"), verb, path}, "\x01")
+	// The whole review: the authorizer may look at any of it (Extra included: a
+	// ServiceAccount token's pod, a scoped token's scopes).
+	spec := authorizationv1.SubjectAccessReviewSpec{
+		User: user.Username, UID: user.UID, Groups: user.Groups, Extra: map[string]authorizationv1.ExtraValue{},
+		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: path, Verb: verb},
+	}
+	for k, v := range user.Extra {
+		spec.Extra[k] = authorizationv1.ExtraValue(v)
+	}
+	raw, _ := json.Marshal(spec) // map keys sorted
+	dsum := sha256.Sum256(raw)
+	dkey := string(dsum[:])
 	allowed, known := g.decisions.get(dkey, g.now())
 	if !known {
-		extra := map[string]authorizationv1.ExtraValue{}
-		for k, v := range user.Extra {
-			extra[k] = authorizationv1.ExtraValue(v)
-		}
-		sar, err := g.api.AuthorizationV1().SubjectAccessReviews().Create(req.Context(), &authorizationv1.SubjectAccessReview{
-			Spec: authorizationv1.SubjectAccessReviewSpec{
-				User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
-				NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: path, Verb: verb},
-			}}, metav1.CreateOptions{})
+		var sar *authorizationv1.SubjectAccessReview
+		err := retry(req.Context(), func(ctx context.Context) (err error) {
+			sar, err = g.api.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+			return err
+		})
 		if err != nil {
 			return http.StatusInternalServerError, fmt.Errorf("subject access review: %w", err)
 		}
@@ -111,6 +126,25 @@ func (g *guard) check(req *http.Request) (int, error) {
 		return http.StatusForbidden, nil
 	}
 	return http.StatusOK, nil
+}
+
+// retry runs call up to three times, 500 ms then 1 s apart, within timeout in all, as
+// controller-runtime's filter retries its reviews.
+func retry(ctx context.Context, call func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var err error
+	for i, wait := 0, 500*time.Millisecond; i < 3; i, wait = i+1, 2*wait {
+		if err = call(ctx); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
+	return err
 }
 
 // cache is a small expiring map: scrapers are few; past cacheSize entries, the expired

@@ -27,6 +27,9 @@ func fakeAPI(fail *bool, reviews *int) *fake.Clientset {
 		switch tr.Spec.Token {
 		case "good":
 			tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "scraper", Groups: []string{"g"}}}
+		case "scoped": // the same user, with an extra the authorizer denies
+			tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "scraper", Groups: []string{"g"},
+				Extra: map[string]authenticationv1.ExtraValue{"scopes": {"none"}}}}
 		case "other":
 			tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "nobody"}}
 		default:
@@ -38,7 +41,8 @@ func fakeAPI(fail *bool, reviews *int) *fake.Clientset {
 		*reviews++
 		sar := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview)
 		na := sar.Spec.NonResourceAttributes
-		sar.Status.Allowed = sar.Spec.User == "scraper" && len(sar.Spec.Groups) == 1 && na != nil && na.Path == "/metrics" && na.Verb == "get"
+		sar.Status.Allowed = sar.Spec.User == "scraper" && len(sar.Spec.Groups) == 1 && na != nil && na.Path == "/metrics" && na.Verb == "get" &&
+			len(sar.Spec.Extra["scopes"]) == 0
 		return true, sar, nil
 	})
 	return cs
@@ -67,6 +71,8 @@ func TestGuard(t *testing.T) {
 		{"GET", "/metrics", "Bearer bogus", http.StatusUnauthorized},
 		{"GET", "/metrics", "Bearer other", http.StatusForbidden},
 		{"GET", "/metrics", "Bearer good", http.StatusOK},
+		{"GET", "/metrics", " bearer  good ", http.StatusOK},
+		{"GET", "/metrics", "Bearer scoped", http.StatusForbidden}, // not the cached allow of "good"
 		{"POST", "/metrics", "Bearer good", http.StatusForbidden},
 		{"GET", "/debug", "Bearer good", http.StatusForbidden},
 	} {

@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	"net/http"
 	"net"
 	"testing"
 	"time"
@@ -79,8 +80,27 @@ func TestTLSSecretMode(t *testing.T) {
 	_ = k8s.Delete(bg, secret) // a previous run's
 	create(t, secret)
 	t.Cleanup(func() { _ = k8s.Delete(bg, secret) })
+	probePort, err := cluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	probes := fmt.Sprintf("127.0.0.1:%d", probePort)
+	// With the probe address on, as in the chart (the first certificate is awaited
+	// before the manager takes the address).
 	p := env.Start(t, framework.Options{SkipRegistration: true, WebhookPort: port, Args: []string{
-		"--tls-secret", ns + "/" + secret.Name, "--webhook-cert-dir", t.TempDir(), "--ca-switch-delay", "3s"}})
+		"--tls-secret", ns + "/" + secret.Name, "--webhook-cert-dir", t.TempDir(), "--ca-switch-delay", "3s",
+		"--health-probe-bind-address", probes}})
+	framework.Eventually(t, 10*time.Second, "ready", func() error {
+		resp, err := http.Get("http://" + probes + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("readyz %d", resp.StatusCode)
+		}
+		return nil
+	})
 	served := func() *x509.Certificate {
 		bundle, _ := bundleOf(t, reg.Name)
 		leaf, err := handshake(p.WebhookPort, bundle)
