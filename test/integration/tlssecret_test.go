@@ -10,8 +10,8 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
-	"net/http"
 	"net"
+	"net/http"
 	"testing"
 	"time"
 
