@@ -86,6 +86,15 @@ BENCH_COUNT ?= 6
 bench: ## Go benchmarks (benchstat-friendly): references, hashing, the admission handler.
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) ./stamp/... ./webhook/...
 
+FUZZTIME ?= 1m
+FUZZ_TARGETS := FuzzHandler:./webhook FuzzConsumed:./stamp FuzzEncoding:./stamp
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for FUZZTIME (default 1m); the seed corpora run in test-unit.
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  echo "== $${t%%:*} ($${t#*:}) for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) $${t#*:}; \
+	done
+
 SCALE_FLAGS ?=
 .PHONY: bench-scale
 bench-scale: ## Scale measurements against a local control plane (see BENCHMARKS.md); SCALE_FLAGS=-quick for a short run.
