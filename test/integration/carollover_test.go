@@ -23,7 +23,6 @@ import (
 	"github.com/configstamp/configstamp/internal/scope"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
-	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/test/framework"
 	"github.com/configstamp/configstamp/webhook"
 )
@@ -111,10 +110,7 @@ func TestSelfSignedConcurrentStart(t *testing.T) {
 	const ns = "configstamp-selfsigned-race"
 	ports := make([]int, 2)
 	for i := range ports {
-		var err error
-		if ports[i], err = cluster.FreePort(); err != nil {
-			t.Fatal(err)
-		}
+		ports[i] = freePort(t)
 	}
 	reg := selfSignedSetup(t, ns, ports[0])
 	procs := make([]*framework.Configstamp, 2)
@@ -184,10 +180,7 @@ func TestSelfSignedConcurrentStart(t *testing.T) {
 // never goes back to an older CA.
 func TestSelfSignedCARollover(t *testing.T) {
 	const ns = "configstamp-ca-rollover"
-	port, err := cluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	port := freePort(t)
 	reg := selfSignedSetup(t, ns, port)
 	// CA of 40 s, renewed 20 s before its end; serving certificates of 20 s, renewed
 	// 10 s before theirs; a new CA served 3 s after the registration trusts it.

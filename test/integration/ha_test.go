@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/configstamp/configstamp/certs"
-	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/test/framework"
 	"github.com/configstamp/configstamp/webhook"
 )
@@ -35,9 +34,7 @@ func TestHighAvailability(t *testing.T) {
 	env.CreateNamespace(t, leaseNS, false)
 	ports := make([]int, 2)
 	for i := range ports {
-		if ports[i], err = cluster.FreePort(); err != nil {
-			t.Fatal(err)
-		}
+		ports[i] = freePort(t)
 	}
 	px := framework.NewProxy(t, fmt.Sprintf("127.0.0.1:%d", ports[0]))
 	args := []string{"--leader-elect", "--leader-election-namespace", leaseNS, "--webhook-cert-dir", certDir}

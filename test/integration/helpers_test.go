@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/test/framework"
 	"github.com/configstamp/configstamp/test/hashdoc"
 )
@@ -235,3 +236,16 @@ func templateKept(t *testing.T, period time.Duration, before ...*appsv1.Deployme
 		return nil
 	})
 }
+
+// freePort is a free port on the loopback interface; the test fails without one.
+func freePort(t *testing.T) int {
+	t.Helper()
+	port, err := cluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+// freeAddr is 127.0.0.1 on a free port.
+func freeAddr(t *testing.T) string { return fmt.Sprintf("127.0.0.1:%d", freePort(t)) }

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/stamp"
-	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/test/framework"
 	"github.com/configstamp/configstamp/watcher"
 	"github.com/configstamp/configstamp/webhook"
@@ -126,10 +125,7 @@ func TestChangeWhileStoppedRollsOnceOnStart(t *testing.T) {
 }
 
 func TestWebhookOutageIsHealed(t *testing.T) {
-	port, err := cluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	port := freePort(t)
 	px := framework.NewProxy(t, fmt.Sprintf("127.0.0.1:%d", port))
 	env.Start(t, framework.Options{WebhookURL: "https://" + px.Addr, WebhookPort: port})
 	ns := env.NewNamespace(t, true)

@@ -59,11 +59,7 @@ func TestMonitoringMetricsExported(t *testing.T) {
 		wantLE = append(wantLE, le)
 	}
 
-	port, err := cluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	metricsAddr := fmt.Sprintf("127.0.0.1:%d", port)
+	metricsAddr := freeAddr(t)
 	leaseNS := env.NewNamespace(t, false)
 	env.Start(t, framework.Options{Args: []string{"--metrics-bind-address", metricsAddr,
 		"--leader-elect", "--leader-election-namespace", leaseNS, "--debounce", "100ms"}})
@@ -215,10 +211,7 @@ func (sel selector) matches(s series) bool {
 // fail-open for it.
 func failOpen(t *testing.T, ns string) {
 	t.Helper()
-	closed, err := cluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	closed := freePort(t)
 	sel := map[string]string{"configstamp-test/fail-open": fmt.Sprintf("%04x", rand.IntN(0xffff))}
 	none := admissionregistrationv1.SideEffectClassNone
 	ignore := admissionregistrationv1.Ignore

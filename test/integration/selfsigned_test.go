@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/certs"
-	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/test/framework"
 )
 
@@ -22,10 +21,7 @@ import (
 // caBundle, renews the certificate, and admission keeps working across renewals.
 func TestSelfSignedModeRotates(t *testing.T) {
 	const ns = "configstamp-selfsigned"
-	port, err := cluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	port := freePort(t)
 	reg := selfSignedSetup(t, ns, port)
 	p := env.Start(t, framework.Options{SkipRegistration: true, WebhookPort: port, Args: selfSignedArgs(ns,
 		"--webhook-cert-dir", t.TempDir(),

@@ -16,18 +16,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/test/framework"
 )
 
 // TestShutdownDelay: after SIGTERM, configstamp reports not ready at once and goes on
 // serving admission for --shutdown-delay, then exits cleanly.
 func TestShutdownDelay(t *testing.T) {
-	port, err := cluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	probe := fmt.Sprintf("127.0.0.1:%d", port)
+	probe := freeAddr(t)
 	p := env.Start(t, framework.Options{Args: []string{"--shutdown-delay", "6s", "--health-probe-bind-address", probe}})
 	ready := func() (int, error) {
 		resp, err := http.Get("http://" + probe + "/readyz")
@@ -77,11 +72,7 @@ func TestShutdownDelay(t *testing.T) {
 // token allowed to get /metrics, and refused without a token (401) or with a token that
 // is not allowed (403).
 func TestMetricsAuthentication(t *testing.T) {
-	port, err := cluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	addr := freeAddr(t)
 	env.Start(t, framework.Options{Args: []string{"--metrics-secure", "--metrics-bind-address", addr}})
 
 	ns := env.NewNamespace(t, false)

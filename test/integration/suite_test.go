@@ -1,21 +1,15 @@
 package integration
 
 import (
-	"fmt"
 	"testing"
 
-	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/test/framework"
 )
 
 // TestWithRunningConfigstamp runs the scenarios that share one configstamp process, in
 // parallel, each in its own namespace.
 func TestWithRunningConfigstamp(t *testing.T) {
-	port, err := cluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	metricsAddr := fmt.Sprintf("127.0.0.1:%d", port)
+	metricsAddr := freeAddr(t)
 	cs := env.Start(t, framework.Options{Args: []string{"--metrics-bind-address", metricsAddr,
 		"--exclude-namespaces", "kube-system," + excludedNamespace}})
 	for _, tc := range []struct {

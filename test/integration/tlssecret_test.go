@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/certs"
-	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/test/framework"
 )
 
@@ -70,21 +69,14 @@ func (ca testCA) issue(t *testing.T) map[string][]byte {
 // refused and no admission unstamped at any point; a wiped caBundle comes back.
 func TestTLSSecretMode(t *testing.T) {
 	const ns = "configstamp-tls-secret"
-	port, err := cluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	port := freePort(t)
 	reg := selfSignedSetup(t, ns, port)
 	ca1 := newTestCA(t, "ca-1")
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "configstamp-cert-manager-tls"}, Type: corev1.SecretTypeTLS, Data: ca1.issue(t)}
 	_ = k8s.Delete(bg, secret) // a previous run's
 	create(t, secret)
 	t.Cleanup(func() { _ = k8s.Delete(bg, secret) })
-	probePort, err := cluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	probes := fmt.Sprintf("127.0.0.1:%d", probePort)
+	probes := freeAddr(t)
 	// With the probe address on, as in the chart (the first certificate is awaited
 	// before the manager takes the address).
 	p := env.Start(t, framework.Options{SkipRegistration: true, WebhookPort: port, Args: []string{
