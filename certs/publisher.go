@@ -70,28 +70,23 @@ func (p *Publisher) switchDelay() time.Duration {
 	return DefaultCASwitchDelay
 }
 
-// trustedSince is when ca joined the registration's bundle, as the registration
-// records it (ok false: it is not in the bundle, or there is no registration yet).
-// Without a registration to keep, every CA counts as trusted. The time is shared by
-// every replica: a pod that starts after another added a CA waits out the same delay.
-func (p *Publisher) trustedSince(ca []byte) (time.Time, bool) {
+// trustedFor reports whether ca has been in the registration's bundle for the switch
+// delay at now, and when it will have been. When ca joined is the time the registration
+// records, shared by every replica: a pod that starts after another added a CA waits
+// out the same delay. Without a registration to keep (or none yet: nothing calls the
+// webhook), every CA counts as trusted.
+func (p *Publisher) trustedFor(ca []byte, now time.Time) (bool, time.Time) {
 	if p.Registration == "" {
-		return time.Time{}, true
+		return true, now
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.absent {
-		return time.Time{}, true
-	}
-	t, ok := p.since[fingerprintDER(ca)]
-	return t, ok
-}
-
-// trustedFor reports whether ca has been in the registration's bundle for the switch
-// delay at now, and when it will have been.
-func (p *Publisher) trustedFor(ca []byte, now time.Time) (bool, time.Time) {
-	since, ok := p.trustedSince(ca)
-	if !ok {
+	since, ok := p.since[fingerprintDER(ca)]
+	absent := p.absent
+	p.mu.Unlock()
+	switch {
+	case absent:
+		return true, now
+	case !ok:
 		return false, now.Add(p.switchDelay())
 	}
 	at := since.Add(p.switchDelay())
