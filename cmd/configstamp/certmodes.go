@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -71,16 +70,12 @@ type ensurer interface {
 
 // keeper returns the runnable that keeps the serving certificate and the caBundle of
 // registration; nil when neither mode is on.
-func (s *certOptions) keeper(cfg *rest.Config, scheme *runtime.Scheme, certDir, registration string) (ensurer, error) {
+func (s *certOptions) keeper(cfg *rest.Config, c client.Client, certDir, registration string) (ensurer, error) {
 	if !s.enabled() {
 		return nil, nil
 	}
 	if certDir == "" {
 		certDir = defaultCertDir
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return nil, fmt.Errorf("create client: %w", err)
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

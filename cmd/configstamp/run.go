@@ -197,12 +197,15 @@ func run(ctx context.Context, args []string) error {
 	if err := argo.AddToScheme(scheme); err != nil {
 		return err
 	}
-	// Fail start-up with the missing permissions named rather than serve admission with
-	// a watcher whose caches never sync.
-	accessClient, err := client.New(cfg, client.Options{Scheme: scheme})
+	// One uncached client for the few direct reads and writes (the permission check,
+	// the certificate mode, the hash key Secret, dev mode's registration): never a cache
+	// of Secrets.
+	direct, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return fmt.Errorf("create client: %w", err)
 	}
+	// Fail start-up with the missing permissions named rather than serve admission with
+	// a watcher whose caches never sync.
 	want := needed(kinds, o.secrets, o.metricsSecure, registrationName)
 	if o.certs.enabled() {
 		// Both certificate modes keep the registration's caBundle, watching it by name.
@@ -211,14 +214,14 @@ func run(ctx context.Context, args []string) error {
 		}
 		want = append(want, o.certs.secretAccess()...)
 	}
-	missing, unchecked := checkAccess(ctx, accessClient, want)
+	missing, unchecked := checkAccess(ctx, direct, want)
 	if missing != nil {
 		return missing
 	}
 	if unchecked != nil {
 		log.Error(unchecked, "Could not check configstamp's permissions; starting anyway")
 	}
-	keeper, err := o.certs.keeper(cfg, scheme, o.webhookCertDir, registrationName)
+	keeper, err := o.certs.keeper(cfg, direct, o.webhookCertDir, registrationName)
 	if err != nil {
 		return err
 	}
@@ -275,11 +278,7 @@ func run(ctx context.Context, args []string) error {
 		// Every replica needs the key before it serves admission, and follows the
 		// Secret afterwards (a rotation), so that all replicas digest alike.
 		ref, _ := hashkey.ParseRef(o.secretHashKey)
-		keyClient, err := client.New(cfg, client.Options{Scheme: scheme}) // uncached: one Secret, never a Secret cache
-		if err != nil {
-			return fmt.Errorf("create client: %w", err)
-		}
-		keeper := &hashkey.Keeper{Client: keyClient, Ref: ref}
+		keeper := &hashkey.Keeper{Client: direct, Ref: ref}
 		if err := keeper.Load(ctx); err != nil {
 			return fmt.Errorf("secret hash key: %w", err)
 		}
@@ -309,11 +308,7 @@ func run(ctx context.Context, args []string) error {
 		}
 	}
 	if registration != nil {
-		c, err := client.New(cfg, client.Options{Scheme: scheme})
-		if err != nil {
-			return fmt.Errorf("create client: %w", err)
-		}
-		if err := mgr.Add(&webhook.Registrar{Client: c, Registration: registration, Started: mgr.GetWebhookServer().StartedChecker(), Keep: o.devKeepRegistration}); err != nil {
+		if err := mgr.Add(&webhook.Registrar{Client: direct, Registration: registration, Started: mgr.GetWebhookServer().StartedChecker(), Keep: o.devKeepRegistration}); err != nil {
 			return err
 		}
 	}
