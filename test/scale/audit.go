@@ -1,58 +1,30 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
-	"io"
-	"os"
 	"sort"
 	"strings"
 
+	"github.com/configstamp/configstamp/test/bench"
 	"github.com/configstamp/configstamp/test/cluster"
 )
 
-// auditMark is a position in the API server's audit log.
-type auditMark int64
-
-func markAudit(path string) auditMark {
-	st, err := os.Stat(path)
-	if err != nil {
-		return 0
-	}
-	return auditMark(st.Size())
-}
+var markAudit = bench.MarkAudit
 
 // requestsSince counts configstamp's requests after mark, by "verb resource".
-func requestsSince(path string, mark auditMark) (map[string]int, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if _, err := f.Seek(int64(mark), io.SeekStart); err != nil {
-		return nil, err
-	}
+func requestsSince(path string, mark bench.AuditMark) (map[string]int, error) {
 	out := map[string]int{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var ev struct {
-			Stage     string
-			Verb      string
-			User      struct{ Username string }
-			ObjectRef struct{ Resource string }
-		}
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.User.Username != cluster.ConfigstampUser {
-			continue
+	err := bench.ReadAudit(path, mark, func(ev *bench.AuditEvent) {
+		if ev.User.Username != cluster.ConfigstampUser {
+			return
 		}
 		// One event per request: watches end late, so count them when they start.
 		if ev.Stage != "ResponseComplete" && !(ev.Verb == "watch" && ev.Stage == "ResponseStarted") {
-			continue
+			return
 		}
 		out[ev.Verb+" "+ev.ObjectRef.Resource]++
-	}
-	return out, sc.Err()
+	})
+	return out, err
 }
 
 func formatRequests(m map[string]int) string {

@@ -1,0 +1,32 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// RSS is the resident set size of a process, from /proc.
+func RSS(pid int) (int64, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS")
+}
+
+// OpenFiles is how many file descriptors a process holds open, from /proc.
+func OpenFiles(pid int) (int, error) {
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	return len(fds), err
+}
+
+// MiB formats a byte count.
+func MiB(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
