@@ -3,8 +3,12 @@ package bench
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 )
 
 // AuditMark is a position in the API server's audit log.
@@ -52,4 +56,33 @@ func ReadAudit(path string, mark AuditMark, f func(ev *AuditEvent)) error {
 		}
 	}
 	return sc.Err()
+}
+
+// Requests counts the requests user made after mark, by "verb resource".
+func Requests(path string, mark AuditMark, user string) (map[string]int, error) {
+	out := map[string]int{}
+	err := ReadAudit(path, mark, func(ev *AuditEvent) {
+		if ev.User.Username != user {
+			return
+		}
+		// One event per request: watches end late, so count them when they start.
+		if ev.Stage != "ResponseComplete" && !(ev.Verb == "watch" && ev.Stage == "ResponseStarted") {
+			return
+		}
+		out[ev.Verb+" "+ev.ObjectRef.Resource]++
+	})
+	return out, err
+}
+
+// FormatRequests lists counts by "verb resource", sorted: "3 get configmaps, 1 patch
+// deployments".
+func FormatRequests(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%d %s", m[k], k))
+	}
+	return strings.Join(parts, ", ")
 }
