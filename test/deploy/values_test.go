@@ -56,6 +56,7 @@ func TestRenderSchemaRejectsBadValues(t *testing.T) {
 		{[]string{"--set", "metrics.port=65536"}, []string{"at '/metrics/port'", "want 65,535"}},
 		{[]string{"--set", "probes.port=http"}, []string{"at '/probes/port': got string, want integer"}},
 		{[]string{"--set", "debounce=2 seconds"}, []string{"at '/debounce': '2 seconds' does not match pattern"}},
+		{[]string{"--set", "concurrency=0"}, []string{"at '/concurrency': minimum: got 0, want 1"}},
 		{[]string{"--set", "certificates.duration=90d"}, []string{"at '/certificates/duration': '90d' does not match pattern"}},
 		// configstamp refuses a --ca-switch-delay that is not positive.
 		{[]string{"--set", "certificates.caSwitchDelay=0s"}, []string{"at '/certificates/caSwitchDelay'", "'0s' does not match pattern"}},
@@ -160,6 +161,7 @@ func TestRenderPodValues(t *testing.T) {
 		slices.Contains(c.Args, "--webhook-port=9443") && slices.Contains(c.Args, "--metrics-bind-address=:8080") &&
 		slices.Contains(c.Args, "--health-probe-bind-address=:8081"))
 	check("default: --metrics-secure=false", slices.Contains(c.Args, "--metrics-secure=false"))
+	check("default: --concurrency=4", slices.Contains(c.Args, "--concurrency=4"))
 	defaultArgs := c.Args
 
 	digest := "sha256:" + strings.Repeat("ab", 32)
@@ -171,7 +173,7 @@ func TestRenderPodValues(t *testing.T) {
 		"--set", "extraArgs={--concurrency=8,--debounce=5s}", "--set", "hostNetwork=true",
 		"--set", "webhook.port=10443", "--set", "metrics.port=10080", "--set", "probes.port=10081",
 		"--set", "podLabels.team=platform", "--set", "podLabels.app\\.kubernetes\\.io/name=other",
-		"--set", "shutdownDelay=20s", "--set", "terminationGracePeriodSeconds=45",
+		"--set", "shutdownDelay=20s", "--set", "terminationGracePeriodSeconds=45", "--set", "concurrency=32",
 		"--set-json", `podSecurityContext={"runAsUser":1000,"runAsGroup":null}`,
 		"--set-json", `securityContext={"privileged":false,"readOnlyRootFilesystem":null}`)
 	dep = typed[appsv1.Deployment](t, objs, "Deployment/configstamp")
@@ -192,6 +194,7 @@ func TestRenderPodValues(t *testing.T) {
 	check("extraArgs appended after the chart's arguments, so they win",
 		slices.Equal(c.Args[len(c.Args)-2:], []string{"--concurrency=8", "--debounce=5s"}) && slices.Contains(c.Args, "--debounce=2s") &&
 			slices.Index(c.Args, "--debounce=2s") < slices.Index(c.Args, "--debounce=5s"))
+	check("concurrency 32", slices.Contains(c.Args, "--concurrency=32"))
 	check("hostNetwork with dnsPolicy ClusterFirstWithHostNet", pod.HostNetwork && pod.DNSPolicy == corev1.DNSClusterFirstWithHostNet)
 	// One pod a node (its ports are the node's): a surge pod could wait forever for a node
 	// without one, so an old pod stops first.
@@ -222,7 +225,7 @@ func TestRenderPodValues(t *testing.T) {
 		slices.Equal(c.SecurityContext.Capabilities.Drop, []corev1.Capability{"ALL"}))
 	// Nothing else of the process changed.
 	changed := func(a string) bool {
-		for _, f := range []string{"--webhook-port=", "--metrics-bind-address=", "--health-probe-bind-address=", "--shutdown-delay="} {
+		for _, f := range []string{"--webhook-port=", "--metrics-bind-address=", "--health-probe-bind-address=", "--shutdown-delay=", "--concurrency="} {
 			if strings.HasPrefix(a, f) {
 				return true
 			}

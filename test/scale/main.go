@@ -32,22 +32,32 @@ type config struct {
 	edits       int // change-to-stamp samples
 	writers     int // concurrent writers for admission overhead
 	updates     int // updates per writer
+	rolling     int // Deployments (one pod each) in the rolling fan-out
+	// rollingPaces replaces the paces the rolling fan-out is measured at:
+	// semicolon-separated lists of configstamp flags.
+	rollingPaces string
 }
 
 func main() {
 	quick := flag.Bool("quick", false, "a smaller run (100 objects instead of 1,000; 500 instead of 5,000)")
 	only := flag.String("only", "", "comma-separated subset: "+strings.Join(sections, ","))
 	out := flag.String("out", "", "also write the table to this file")
-	flag.StringVar(&profileDir, "profile", "", "write CPU profiles of configstamp and kube-apiserver taken during the admission measurement into this directory")
+	flag.StringVar(&profileDir, "profile", "", "write CPU profiles of configstamp and kube-apiserver taken during the admission measurement and the rolling fan-out into this directory")
+	flag.IntVar(&rollingN, "rolling", 0, "Deployments in the rolling fan-out (default 200, 50 with -quick)")
+	paces := flag.String("rolling-paces", "", "measure the rolling fan-out at these paces instead: semicolon-separated lists of configstamp flags (e.g. \"--concurrency 8;--concurrency 16\")")
 	writers := flag.Int("writers", 0, "concurrent writers for the admission overhead (default 20)")
 	writes := flag.String("writes", writePlain+","+writeClientSideApply, "comma-separated ways the memory measurement writes its objects: "+writePlain+" (create), "+writeClientSideApply+" (as client-side kubectl apply: last-applied annotation, managedFields naming every key)")
 	binary := flag.String("binary", "", "measure this configstamp binary instead of one built from the working tree (e.g. an earlier commit's, for a before/after figure)")
 	flag.Parse()
 	log.SetLogger(logr.Discard())
-	cfg := config{configMaps: 1000, deployments: 1000, coldStart: 5000, edits: 50, writers: 20, updates: 50}
+	cfg := config{configMaps: 1000, deployments: 1000, coldStart: 5000, edits: 50, writers: 20, updates: 50, rolling: 200}
 	if *quick {
-		cfg = config{configMaps: 100, deployments: 100, coldStart: 500, edits: 20, writers: 20, updates: 10}
+		cfg = config{configMaps: 100, deployments: 100, coldStart: 500, edits: 20, writers: 20, updates: 10, rolling: 50}
 	}
+	if rollingN > 0 {
+		cfg.rolling = rollingN
+	}
+	cfg.rollingPaces = *paces
 	if *writers > 0 {
 		cfg.writers = *writers
 	}
@@ -75,9 +85,10 @@ func main() {
 		}
 		rows = append(rows, r...)
 	}
-	run := func(name string, f func(*framework.Env) ([]row, error)) {
+	runOn := func(opts cluster.Options, name string, f func(*framework.Env) ([]row, error)) {
 		fmt.Printf("== %s\n", name)
-		env, err := framework.Setup(ctx, cluster.Options{Log: func(string, ...any) {}})
+		opts.Log = func(string, ...any) {}
+		env, err := framework.Setup(ctx, opts)
 		if err != nil {
 			fail(err)
 		}
@@ -91,6 +102,7 @@ func main() {
 		}
 		report(r...)
 	}
+	run := func(name string, f func(*framework.Env) ([]row, error)) { runOn(cluster.Options{}, name, f) }
 	// memory measures ConfigMaps; memory-secrets the same with Secrets (configstamp
 	// running with --secrets).
 	var memorySources []string
@@ -144,6 +156,10 @@ func main() {
 	if want("fanout-kinds") {
 		run("fan-out, mix of kinds", func(env *framework.Env) ([]row, error) { return fanoutKinds(ctx, env, cfg) })
 	}
+	if want("fanout-rolling") {
+		// Real rollouts: kube-controller-manager, kube-scheduler and kwok.
+		runOn(cluster.Options{Controllers: true}, "fan-out with real rollouts", func(env *framework.Env) ([]row, error) { return fanoutRolling(ctx, env, cfg) })
+	}
 	if want("restart") {
 		run("restart", func(env *framework.Env) ([]row, error) { return restart(ctx, env, cfg) })
 	}
@@ -163,8 +179,11 @@ func main() {
 	}
 }
 
+// rollingN is -rolling.
+var rollingN int
+
 // sections are the names -only selects; each selects exactly its own measurement.
-var sections = []string{"memory", "memory-secrets", "admission", "latency", "fanout", "fanout-kinds", "restart", "coldstart"}
+var sections = []string{"memory", "memory-secrets", "admission", "latency", "fanout", "fanout-kinds", "fanout-rolling", "restart", "coldstart"}
 
 type row struct{ name, value string }
 

@@ -31,13 +31,22 @@ func profile(ctx context.Context, env *framework.Env, d time.Duration) {
 		return
 	}
 	time.Sleep(3 * time.Second) // into the measurement
+	takeProfiles(ctx, env, d, filepath.Join(profileDir, "configstamp.pprof"), filepath.Join(profileDir, "kube-apiserver.pprof"))
+}
+
+// takeProfiles takes CPU profiles of configstamp (its pprof endpoint on 127.0.0.1:6060)
+// and of kube-apiserver at once, for d, into the two files.
+func takeProfiles(ctx context.Context, env *framework.Env, d time.Duration, configstampFile, apiserverFile string) {
 	secs := fmt.Sprint(int(d.Seconds()))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		resp, err := http.Get("http://127.0.0.1:6060/debug/pprof/profile?seconds=" + secs)
-		if err == nil {
-			save(resp.Body, "configstamp.pprof")
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:6060/debug/pprof/profile?seconds="+secs, nil)
+		if err != nil {
+			return
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			save(resp.Body, configstampFile)
 			resp.Body.Close()
 		}
 	}()
@@ -45,15 +54,15 @@ func profile(ctx context.Context, env *framework.Env, d time.Duration) {
 	if err == nil {
 		hc := &http.Client{Transport: tr}
 		if resp, err := hc.Get(env.Cluster.URL + "/debug/pprof/profile?seconds=" + secs); err == nil {
-			save(resp.Body, "kube-apiserver.pprof")
+			save(resp.Body, apiserverFile)
 			resp.Body.Close()
 		}
 	}
 	<-done
 }
 
-func save(r io.Reader, name string) {
-	f, err := os.Create(filepath.Join(profileDir, name))
+func save(r io.Reader, path string) {
+	f, err := os.Create(path)
 	if err != nil {
 		return
 	}

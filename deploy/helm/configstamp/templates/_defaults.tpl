@@ -17,6 +17,7 @@ argoRollouts: {enabled: false}
 debounce: 2s
 debounceMax: 30s
 minRolloutInterval: 10s
+concurrency: 4
 rollStaleAtInstall: false
 webhook: {port: 9443, timeoutSeconds: 5, failurePolicy: Ignore}
 certificates: {mode: cert-manager, duration: 2160h, renewBefore: 720h, caDuration: 43800h, caSwitchDelay: 1m}
