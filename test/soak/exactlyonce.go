@@ -25,45 +25,58 @@ type verdict struct {
 	edits       int // by the ConfigMaps' revisions
 	tallyOff    int // ConfigMaps whose revision differs from the edits the editor counted
 	// Deployments whose stamp (or, adopted and never edited, record) is not the hash of
-	// their ConfigMap's content, whose generation is not 1 + edits, or that configstamp
-	// nudged other than once per edit.
+	// their ConfigMap's content, whose generation is not what the edits and configstamp's
+	// record writes account for, or that configstamp nudged other than once per edit.
 	wrongHash, wrongGeneration, wrongNudges int
-	nudges, records, failedPatches          int // configstamp's PATCHes of the Deployments
-	problems                                []string
+	// Deployments whose record configstamp wrote other than once if adopted, never if
+	// stamped on creation (the webhook records each stamp): no rollout, not a violation.
+	unexpectedRecords              int
+	nudges, records, failedPatches int // configstamp's PATCHes of the Deployments
+	problems                       []string
 }
 
-// judge says what is wrong with one Deployment given its ConfigMap (nothing: nil).
-// Its stamp must be the hash of the ConfigMap's content as docs/hash.md computes it
-// (an adopted Deployment never edited carries no stamp: its record must hold that hash),
-// and its generation 1 + the edits (replicas 0: only a template change moves it).
-func judge(cm *corev1.ConfigMap, d *appsv1.Deployment) (hash, generation string) {
-	if cm == nil || d == nil {
-		return "missing", ""
+// edits is how many edits a ConfigMap has had: its revision.
+func edits(cm *corev1.ConfigMap) (int, error) {
+	if cm == nil {
+		return 0, fmt.Errorf("ConfigMap missing")
 	}
-	edits, err := strconv.Atoi(cm.Data[revisionKey])
+	n, err := strconv.Atoi(cm.Data[revisionKey])
 	if err != nil {
-		return "ConfigMap revision " + cm.Data[revisionKey], ""
+		return 0, fmt.Errorf("ConfigMap revision %q", cm.Data[revisionKey])
+	}
+	return n, nil
+}
+
+// stampProblem says what is wrong with a Deployment's stamp given its ConfigMap ("":
+// nothing). It must be the hash of the ConfigMap's content as docs/hash.md computes it,
+// independently of configstamp's code; an adopted Deployment never edited carries no
+// stamp: its record must hold that hash.
+func stampProblem(cm *corev1.ConfigMap, d *appsv1.Deployment) string {
+	n, err := edits(cm)
+	if err != nil {
+		return err.Error()
+	}
+	if d == nil {
+		return "Deployment missing"
 	}
 	want := hashdoc.Hash([]hashdoc.Source{{Name: cm.Name}}, func(string) *corev1.ConfigMap { return cm })
 	got := d.Spec.Template.Annotations[stamp.HashAnnotation]
 	switch {
-	case got == "" && edits > 0:
-		hash = fmt.Sprintf("not stamped after %d edits", edits)
+	case got == "" && n > 0:
+		return fmt.Sprintf("not stamped after %d edits", n)
 	case got == "":
 		if rec, ok := stamp.ParseObserved(d.Annotations[stamp.ObservedAnnotation]); !ok || rec.Hash != want {
-			hash = fmt.Sprintf("unstamped, record %q, want hash %s", d.Annotations[stamp.ObservedAnnotation], short(want))
+			return fmt.Sprintf("unstamped, record %q, want hash %s", d.Annotations[stamp.ObservedAnnotation], short(want))
 		}
 	case got != want:
-		hash = fmt.Sprintf("stamp %s, want %s (revision %d)", short(got), short(want), edits)
+		return fmt.Sprintf("stamp %s, want %s (revision %d)", short(got), short(want), n)
 	}
-	if d.Generation != int64(1+edits) {
-		generation = fmt.Sprintf("generation %d, want %d (1 + %d edits)", d.Generation, 1+edits, edits)
-	}
-	return hash, generation
+	return ""
 }
 
-// settle waits until every Deployment is current (stamp and generation; up to ten
-// minutes), then for quiet more, in which a late second nudge would still show.
+// settle waits until every Deployment carries the stamp of its ConfigMap's content and
+// has moved its generation at least once per edit (up to ten minutes), then for quiet
+// more, in which a late second nudge would still show.
 func settle(ctx context.Context, cs kubernetes.Interface, objs []object, quiet time.Duration) (time.Duration, error) {
 	start := time.Now()
 	for {
@@ -77,13 +90,16 @@ func settle(ctx context.Context, cs kubernetes.Interface, objs []object, quiet t
 		}
 		behind := 0
 		for _, o := range objs {
-			if h, g := judge(cms[o.namespace+"/"+o.configMap], deps[o.key()]); h != "" || g != "" {
+			cm, d := cms[o.configMapKey()], deps[o.key()]
+			n, _ := edits(cm)
+			if stampProblem(cm, d) != "" || d.Generation < int64(1+n) {
 				behind++
 			}
 		}
 		took := time.Since(start)
+		fmt.Printf("  %s: %d Deployments not current\n", took.Round(time.Second), behind)
 		if behind == 0 || took > 10*time.Minute {
-			fmt.Printf("  %s: %d Deployments not current; %s quiet before the check\n", took.Round(time.Second), behind, quiet)
+			fmt.Printf("  %s quiet before the check\n", quiet)
 			time.Sleep(quiet)
 			return took, nil
 		}
@@ -91,11 +107,15 @@ func settle(ctx context.Context, cs kubernetes.Interface, objs []object, quiet t
 	}
 }
 
-// check judges every Deployment and counts configstamp's PATCHes of each in the audit
-// log from mark (configstamp's start). A nudge is a PATCH through which the webhook
-// computed a stamp: the API server logs the webhook's config-hash audit annotation with
-// it. configstamp's other PATCH of a Deployment, the write of its record, is admitted
-// without one (the webhook only strips the marker). Failed PATCHes count apart.
+// check judges every Deployment, with configstamp's PATCHes of each counted in the
+// audit log from mark (configstamp's start). A nudge is a PATCH through which the
+// webhook computed a stamp: the API server logs the webhook's config-hash audit
+// annotation with it. configstamp's other PATCH of a Deployment, the write of its
+// record, is admitted without one (the webhook only strips the marker). Failed PATCHes
+// count apart. A Deployment's generation moves with its spec and with its metadata
+// annotations (the API server's Deployment strategy: annotations are copied to
+// ReplicaSets), so it is 1 + one per edit (the nudge stamps the template) + one per
+// record write; with replicas 0 nothing else writes it.
 func check(ctx context.Context, cs kubernetes.Interface, auditLog string, mark bench.AuditMark, objs []object, tally []int) (verdict, error) {
 	v := verdict{deployments: len(objs)}
 	cms, err := configMaps(ctx, cs, objs)
@@ -106,51 +126,61 @@ func check(ctx context.Context, cs kubernetes.Interface, auditLog string, mark b
 	if err != nil {
 		return v, err
 	}
-	nudges := map[string]int{}
+	nudges, records := map[string]int{}, map[string]int{}
 	err = bench.ReadAudit(auditLog, mark, func(ev *bench.AuditEvent) {
 		if ev.User.Username != cluster.ConfigstampUser || ev.Verb != "patch" || ev.ObjectRef.Resource != "deployments" ||
 			ev.Stage != "ResponseComplete" || ev.ResponseStatus == nil {
 			return
 		}
+		key := ev.ObjectRef.Namespace + "/" + ev.ObjectRef.Name
 		switch {
 		case ev.ResponseStatus.Code/100 != 2:
 			v.failedPatches++
 		case stamped(ev.Annotations):
 			v.nudges++
-			nudges[ev.ObjectRef.Namespace+"/"+ev.ObjectRef.Name]++
+			nudges[key]++
 		default:
 			v.records++
+			records[key]++
 		}
 	})
 	if err != nil {
 		return v, err
 	}
 	for i, o := range objs {
-		cm := cms[o.namespace+"/"+o.configMap]
-		hash, generation := judge(cm, deps[o.key()])
-		edits := 0
-		if cm != nil {
-			edits, _ = strconv.Atoi(cm.Data[revisionKey])
+		cm, d := cms[o.configMapKey()], deps[o.key()]
+		n, err := edits(cm)
+		if err != nil || d == nil {
+			v.problems = append(v.problems, fmt.Sprintf("%s: %v; Deployment present: %v", o.key(), err, d != nil))
+			continue
 		}
-		v.edits += edits
-		if edits != tally[i] {
+		v.edits += n
+		if n != tally[i] {
 			v.tallyOff++
 		}
+		wantRecords := 0
+		if o.adopted {
+			wantRecords = 1
+		}
+		if records[o.key()] != wantRecords {
+			v.unexpectedRecords++
+		}
 		var wrong []string
-		if hash != "" {
+		if p := stampProblem(cm, d); p != "" {
 			v.wrongHash++
-			wrong = append(wrong, hash)
+			wrong = append(wrong, p)
 		}
-		if generation != "" {
+		if want := int64(1 + n + records[o.key()]); d.Generation != want {
 			v.wrongGeneration++
-			wrong = append(wrong, generation)
+			wrong = append(wrong, fmt.Sprintf("generation %d, want %d", d.Generation, want))
 		}
-		if n := nudges[o.key()]; n != edits {
+		if nudges[o.key()] != n {
 			v.wrongNudges++
-			wrong = append(wrong, fmt.Sprintf("%d nudges for %d edits", n, edits))
+			wrong = append(wrong, "nudged other than once per edit")
 		}
 		if len(wrong) > 0 {
-			v.problems = append(v.problems, o.key()+": "+strings.Join(wrong, "; "))
+			v.problems = append(v.problems, fmt.Sprintf("%s (adopted %v): %s; %d edits, %d nudges, %d record writes", o.key(), o.adopted,
+				strings.Join(wrong, "; "), n, nudges[o.key()], records[o.key()]))
 		}
 	}
 	return v, nil

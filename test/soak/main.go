@@ -13,9 +13,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -73,6 +76,14 @@ func main() {
 		fail(err)
 	}
 	defer env.Teardown()
+	go func() {
+		// Interrupted: the control plane and its state go too.
+		stop := make(chan os.Signal, 1)
+		signal.Notify(stop, os.Interrupt, syscall.SIGTERM)
+		<-stop
+		env.Teardown()
+		fail(errors.New("interrupted"))
+	}()
 	if *binary != "" {
 		env.Binary = *binary
 	}

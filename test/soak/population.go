@@ -16,15 +16,23 @@ import (
 )
 
 // object is one Deployment and the ConfigMap it consumes (all keys, through a volume).
-type object struct{ namespace, configMap, deployment string }
+// An adopted one exists before configstamp starts.
+type object struct {
+	namespace, configMap, deployment string
+	adopted                          bool
+}
 
 func (o object) key() string { return o.namespace + "/" + o.deployment }
 
-// objects names cfg.deployments pairs, spread over cfg.namespaces namespaces.
+func (o object) configMapKey() string { return o.namespace + "/" + o.configMap }
+
+// objects names cfg.deployments pairs, spread over cfg.namespaces namespaces; the
+// first half is adopted.
 func objects(cfg config) []object {
 	out := make([]object, cfg.deployments)
 	for i := range out {
-		out[i] = object{namespace: fmt.Sprintf("soak-%d", i%cfg.namespaces), configMap: fmt.Sprintf("cm-%05d", i), deployment: fmt.Sprintf("d-%05d", i)}
+		out[i] = object{namespace: fmt.Sprintf("soak-%d", i%cfg.namespaces), configMap: fmt.Sprintf("cm-%05d", i),
+			deployment: fmt.Sprintf("d-%05d", i), adopted: i < cfg.deployments/2}
 	}
 	return out
 }
