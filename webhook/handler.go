@@ -68,6 +68,9 @@ var _ admission.Handler = &Stamper{}
 // of an undecodable object, it admits the request: it never blocks a deploy.
 func (s *Stamper) Handle(ctx context.Context, req admission.Request) admission.Response {
 	start := time.Now()
+	if handled, ok := ctx.Value(handledKey{}).(*bool); ok {
+		*handled = true
+	}
 	resp, result := s.handle(ctx, req)
 	observe(result, start)
 	return resp

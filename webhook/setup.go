@@ -1,6 +1,8 @@
 package webhook
 
 import (
+	"context"
+	"net/http"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -60,6 +62,23 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) {
 	}
 	wh = wh.WithRecoverPanic(true)
 	for _, k := range opts.Kinds {
-		mgr.GetWebhookServer().Register(k.Path(), wh)
+		mgr.GetWebhookServer().Register(k.Path(), countRejected{wh})
+	}
+}
+
+// countRejected counts, as rejected, the requests controller-runtime answers without
+// calling the handler: a body that is no AdmissionReview, of another content type, empty
+// or too large. controller-runtime logs each of them itself.
+type countRejected struct{ *admission.Webhook }
+
+// handledKey marks a request's context; the handler sets the flag it points to.
+type handledKey struct{}
+
+func (c countRejected) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	handled := false
+	c.Webhook.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), handledKey{}, &handled)))
+	if !handled {
+		observe(resultRejected, start)
 	}
 }
