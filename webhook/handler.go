@@ -17,6 +17,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -196,6 +197,20 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 		return respond(append(patches, keep()...), append(warnings, "configstamp: kept the stored config hash, not rolling into missing config: "+strings.Join(unmet, "; "))...), resultHeld
 	}
 
+	newRecord := ""
+	if want.Hash != "" {
+		newRecord = stamp.Observed{Hash: want.Hash, Template: stamp.TemplateFingerprint(tmpl), Secrets: stamp.HasSecrets(srcs)}.String()
+	}
+	if !fits(tmpl.Annotations, stampAnnotations(want.Hash, want.SourcesAnnotation())) ||
+		!fits(annotations, map[string]string{stamp.ObservedAnnotation: newRecord, stamp.NudgeAnnotation: ""}) {
+		// The API server would refuse the object for configstamp's annotations: admit it
+		// as it came (the watcher's checks cannot stamp it either).
+		log.Info("Left unstamped: the stamp would exceed the annotation size limit", "namespace", namespace, "name", name,
+			"operation", string(req.Operation), "user", req.UserInfo.Username, "limit", apivalidation.TotalAnnotationSizeLimitB)
+		return respond(patches, append(warnings, fmt.Sprintf("configstamp: not stamped: its stamp would take the %s's annotations past the API server's limit of %d bytes",
+			kind.Kind, apivalidation.TotalAnnotationSizeLimitB))...), resultTooLarge
+	}
+
 	// The template gets the stamp, and the metadata the record of it.
 	patches = append(patches, templatePatch(&tmpl.ObjectMeta, stampAnnotations(want.Hash, want.SourcesAnnotation()))...)
 	if nudged && !templateChanged && certain && want.Hash != "" && want.Hash == storedHash && want.Hash != rec.Hash {
@@ -203,10 +218,6 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 		// (its record): only a new template rolls them.
 		now := time.Now().UTC().Format(time.RFC3339)
 		patches = append(patches, jsonpatch.NewOperation("add", "/spec/template/metadata/annotations/"+escape(stamp.RestartedAnnotation), now))
-	}
-	newRecord := ""
-	if want.Hash != "" {
-		newRecord = stamp.Observed{Hash: want.Hash, Template: stamp.TemplateFingerprint(tmpl), Secrets: stamp.HasSecrets(srcs)}.String()
 	}
 	patches = append(patches, annotationPatch(annotations, stamp.ObservedAnnotation, newRecord)...)
 	if len(unmet) > 0 {
@@ -243,6 +254,23 @@ func annotationPatch(cur map[string]string, key, value string) []jsonpatch.JsonP
 		return []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add", "/metadata/annotations", map[string]string{key: value})}
 	}
 	return []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add", "/metadata/annotations/"+escape(key), value)}
+}
+
+// fits reports whether annotations, with the keys of set given its values (empty:
+// removed), stay within the API server's limit on the size of an object's annotations.
+func fits(annotations, set map[string]string) bool {
+	size := 0
+	for k, v := range annotations {
+		if _, ok := set[k]; !ok {
+			size += len(k) + len(v)
+		}
+	}
+	for k, v := range set {
+		if v != "" {
+			size += len(k) + len(v)
+		}
+	}
+	return size <= apivalidation.TotalAnnotationSizeLimitB
 }
 
 // current reports whether the stamp and the record an update carries differ from the

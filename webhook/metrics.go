@@ -14,13 +14,14 @@ const (
 	resultSkipped   = "skipped"   // not stamped: opted out, lazy adoption, other kind or operation
 	resultHeld      = "held"      // stored stamp kept: the new one would make required config missing
 	resultReadError = "read_error"
-	resultRejected  = "rejected" // malformed request
+	resultTooLarge  = "too_large" // not stamped: the stamp would pass the API server's annotation size limit
+	resultRejected  = "rejected"  // malformed request, or a body that is no AdmissionReview
 )
 
 var (
 	admissionRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configstamp_admission_requests_total",
-		Help: "Workload admission requests handled, by result (stamped, unchanged, skipped, held, read_error, rejected).",
+		Help: "Workload admission requests handled, by result (stamped, unchanged, skipped, held, read_error, too_large, rejected).",
 	}, []string{"result"})
 	admissionDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "configstamp_admission_duration_seconds",

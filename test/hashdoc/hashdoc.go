@@ -5,6 +5,7 @@ package hashdoc
 
 import (
 	"bytes"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -14,28 +15,52 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Source is what a pod sees of one ConfigMap: Keys nil means all keys. EnvOnly is true
-// when no volume mounts it: then binaryData is not seen.
+// Source is what a pod sees of one ConfigMap (or, with Secret, one Secret): Keys nil
+// means all keys. EnvOnly is true when no volume mounts it: then binaryData is not seen.
 type Source struct {
 	Name    string
 	Keys    []string
 	EnvOnly bool
+	Secret  bool
 }
 
-// Hash returns the config hash of srcs, reading each ConfigMap through get (nil: the
+func (s Source) kind() string {
+	if s.Secret {
+		return "secret"
+	}
+	return "configmap"
+}
+
+// Hash returns the config hash of srcs (ConfigMaps), reading each through get (nil: the
 // ConfigMap does not exist).
 func Hash(srcs []Source, get func(name string) *corev1.ConfigMap) string {
+	return Keyed(srcs, func(_ bool, name string) *corev1.ConfigMap { return get(name) }, nil, "")
+}
+
+// Keyed returns the config hash of srcs, ConfigMaps and Secrets, reading each through
+// get (a Secret's data as the ConfigMap's data; nil: it does not exist). Secret
+// digests are keyed with key, the installation's, for namespace.
+func Keyed(srcs []Source, get func(secret bool, name string) *corev1.ConfigMap, key []byte, namespace string) string {
 	srcs = slices.Clone(srcs)
-	slices.SortFunc(srcs, func(a, b Source) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(srcs, func(a, b Source) int {
+		if c := strings.Compare(a.kind(), b.kind()); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
 	u64 := func(buf *bytes.Buffer, n int) { _ = binary.Write(buf, binary.BigEndian, uint64(n)) }
 	str := func(buf *bytes.Buffer, s string) { u64(buf, len(s)); buf.WriteString(s) }
+	var ns bytes.Buffer
+	str(&ns, "configstamp/namespace")
+	str(&ns, namespace)
+	nskey := mac(key, ns.Bytes())
 	var top bytes.Buffer
 	str(&top, "configstamp/v1")
 	for _, s := range srcs {
 		var buf bytes.Buffer
-		str(&buf, "configmap")
+		str(&buf, s.kind())
 		str(&buf, s.Name)
-		if cm := get(s.Name); cm == nil {
+		if cm := get(s.Secret, s.Name); cm == nil {
 			str(&buf, "missing")
 		} else {
 			str(&buf, "present")
@@ -66,9 +91,19 @@ func Hash(srcs []Source, get func(name string) *corev1.ConfigMap) string {
 				}
 			}
 		}
-		digest := sha256.Sum256(buf.Bytes())
-		top.Write(digest[:])
+		if s.Secret {
+			top.Write(mac(nskey, buf.Bytes()))
+		} else {
+			digest := sha256.Sum256(buf.Bytes())
+			top.Write(digest[:])
+		}
 	}
 	sum := sha256.Sum256(top.Bytes())
 	return hex.EncodeToString(sum[:])
+}
+
+func mac(key, b []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write(b)
+	return m.Sum(nil)
 }
