@@ -97,8 +97,11 @@ func (r *results) summary(cfg config) string {
 		if t.suspected {
 			flag = "SUSPECTED LEAK"
 		}
-		if t.samples < 3 {
+		switch {
+		case t.samples < 3:
 			flag = "too few samples"
+		case t.window < minWindow:
+			flag = fmt.Sprintf("not judged: %s of samples, under %s", t.window.Round(time.Second), minWindow)
 		}
 		f := func(x float64) string {
 			if t.bytes {

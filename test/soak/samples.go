@@ -78,7 +78,13 @@ type trend struct {
 	suspected      bool
 	samples        int
 	tolerancePerH  float64 // the slope above which a leak is suspected
+	window         time.Duration
 }
+
+// minWindow is the shortest span of samples whose slope is judged: over a few minutes
+// the Go collector's sawtooth (several MiB of heap) and a connection opened or closed
+// make slopes of tens of percent per hour either way.
+const minWindow = 10 * time.Minute
 
 // resources names what is sampled, how it is read from a sample, and the least slope
 // per hour that counts as growth whatever the mean (noise of a few units).
@@ -119,8 +125,9 @@ func trends(samples []sample, warmup time.Duration, tolerance float64) []trend {
 		}
 		t.first, t.last = ys[0], ys[len(ys)-1]
 		t.perHour = slope(xs, ys)
+		t.window = kept[len(kept)-1].at - kept[0].at
 		t.tolerancePerH = max(tolerance/100*t.mean, r.floor)
-		t.suspected = t.perHour > t.tolerancePerH
+		t.suspected = t.perHour > t.tolerancePerH && t.window >= minWindow
 		out = append(out, t)
 	}
 	return out
