@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 )
 
 // AuditMark is a position in the API server's audit log.
@@ -35,6 +36,9 @@ type AuditEvent struct {
 	// Annotations hold the admission webhooks' audit annotations, keyed
 	// "<webhook entry name>/<key>".
 	Annotations map[string]string
+	// StageTimestamp is when the event's stage was reached (ResponseComplete: when the
+	// response was sent).
+	StageTimestamp time.Time
 }
 
 // ReadAudit calls f with every event in the audit log after mark, in the order logged.

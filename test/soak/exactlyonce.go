@@ -32,6 +32,7 @@ type verdict struct {
 	// stamped on creation (the webhook records each stamp): no rollout, not a violation.
 	unexpectedRecords              int
 	nudges, records, failedPatches int // configstamp's PATCHes of the Deployments
+	latency                        latency
 	problems                       []string
 }
 
@@ -126,19 +127,26 @@ func check(ctx context.Context, cs kubernetes.Interface, auditLog string, mark b
 	if err != nil {
 		return v, err
 	}
-	nudges, records := map[string]int{}, map[string]int{}
+	records := map[string]int{}
+	edited, nudged := map[string][]time.Time{}, map[string][]time.Time{} // by ConfigMap, by Deployment
 	err = bench.ReadAudit(auditLog, mark, func(ev *bench.AuditEvent) {
-		if ev.User.Username != cluster.ConfigstampUser || ev.Verb != "patch" || ev.ObjectRef.Resource != "deployments" ||
-			ev.Stage != "ResponseComplete" || ev.ResponseStatus == nil {
+		if ev.Verb != "patch" || ev.Stage != "ResponseComplete" || ev.ResponseStatus == nil {
 			return
 		}
 		key := ev.ObjectRef.Namespace + "/" + ev.ObjectRef.Name
+		ok := ev.ResponseStatus.Code/100 == 2
+		if ev.User.Username == cluster.AdminUser && ev.ObjectRef.Resource == "configmaps" && ok {
+			edited[key] = append(edited[key], ev.StageTimestamp)
+		}
+		if ev.User.Username != cluster.ConfigstampUser || ev.ObjectRef.Resource != "deployments" {
+			return
+		}
 		switch {
-		case ev.ResponseStatus.Code/100 != 2:
+		case !ok:
 			v.failedPatches++
 		case stamped(ev.Annotations):
 			v.nudges++
-			nudges[key]++
+			nudged[key] = append(nudged[key], ev.StageTimestamp)
 		default:
 			v.records++
 			records[key]++
@@ -174,15 +182,16 @@ func check(ctx context.Context, cs kubernetes.Interface, auditLog string, mark b
 			v.wrongGeneration++
 			wrong = append(wrong, fmt.Sprintf("generation %d, want %d", d.Generation, want))
 		}
-		if nudges[o.key()] != n {
+		if len(nudged[o.key()]) != n {
 			v.wrongNudges++
 			wrong = append(wrong, "nudged other than once per edit")
 		}
 		if len(wrong) > 0 {
 			v.problems = append(v.problems, fmt.Sprintf("%s (adopted %v): %s; %d edits, %d nudges, %d record writes", o.key(), o.adopted,
-				strings.Join(wrong, "; "), n, nudges[o.key()], records[o.key()]))
+				strings.Join(wrong, "; "), n, len(nudged[o.key()]), records[o.key()]))
 		}
 	}
+	v.latency = measureLatency(objs, edited, nudged)
 	return v, nil
 }
 

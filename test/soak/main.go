@@ -138,7 +138,10 @@ func soak(ctx context.Context, env *framework.Env, cfg config) (*results, error)
 	if err := populate(ctx, cs, cfg, objs[half:]); err != nil {
 		return nil, err
 	}
-	fmt.Printf("== editing for %s at %.1f/s\n", cfg.duration, cfg.rate)
+	if res.idle, err = waitIdle(metricsAddr, 15*time.Minute); err != nil {
+		return nil, err
+	}
+	fmt.Printf("== configstamp idle after %s; editing for %s at %.1f/s\n", res.idle.Round(time.Second), cfg.duration, cfg.rate)
 	editsFrom := bench.MarkAudit(env.Cluster.AuditLog)
 	s := newSampler(p, metricsAddr)
 	sampling, stopSampling := context.WithCancel(ctx)

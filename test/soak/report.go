@@ -13,6 +13,7 @@ type results struct {
 	objects  []object
 	pid      int
 	adoption time.Duration // until every adopted Deployment had its record
+	idle     time.Duration // from the second half's creation until configstamp was idle
 	editing  editing
 	edits    []int // per object, as the editor counted them
 	samples  []sample
@@ -55,6 +56,7 @@ func (r *results) summary(cfg config) string {
 	row("objects", fmt.Sprintf("%d ConfigMaps (1 KiB) and %d Deployments (replicas 0, one ConfigMap each through a volume) in %d namespaces; %d created before configstamp started (adopted), %d after (stamped on creation)",
 		n, n, cfg.namespaces, half, n-half))
 	row("adoption: every Deployment present at start recorded", r.adoption.Round(time.Second).String())
+	row("the second half created: configstamp idle again (dependents of every new ConfigMap checked) after", r.idle.Round(time.Second).String())
 	e := r.editing
 	row("edits", fmt.Sprintf("%d in %s (%.2f/s, asked %.2f/s), each to a ConfigMap not edited in the last %s; %d failed, %d ticks skipped (no ConfigMap out of its cooldown)",
 		e.made, e.took.Round(time.Second), float64(e.made)/e.took.Seconds(), cfg.rate, cfg.cooldown, e.failed, e.skipped))
@@ -66,6 +68,7 @@ func (r *results) summary(cfg config) string {
 		}
 		row("configstamp's requests per edit", fmt.Sprintf("%.2f", float64(total)/float64(e.made)))
 	}
+	row("edit to nudge (audit log: the ConfigMap's PATCH to configstamp's PATCH of its Deployment; includes the debounce)", r.check.latency.String())
 	row("every Deployment current after the last edit", r.current.Round(time.Second).String())
 	v := r.check
 	row("stamp (or record, adopted and never edited) = hash of the ConfigMap's content (docs/hash.md)", count(v.deployments-v.wrongHash, v.deployments))
