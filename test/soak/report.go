@@ -72,8 +72,9 @@ func (r *results) summary(cfg config) string {
 	row("every Deployment current after the last edit", r.current.Round(time.Second).String())
 	v := r.check
 	row("stamp (or record, adopted and never edited) = hash of the ConfigMap's content (docs/hash.md)", count(v.deployments-v.wrongHash, v.deployments))
-	row("generation = 1 + edits of its ConfigMap + configstamp's record writes (a Deployment's generation moves with its annotations too)", count(v.deployments-v.wrongGeneration, v.deployments))
-	row("nudges (audit: configstamp's PATCHes with the config-hash annotation) = edits, per Deployment", count(v.deployments-v.wrongNudges, v.deployments))
+	row("nudges (audit: configstamp's PATCHes with the config-hash annotation) = edits, per Deployment (no second nudge, none missing)", count(v.deployments-v.wrongNudges, v.deployments))
+	row("generation = 1 + nudges + configstamp's record writes (each nudge one template change; a Deployment's generation moves with its annotations too; nothing else wrote it)", count(v.deployments-v.wrongGeneration, v.deployments))
+	row("edits answered together with the next edit of their ConfigMap (configstamp lagged by more than the cooldown; the latest content landed; not a violation)", fmt.Sprint(v.coalesced))
 	row("configstamp's PATCHes of Deployments: nudges / record writes / failed", fmt.Sprintf("%d / %d / %d (edits by the ConfigMaps' revisions: %d; configstamp_nudges_total: %.0f)",
 		v.nudges, v.records, v.failedPatches, v.edits, r.nudgesTotal))
 	row("record written once on each adopted Deployment, never on one stamped on creation (no rollout either way)", count(v.deployments-v.unexpectedRecords, v.deployments))
