@@ -29,6 +29,7 @@ const (
 	ReasonConfigChanged = "ConfigChanged"
 	ReasonStampBypassed = "StampBypassed"
 	ReasonConfigMissing = "ConfigMissing"
+	ReasonStampTooLarge = "StampTooLarge"
 )
 
 // nudgePatch is the watcher's "empty" update: it only sets the nudge marker, which the
@@ -70,6 +71,10 @@ type workloadReconciler struct {
 	mu       sync.Mutex
 	lastRoll map[types.NamespacedName]time.Time
 	bypasses map[types.NamespacedName]int
+	// oversize holds workloads left alone because configstamp's annotations would take
+	// theirs past the API server's size limit: any update of theirs is checked (it may
+	// have made room).
+	oversize map[types.NamespacedName]bool
 }
 
 // events checks every workload in the initial list (a change while configstamp was
@@ -105,6 +110,12 @@ func (r *workloadReconciler) events(quiet time.Duration) handler.Funcs {
 				return
 			}
 			key := client.ObjectKeyFromObject(e.ObjectNew)
+			if r.isOversize(key) {
+				// Left alone for size: this update may have made room.
+				r.triggers.add(key, trigger{event: true})
+				q.AddAfter(reconcile.Request{NamespacedName: key}, quiet)
+				return
+			}
 			if !r.scope.Labelled(e.ObjectOld.GetLabels()) && r.scope.Labelled(e.ObjectNew.GetLabels()) {
 				// Opted in by its own label: its record, at once.
 				r.triggers.add(key, trigger{})
@@ -130,6 +141,9 @@ func (r *workloadReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	if tr.event {
 		r.resetBypasses(req.NamespacedName)
 	}
+	r.mu.Lock()
+	delete(r.oversize, req.NamespacedName) // set again if it still does not fit
+	r.mu.Unlock()
 	res, err := r.check(ctx, req.NamespacedName, tr)
 	if err != nil || res.RequeueAfter > 0 {
 		r.triggers.add(req.NamespacedName, trigger{changed: tr.changed, handoff: tr.handoff}) // a retry, not an event
@@ -243,6 +257,12 @@ func (r *workloadReconciler) judge(ctx context.Context, obj client.Object, tr tr
 		}
 		return reconcile.Result{}, r.record(ctx, obj, tmpl, want, stamp.HasSecrets(refs))
 	}
+	restart := stamp.NeedsRestart(stored, want.Hash, certain, rec.Hash)
+	if !stamp.AnnotationsFit(tmpl.Annotations, stamp.TemplateAnnotations(want.Hash, want.SourcesAnnotation(), restartPlaceholder(restart))) {
+		// The webhook would leave it unstamped (the API server would refuse the
+		// template with the stamp in it): a nudge would change nothing.
+		return reconcile.Result{}, r.tooLarge(ctx, obj, "pod template", want.Hash)
+	}
 	if wait := r.untilNextRoll(key); wait > 0 {
 		log.V(1).Info("Rollout deferred: minimum interval between rollouts", "wait", wait.String())
 		checks.WithLabelValues("deferred").Inc()
@@ -282,6 +302,11 @@ func (r *workloadReconciler) record(ctx context.Context, obj client.Object, tmpl
 		return nil
 	}
 	rec := stamp.Observed{Hash: want.Hash, Template: stamp.TemplateFingerprint(tmpl), Secrets: hasSecrets}
+	if !stamp.AnnotationsFit(obj.GetAnnotations(), map[string]string{stamp.ObservedAnnotation: rec.String(), stamp.NudgeAnnotation: ""}) {
+		// The API server would refuse it: no record (decisions stay on the stamp and the
+		// times of pods and config), and no retry until the workload changes.
+		return r.tooLarge(ctx, obj, "metadata", want.Hash)
+	}
 	stored := tmpl.Annotations[stamp.HashAnnotation]
 	patch := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"annotations":{%q:%q,%q:%q}}}`, obj.GetResourceVersion(),
 		stamp.ObservedAnnotation, rec.String(), stamp.NudgeAnnotation, stamp.NudgeRecord)
@@ -368,6 +393,44 @@ func (r *workloadReconciler) bypassed(ctx context.Context, obj client.Object, go
 	return fmt.Errorf("%s %s: stamp %q, want %q: webhook bypassed", r.kind, key, short(got), short(want))
 }
 
+// tooLarge reports a workload whose stamp (part "pod template") or record (part
+// "metadata") would take its annotations past the API server's size limit, and leaves it
+// alone until it changes.
+func (r *workloadReconciler) tooLarge(ctx context.Context, obj client.Object, part, want string) error {
+	key := client.ObjectKeyFromObject(obj)
+	r.mu.Lock()
+	if r.oversize == nil {
+		r.oversize = map[types.NamespacedName]bool{}
+	}
+	r.oversize[key] = true
+	r.mu.Unlock()
+	checks.WithLabelValues("too_large").Inc()
+	what := "rolled on config changes"
+	if part == "metadata" {
+		what = "given its record of the config its pods run"
+	}
+	r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonStampTooLarge, "Check",
+		"Not %s: configstamp's annotations would take the %s's %s annotations past the API server's limit of %d bytes; make them smaller",
+		what, r.kind, part, stamp.AnnotationSizeLimit)
+	logf.FromContext(ctx).Info("Left alone: configstamp's annotations would exceed the annotation size limit", "part", part,
+		"wantHash", want, "limit", stamp.AnnotationSizeLimit)
+	return nil
+}
+
+func (r *workloadReconciler) isOversize(key types.NamespacedName) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.oversize[key]
+}
+
+// restartPlaceholder stands for the restart time the webhook would set (same length).
+func restartPlaceholder(restart bool) string {
+	if !restart {
+		return ""
+	}
+	return time.Time{}.UTC().Format(time.RFC3339)
+}
+
 func (r *workloadReconciler) resetBypasses(key types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -411,6 +474,7 @@ func (r *workloadReconciler) forget(key types.NamespacedName) {
 	defer r.mu.Unlock()
 	delete(r.lastRoll, key)
 	delete(r.bypasses, key)
+	delete(r.oversize, key)
 }
 
 func (r *workloadReconciler) expected(ctx context.Context, obj client.Object, refs []stamp.Source) (stamp.Stamp, error) {

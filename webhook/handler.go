@@ -17,7 +17,6 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -72,6 +71,14 @@ func (s *Stamper) Handle(ctx context.Context, req admission.Request) admission.R
 	if handled, ok := ctx.Value(handledKey{}).(*bool); ok {
 		*handled = true
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			// controller-runtime recovers it and answers 500 (the API server admits the
+			// request: failurePolicy Ignore); it is counted here.
+			observe(resultPanic, start)
+			panic(r)
+		}
+	}()
 	resp, result := s.handle(ctx, req)
 	observe(result, start)
 	return resp
@@ -167,7 +174,15 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	}
 	keep := func() []jsonpatch.JsonPatchOperation {
 		ops := restoreStamp(stored, &tmpl.ObjectMeta)
-		return append(ops, annotationPatch(annotations, stamp.ObservedAnnotation, record[stamp.ObservedAnnotation])...)
+		keepRecord := record[stamp.ObservedAnnotation]
+		if !stamp.AnnotationsFit(annotations, map[string]string{stamp.ObservedAnnotation: keepRecord, stamp.NudgeAnnotation: ""}) {
+			// The update filled the metadata's annotations: a record put back would make
+			// the API server refuse it. Without one, the watcher judges from the stamp.
+			log.Info("Left the record out: it would exceed the annotation size limit", "namespace", req.Namespace, "name", req.Name,
+				"limit", stamp.AnnotationSizeLimit)
+			keepRecord = ""
+		}
+		return append(ops, annotationPatch(annotations, stamp.ObservedAnnotation, keepRecord)...)
 	}
 
 	if !templateChanged && !nudged && (recValid || storedHash == "") {
@@ -197,27 +212,48 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 		return respond(append(patches, keep()...), append(warnings, "configstamp: kept the stored config hash, not rolling into missing config: "+strings.Join(unmet, "; "))...), resultHeld
 	}
 
+	restartedAt := ""
+	if nudged && !templateChanged && stamp.NeedsRestart(storedHash, want.Hash, certain, rec.Hash) {
+		// The template already carries the wanted stamp, but its pods run other config
+		// (its record): only a new template rolls them.
+		restartedAt = time.Now().UTC().Format(time.RFC3339)
+	}
+	tmplSet := stamp.TemplateAnnotations(want.Hash, want.SourcesAnnotation(), restartedAt)
+	if !stamp.AnnotationsFit(tmpl.Annotations, tmplSet) {
+		// The API server would refuse the template with the stamp in it: admit the
+		// request without one (the watcher does not nudge it either; it reports it).
+		log.Info("Left unstamped: the stamp would exceed the pod template's annotation size limit", "namespace", namespace, "name", name,
+			"operation", string(req.Operation), "user", req.UserInfo.Username, "limit", stamp.AnnotationSizeLimit)
+		warnings = append(warnings, fmt.Sprintf("configstamp: not stamped: its stamp would take the %s's pod template annotations past the API server's limit of %d bytes; it will not roll on config changes until they are smaller",
+			kind.Kind, stamp.AnnotationSizeLimit))
+		if templateChanged {
+			// A new or changed template: a stamp or record it carries describes other
+			// config than its new pods will run; drop them (removing only shrinks).
+			patches = append(patches, templatePatch(&tmpl.ObjectMeta, unstamped)...)
+			patches = append(patches, annotationPatch(annotations, stamp.ObservedAnnotation, "")...)
+		} else {
+			// A nudge or an update that keeps the template: what is stored still
+			// describes the pods.
+			patches = append(patches, keep()...)
+		}
+		return respond(patches, warnings...), resultTooLarge
+	}
+
+	// The template gets the stamp, and the metadata the record of it.
+	patches = append(patches, templatePatch(&tmpl.ObjectMeta, tmplSet)...)
 	newRecord := ""
 	if want.Hash != "" {
 		newRecord = stamp.Observed{Hash: want.Hash, Template: stamp.TemplateFingerprint(tmpl), Secrets: stamp.HasSecrets(srcs)}.String()
 	}
-	if !fits(tmpl.Annotations, stampAnnotations(want.Hash, want.SourcesAnnotation())) ||
-		!fits(annotations, map[string]string{stamp.ObservedAnnotation: newRecord, stamp.NudgeAnnotation: ""}) {
-		// The API server would refuse the object for configstamp's annotations: admit it
-		// as it came (the watcher's checks cannot stamp it either).
-		log.Info("Left unstamped: the stamp would exceed the annotation size limit", "namespace", namespace, "name", name,
-			"operation", string(req.Operation), "user", req.UserInfo.Username, "limit", apivalidation.TotalAnnotationSizeLimitB)
-		return respond(patches, append(warnings, fmt.Sprintf("configstamp: not stamped: its stamp would take the %s's annotations past the API server's limit of %d bytes",
-			kind.Kind, apivalidation.TotalAnnotationSizeLimitB))...), resultTooLarge
-	}
-
-	// The template gets the stamp, and the metadata the record of it.
-	patches = append(patches, templatePatch(&tmpl.ObjectMeta, stampAnnotations(want.Hash, want.SourcesAnnotation()))...)
-	if nudged && !templateChanged && certain && want.Hash != "" && want.Hash == storedHash && want.Hash != rec.Hash {
-		// The template already carries the wanted stamp, but its pods run other config
-		// (its record): only a new template rolls them.
-		now := time.Now().UTC().Format(time.RFC3339)
-		patches = append(patches, jsonpatch.NewOperation("add", "/spec/template/metadata/annotations/"+escape(stamp.RestartedAnnotation), now))
+	if !stamp.AnnotationsFit(annotations, map[string]string{stamp.ObservedAnnotation: newRecord, stamp.NudgeAnnotation: ""}) {
+		// The stamp fits but the record does not: stamp without one (the watcher then
+		// judges this workload from its stamp and the times of its pods and config).
+		log.Info("Stamped without a record: it would exceed the annotation size limit", "namespace", namespace, "name", name,
+			"operation", string(req.Operation), "user", req.UserInfo.Username, "limit", stamp.AnnotationSizeLimit)
+		warnings = append(warnings, fmt.Sprintf("configstamp: stamped without its record of the config the pods run: the %s's annotations are near the API server's limit of %d bytes",
+			kind.Kind, stamp.AnnotationSizeLimit))
+		recordsOmitted.Inc()
+		newRecord = ""
 	}
 	patches = append(patches, annotationPatch(annotations, stamp.ObservedAnnotation, newRecord)...)
 	if len(unmet) > 0 {
@@ -256,23 +292,6 @@ func annotationPatch(cur map[string]string, key, value string) []jsonpatch.JsonP
 	return []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add", "/metadata/annotations/"+escape(key), value)}
 }
 
-// fits reports whether annotations, with the keys of set given its values (empty:
-// removed), stay within the API server's limit on the size of an object's annotations.
-func fits(annotations, set map[string]string) bool {
-	size := 0
-	for k, v := range annotations {
-		if _, ok := set[k]; !ok {
-			size += len(k) + len(v)
-		}
-	}
-	for k, v := range set {
-		if v != "" {
-			size += len(k) + len(v)
-		}
-	}
-	return size <= apivalidation.TotalAnnotationSizeLimitB
-}
-
 // current reports whether the stamp and the record an update carries differ from the
 // stored ones and are what configstamp would write now: a reinvocation after its own
 // patch (another webhook changed the object since). It reads config only when they
@@ -308,9 +327,12 @@ func restoreStamp(stored, incoming *metav1.ObjectMeta) []jsonpatch.JsonPatchOper
 	if hash == "" {
 		return nil
 	}
-	want := stampAnnotations(hash, stored.Annotations[stamp.SourcesAnnotation])
-	if v, ok := stored.Annotations[stamp.RestartedAnnotation]; ok {
-		want[stamp.RestartedAnnotation] = v
+	want := stamp.TemplateAnnotations(hash, stored.Annotations[stamp.SourcesAnnotation], stored.Annotations[stamp.RestartedAnnotation])
+	if !stamp.AnnotationsFit(incoming.Annotations, want) {
+		// The update filled the template's annotations: the stored stamp put back would
+		// make the API server refuse it. Drop configstamp's instead (removing only
+		// shrinks); the watcher re-checks an unstamped workload.
+		return templatePatch(incoming, unstamped)
 	}
 	return templatePatch(incoming, want)
 }
@@ -374,13 +396,8 @@ func templatePatch(meta *metav1.ObjectMeta, want map[string]string) []jsonpatch.
 	return ops
 }
 
-// stampAnnotations are the template annotations of a stamp (none when hash is empty).
-func stampAnnotations(hash, sources string) map[string]string {
-	if hash == "" {
-		sources = ""
-	}
-	return map[string]string{stamp.HashAnnotation: hash, stamp.SourcesAnnotation: sources}
-}
+// unstamped removes configstamp's annotations from a template (templatePatch).
+var unstamped = map[string]string{stamp.HashAnnotation: "", stamp.SourcesAnnotation: "", stamp.RestartedAnnotation: ""}
 
 // escape makes a map key a JSON pointer token (RFC 6901).
 func escape(k string) string {

@@ -16,12 +16,13 @@ const (
 	resultReadError = "read_error"
 	resultTooLarge  = "too_large" // not stamped: the stamp would pass the API server's annotation size limit
 	resultRejected  = "rejected"  // malformed request, or a body that is no AdmissionReview
+	resultPanic     = "panic"     // the handler panicked (controller-runtime answers 500; a bug)
 )
 
 var (
 	admissionRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configstamp_admission_requests_total",
-		Help: "Workload admission requests handled, by result (stamped, unchanged, skipped, held, read_error, too_large, rejected).",
+		Help: "Workload admission requests handled, by result (stamped, unchanged, skipped, held, read_error, too_large, rejected, panic).",
 	}, []string{"result"})
 	admissionDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "configstamp_admission_duration_seconds",
@@ -29,6 +30,10 @@ var (
 		// Up to the API server's longest timeout (30 s), so a p99 near any timeout is seen.
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 15, 20, 30},
 	}, []string{"result"})
+	recordsOmitted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "configstamp_admission_records_omitted_total",
+		Help: "Admissions that stamped a workload without its record of the config its pods run: its metadata annotations were near the API server's size limit.",
+	})
 	stampsChanged = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "configstamp_stamps_changed_total",
 		Help: "Admissions that wrote a new or changed config hash (dry runs excluded).",
@@ -36,7 +41,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(admissionRequests, admissionDuration, stampsChanged)
+	metrics.Registry.MustRegister(admissionRequests, admissionDuration, recordsOmitted, stampsChanged)
 	// Exported at 0 from the start, so the first read errors are an increase to alerts,
 	// and the alerts' label value is on /metrics for the monitoring integration test.
 	admissionRequests.WithLabelValues(resultReadError)

@@ -163,7 +163,14 @@ func compute(ctx context.Context, r client.Reader, cache *DigestCache, key []byt
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(maxParallelReads)
 	for i, src := range srcs {
-		g.Go(func() error {
+		g.Go(func() (err error) {
+			// A panic here would not reach the webhook's or the controller's recovery
+			// (another goroutine): it would end the process. Return it as an error.
+			defer func() {
+				if p := recover(); p != nil {
+					err = fmt.Errorf("read %s %s/%s: panic: %v", src.Kind, namespace, src.Name, p)
+				}
+			}()
 			d, err := digest(gctx, r, cache, key, namespace, src)
 			if err != nil {
 				return fmt.Errorf("read %s %s/%s: %w", src.Kind, namespace, src.Name, err)

@@ -6,6 +6,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -161,5 +162,20 @@ func TestSecretDigestsDependOnNamespace(t *testing.T) {
 	}
 	if !bytes.Equal(m.Sum(nil), stamp.NamespaceKey(key, "victim")) {
 		t.Error("NamespaceKey is not the documented derivation")
+	}
+}
+
+// A reader that panics is an error of the stamp, not the end of the process (the read
+// runs in a goroutine no recovery of the webhook's or the controller's reaches).
+func TestStampReadPanicIsAnError(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	c := fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+			panic("reader bug")
+		}}).Build()
+	_, err := (&Reader{Client: c}).Stamp(context.Background(), "ns", stamp.References(spec("a")))
+	if err == nil || !strings.Contains(err.Error(), "panic: reader bug") {
+		t.Fatalf("Stamp with a panicking reader: %v, want an error naming the panic", err)
 	}
 }
