@@ -72,6 +72,7 @@ type Cluster struct {
 
 type proc struct {
 	name string
+	args []string
 	cmd  *exec.Cmd
 	done chan struct{}
 }
@@ -166,12 +167,17 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 
 type pkiFiles struct{ ca, cert, key, saKey, tokens, auditPolicy string }
 
-func (c *Cluster) writePKI() (pkiFiles, error) {
-	dir := filepath.Join(c.Dir, "pki")
-	p := pkiFiles{
+// pkiPaths names the files under DIR/pki.
+func pkiPaths(dir string) pkiFiles {
+	dir = filepath.Join(dir, "pki")
+	return pkiFiles{
 		ca: filepath.Join(dir, "ca.crt"), cert: filepath.Join(dir, "apiserver.crt"), key: filepath.Join(dir, "apiserver.key"),
 		saKey: filepath.Join(dir, "sa.key"), tokens: filepath.Join(dir, "tokens.csv"), auditPolicy: filepath.Join(dir, "audit-policy.yaml"),
 	}
+}
+
+func (c *Cluster) writePKI() (pkiFiles, error) {
+	p := pkiPaths(c.Dir)
 	chain, key, err := certutil.GenerateSelfSignedCertKeyWithOptions(certutil.SelfSignedCertKeyOptions{
 		Host: "127.0.0.1", AlternateDNS: []string{"localhost"}, MaxAge: 7 * 24 * time.Hour,
 	})
@@ -236,9 +242,20 @@ current-context: local
 
 // run starts a binary from BinDir with its output in logs/NAME.log.
 func (c *Cluster) run(name string, args ...string) error {
-	logf, err := os.Create(filepath.Join(c.Dir, "logs", name+".log"))
+	p, err := c.start(name, args)
 	if err != nil {
 		return err
+	}
+	c.procs = append(c.procs, p)
+	return nil
+}
+
+// start starts a binary from BinDir with its output appended to logs/NAME.log (a
+// restart keeps the earlier run's lines).
+func (c *Cluster) start(name string, args []string) (*proc, error) {
+	logf, err := os.OpenFile(filepath.Join(c.Dir, "logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
 	}
 	cmd := exec.Command(filepath.Join(c.opts.BinDir, name), args...)
 	cmd.Dir = c.Dir
@@ -247,13 +264,12 @@ func (c *Cluster) run(name string, args ...string) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return fmt.Errorf("start %s: %w", name, err)
+		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
+	p := &proc{name: name, args: args, cmd: cmd, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); logf.Close(); close(p.done) }()
-	c.procs = append(c.procs, p)
 	c.opts.Log("started %s (pid %d)", name, cmd.Process.Pid)
-	return nil
+	return p, nil
 }
 
 func (c *Cluster) waitReady(ctx context.Context, timeout time.Duration) error {

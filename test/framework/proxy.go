@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +19,8 @@ type Proxy struct {
 	mu           sync.Mutex
 	ln           net.Listener
 	conns        map[net.Conn]struct{}
+	// delay holds back every chunk sent to the target (a slow webhook).
+	delay atomic.Int64
 }
 
 // NewProxy starts a proxy on a free loopback port forwarding to target.
@@ -74,9 +77,27 @@ func (p *Proxy) forward(c net.Conn) {
 	p.mu.Lock()
 	p.conns[c], p.conns[up] = struct{}{}, struct{}{}
 	p.mu.Unlock()
-	go func() { _, _ = io.Copy(up, c); up.Close() }()
+	go func() { _, _ = io.Copy(up, &slowReader{r: c, delay: &p.delay}); up.Close() }()
 	_, _ = io.Copy(c, up)
 	c.Close()
+}
+
+// SetDelay holds back everything sent to the target by d from now on, on open
+// connections too: a webhook that answers late (0: no delay).
+func (p *Proxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
+
+// slowReader waits delay before returning each read.
+type slowReader struct {
+	r     io.Reader
+	delay *atomic.Int64
+}
+
+func (s *slowReader) Read(b []byte) (int, error) {
+	n, err := s.r.Read(b)
+	if d := time.Duration(s.delay.Load()); n > 0 && d > 0 {
+		time.Sleep(d)
+	}
+	return n, err
 }
 
 // Stop closes the listener and every open connection.

@@ -1,0 +1,63 @@
+package faults
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/configstamp/configstamp/test/framework"
+)
+
+// The retry settings the bound on requests during faults is derived from.
+const (
+	faultWindow = 10 * time.Second
+	// retryBase is the watcher's first retry delay of a failed check (watcher.Options
+	// RetryBase, default 500ms), doubled at each failure of the same workload.
+	retryBase = 500 * time.Millisecond
+	// reflectorBase is client-go's first delay before an informer lists and watches
+	// again after a failure (reflector backoff, 800ms), doubled likewise.
+	reflectorBase = 800 * time.Millisecond
+	// perCheck is the most requests one check makes before it fails (a live read of
+	// the workload, a metadata read and a content read of its ConfigMap, the nudge),
+	// each retried once by client-go after a 429 (Retry-After); no other answer is
+	// retried by client-go.
+	perCheck = 4 * 2
+	// informers is an upper bound on the watches configstamp keeps (workload kinds,
+	// ConfigMaps, Namespaces, the registration, with room to spare).
+	informers = 10
+	// background allows for the rest: leader election is off; Events, coverage.
+	background = 20
+)
+
+// attempts is how many tries something retried with exponential backoff from base
+// makes within window: tries at 0, base, 3 base, 7 base, ...
+func attempts(window, base time.Duration) int {
+	return 1 + int(math.Log2(float64(window)/float64(base)+1))
+}
+
+// TestThrottled puts a proxy in front of the API server for configstamp alone and,
+// during a change and its fan-out, answers every request of configstamp's with 429
+// (Retry-After: 1), 500 or 503 for ten seconds, open watches cut. configstamp must back
+// off (the requests the proxy saw stay under a bound derived from the retry settings:
+// no tight loop) and heal afterwards, exactly once. Its client-side rate limit is
+// raised far above what the bound allows, so that it cannot hide a missing backoff.
+func TestThrottled(t *testing.T) {
+	fp := framework.NewFaultProxy(t, env.Cluster)
+	fleets := twoWays(t, 8, func() {
+		start(t, framework.Options{Kubeconfig: fp.Kubeconfig, Args: []string{"--kube-api-qps", "1000", "--kube-api-burst", "2000"}})
+	})
+	editAll(t, fleets, "2")
+	fp.StartFaults()
+	began := time.Now()
+	time.Sleep(faultWindow)
+	n, summary := fp.StopFaults()
+	window := time.Since(began)
+	ended := time.Now()
+	items := total(fleets) + len(fleets) // the Deployments and their ConfigMaps
+	bound := items*attempts(window, retryBase)*perCheck + informers*attempts(window, reflectorBase)*2 + background
+	t.Logf("%d requests answered with 429/500/503 in %.1fs (bound %d):\n%s", n, window.Seconds(), bound, summary)
+	if n > bound {
+		t.Errorf("%d requests during %.1fs of faults, more than the %d the retry settings allow: no backoff somewhere", n, window.Seconds(), bound)
+	}
+	exactlyOnce(t, fleets, 2, ended, "the faults ended")
+}
