@@ -2,6 +2,7 @@ package faults
 
 import (
 	"math"
+	"net/http"
 	"testing"
 	"time"
 
@@ -36,8 +37,9 @@ func attempts(window, base time.Duration) int {
 }
 
 // TestThrottled puts a proxy in front of the API server for configstamp alone and,
-// during a change and its fan-out, answers every request of configstamp's with 429
-// (Retry-After: 1), 500 or 503 for ten seconds, open watches cut. configstamp must back
+// during a change and its fan-out, answers every request of configstamp's for ten
+// seconds, open watches cut: five seconds of 429 (Retry-After: 1), then five of 500
+// and 503. configstamp must back
 // off (the requests the proxy saw stay under a bound derived from the retry settings:
 // no tight loop) and heal afterwards, exactly once. Its client-side rate limit is
 // raised far above what the bound allows, so that it cannot hide a missing backoff.
@@ -47,9 +49,14 @@ func TestThrottled(t *testing.T) {
 		start(t, framework.Options{Kubeconfig: fp.Kubeconfig, Args: []string{"--kube-api-qps", "1000", "--kube-api-burst", "2000"}})
 	})
 	editAll(t, fleets, "2")
-	fp.StartFaults()
+	// First 429 with Retry-After, which client-go itself honours (it waits and retries
+	// the request), then 500 and 503, which it does not retry: only configstamp's own
+	// backoff paces it then.
+	fp.StartFaults(http.StatusTooManyRequests)
 	began := time.Now()
-	time.Sleep(faultWindow)
+	time.Sleep(faultWindow / 2)
+	fp.StartFaults(http.StatusInternalServerError, http.StatusServiceUnavailable)
+	time.Sleep(faultWindow / 2)
 	n, summary := fp.StopFaults()
 	window := time.Since(began)
 	ended := time.Now()

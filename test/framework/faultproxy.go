@@ -24,8 +24,9 @@ import (
 
 // FaultProxy is an HTTPS reverse proxy in front of the API server for one client
 // (configstamp, through Kubeconfig). While faults are on, it answers every request
-// itself, in turn with 429 Too Many Requests (Retry-After: 1), 500 and 503, as an
-// overloaded or failing API server does, and counts what it was asked.
+// itself with the chosen status codes in turn (429 Too Many Requests with Retry-After:
+// 1, 500, 503), as an overloaded or failing API server does, and counts what it was
+// asked.
 type FaultProxy struct {
 	URL string
 	// Kubeconfig is the configstamp user's kubeconfig with the proxy as its server.
@@ -35,15 +36,13 @@ type FaultProxy struct {
 
 	mu       sync.Mutex
 	faulting bool
+	codes    []int
 	next     int
 	// faulted counts the requests answered with a fault, by verb and path shape.
 	faulted map[string]int
 	// inflight cancels the requests being forwarded (watches last): a fault cuts them.
 	inflight map[*http.Request]context.CancelFunc
 }
-
-// faultCodes are answered in turn while faults are on.
-var faultCodes = []int{http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusServiceUnavailable}
 
 // NewFaultProxy starts a proxy in front of the cluster's API server, serving with the
 // API server's own certificate (valid for 127.0.0.1), and writes a kubeconfig for the
@@ -124,7 +123,7 @@ func (p *FaultProxy) fault(r *http.Request) (int, bool) {
 	if !p.faulting {
 		return 0, false
 	}
-	code := faultCodes[p.next%len(faultCodes)]
+	code := p.codes[p.next%len(p.codes)]
 	p.next++
 	p.faulted[r.Method+" "+pathShape(r)]++
 	return code, true
@@ -146,15 +145,18 @@ func pathShape(r *http.Request) string {
 	return s
 }
 
-// StartFaults cuts every request being forwarded (open watches too) and answers every
-// request from now on with a fault.
-func (p *FaultProxy) StartFaults() {
+// StartFaults answers every request from now on with codes in turn; when faults were
+// off, it first cuts every request being forwarded (open watches too). Called again, it
+// changes the codes and keeps counting.
+func (p *FaultProxy) StartFaults(codes ...int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.faulting = true
-	for _, cancel := range p.inflight {
-		cancel()
+	if !p.faulting {
+		for _, cancel := range p.inflight {
+			cancel()
+		}
 	}
+	p.faulting, p.codes, p.next = true, codes, 0
 }
 
 // StopFaults forwards requests again. It returns how many requests were answered with a
