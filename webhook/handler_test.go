@@ -171,11 +171,16 @@ func withRecord(d *appsv1.Deployment, image, hash string) *appsv1.Deployment {
 
 // failingReader is a reader whose every read times out, as an overloaded etcd does.
 func failingReader() client.Reader {
+	return readerFailingWith(func() error { return errors.New("etcdserver: request timed out") })
+}
+
+// readerFailingWith is a reader whose every read returns fail().
+func readerFailingWith(fail func() error) client.Reader {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	return fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(interceptor.Funcs{
 		Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
-			return errors.New("etcdserver: request timed out")
+			return fail()
 		},
 	}).Build()
 }

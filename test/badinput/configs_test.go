@@ -61,8 +61,8 @@ func consumeEveryWay(secret bool, big, many, bin string) corev1.PodSpec {
 
 // testLargeConfigMaps stamps a Deployment consuming ConfigMaps at the API's limits: one
 // of 1 MiB, one of 10,000 keys, one with binaryData, through volumes, items, envFrom and
-// a key reference, with the hash docs/hash.md gives; a change of each rolls it (its
-// stamp becomes the new content's).
+// a key reference, with the hash docs/hash.md gives; a change of each, one at a time,
+// rolls it (its stamp becomes the new content's documented hash).
 func testLargeConfigMaps(t *testing.T, s *suite) {
 	ns := env.NewNamespace(t, true)
 	create(t, configMap(ns, "big", map[string]string{"k": strings.Repeat("b", maxData)}))
@@ -74,10 +74,22 @@ func testLargeConfigMaps(t *testing.T, s *suite) {
 	srcs := []hashdoc.Source{{Name: "big"}, {Name: "many"}, {Name: "bin"}}
 	waitStamp(t, ns, "app", s.docHash(t, ns, srcs...))
 
-	patch(t, &corev1.ConfigMap{}, ns, "many", `{"data":{"key-05000":"changed"}}`)
-	patch(t, &corev1.ConfigMap{}, ns, "big", `{"data":{"k":"`+strings.Repeat("c", maxData)+`"}}`)
-	patch(t, &corev1.ConfigMap{}, ns, "bin", fmt.Sprintf(`{"binaryData":{"blob":%q}}`, "AAEC"))
-	waitStamp(t, ns, "app", s.docHash(t, ns, srcs...))
+	// One at a time: each change alone rolls it (configstamp rolls one workload at most
+	// every --min-rollout-interval, 10 s).
+	for _, c := range []struct{ name, body string }{
+		{"many", `{"data":{"key-05000":"changed"}}`},
+		{"big", `{"data":{"k":"` + strings.Repeat("c", maxData) + `"}}`},
+		{"bin", fmt.Sprintf(`{"binaryData":{"blob":%q}}`, "AAEC")},
+	} {
+		name, body := c.name, c.body
+		before := hashOf(getDeployment(t, ns, "app"))
+		patch(t, &corev1.ConfigMap{}, ns, name, body)
+		want := s.docHash(t, ns, srcs...)
+		if want == before {
+			t.Fatalf("changing %s left the documented hash as it was", name)
+		}
+		waitStamp(t, ns, "app", want)
+	}
 }
 
 // testLargeSecrets is testLargeConfigMaps with Secrets: keyed digests as documented.

@@ -36,7 +36,7 @@ const (
 // testMalformedReviews posts malformed and truncated AdmissionReviews straight to the
 // webhook port, over HTTPS with the CA of the registration: each gets a clear error
 // answer (an errored review, never a 5xx or a dropped connection), a log line and
-// configstamp_admission_requests_total{result="rejected"}; a review of another kind of
+// exactly one count of configstamp_admission_requests_total{result="rejected"}; a review of another kind of
 // object is admitted untouched; configstamp still stamps a good review afterwards.
 func testMalformedReviews(t *testing.T, s *suite) {
 	ns := env.NewNamespace(t, true)
@@ -53,7 +53,7 @@ func testMalformedReviews(t *testing.T, s *suite) {
 	for i := range garbage {
 		garbage[i] = byte(i*7919 + i/13)
 	}
-	for _, c := range []struct {
+	bad := []struct {
 		name, contentType, body, msg string
 	}{
 		{"garbage bytes", "application/json", string(garbage), logUndecodable},
@@ -70,7 +70,9 @@ func testMalformedReviews(t *testing.T, s *suite) {
 		{"no object", "application/json", review(ns, admissionv1.Create, nil, nil), logBadObject},
 		{"object truncated", "application/json", strings.Replace(valid, string(goodRaw), string(goodRaw[:len(goodRaw)/2]), 1), logUndecodable},
 		{"old object of wrong types", "application/json", review(ns, admissionv1.Update, goodRaw, []byte(`{"metadata":{"name":7}}`)), logBadOld},
-	} {
+	}
+	rejectedBefore := s.scrape(t)[admissions(resultRejected)]
+	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {
 			rejected, logged := s.scrape(t)[admissions(resultRejected)], len(s.logs(c.msg))
 			code, body := post(t, hc, url, c.contentType, []byte(c.body))
@@ -85,7 +87,15 @@ func testMalformedReviews(t *testing.T, s *suite) {
 			t.Logf("answer: %d %.200s", out.Response.Result.Code, out.Response.Result.Message)
 			s.logRises(t, logged, c.msg)
 			s.metricRises(t, admissions(resultRejected), rejected)
+			if got := s.scrape(t)[admissions(resultRejected)]; got != rejected+1 {
+				t.Fatalf("rejected rose from %v to %v: want one count per request", rejected, got)
+			}
 		})
+	}
+	// Counted once each, also where a second count would come after the answer (the
+	// handler counts before it answers, the server wrapper after).
+	if got := s.scrape(t)[admissions(resultRejected)]; got != rejectedBefore+float64(len(bad)) {
+		t.Fatalf("%d malformed requests counted %v times as rejected", len(bad), got-rejectedBefore)
 	}
 
 	// A review under another apiVersion or kind is decoded by controller-runtime all

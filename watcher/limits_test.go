@@ -1,0 +1,128 @@
+package watcher
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/configstamp/configstamp/internal/configread"
+	"github.com/configstamp/configstamp/internal/scope"
+	"github.com/configstamp/configstamp/internal/workload"
+	"github.com/configstamp/configstamp/stamp"
+)
+
+// A workload whose stamp (pod template) or record (metadata) would not fit is neither
+// nudged nor recorded: a StampTooLarge event, no write, no retry; any later update of it
+// is checked again (it may have made room), where an update that leaves its template as
+// it is would otherwise be ignored.
+func TestTooLargeIsReportedNotRetried(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: map[string]string{stamp.InjectLabel: stamp.InjectValue}}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cfg"}, Data: map[string]string{"k": "2"}}
+	base := func() *appsv1.Deployment {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app"}}
+		d.Spec.Template.Spec.Containers = []corev1.Container{{Name: "c", Image: "img"}}
+		d.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}}
+		return d
+	}
+	current, err := (&configread.Reader{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(cm).Build()}).Stamp(
+		context.Background(), "ns", stamp.Consumed(nil, &base().Spec.Template.Spec, stamp.Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, part string
+		dep        func() *appsv1.Deployment
+	}{
+		{"pod template", "pod template annotations", func() *appsv1.Deployment {
+			// Its record says its pods run other config: it must roll, but the stamp
+			// does not fit.
+			d := base()
+			stale := strings.Repeat("a", 64)
+			d.Spec.Template.Annotations = map[string]string{stamp.HashAnnotation: stale, // 20 bytes short of the limit
+				"pad": strings.Repeat("a", stamp.AnnotationSizeLimit-20-len(stamp.HashAnnotation)-len(stale)-len("pad"))}
+			d.Annotations = map[string]string{stamp.ObservedAnnotation: stamp.Observed{Hash: stale, Template: stamp.TemplateFingerprint(&d.Spec.Template)}.String()}
+			return d
+		}},
+		{"metadata", "metadata annotations", func() *appsv1.Deployment {
+			// Stamped with the current config, without a record: one is due, but
+			// does not fit.
+			d := base()
+			d.Spec.Template.Annotations = map[string]string{stamp.HashAnnotation: current.Hash, stamp.SourcesAnnotation: current.SourcesAnnotation()}
+			d.Annotations = map[string]string{"pad": strings.Repeat("a", stamp.AnnotationSizeLimit-20-len("pad"))}
+			return d
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dep := c.dep()
+			cl := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ns, cm, dep).Build()
+			sc, err := scope.New(stamp.InjectLabel, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := events.NewFakeRecorder(100)
+			r := &workloadReconciler{kind: workload.Deployment, client: cl, live: cl, recorder: rec, scope: sc, triggers: &triggers{},
+				config: &configread.Reader{Client: cl}}
+			key := types.NamespacedName{Namespace: "ns", Name: "app"}
+			before := getDep(t, cl, key)
+			for i := range 2 {
+				r.triggers.add(key, trigger{event: true, changed: true})
+				res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: key})
+				if err != nil || res != (reconcile.Result{}) {
+					t.Fatalf("check %d: %+v, %v: want done, no retry", i, res, err)
+				}
+				if len(rec.Events) != 1 {
+					t.Fatalf("check %d: %d events, want one", i, len(rec.Events))
+				}
+				if ev := <-rec.Events; !strings.Contains(ev, "Warning "+ReasonStampTooLarge) || !strings.Contains(ev, c.part) {
+					t.Fatalf("check %d: event %q", i, ev)
+				}
+			}
+			if after := getDep(t, cl, key); after.ResourceVersion != before.ResourceVersion {
+				t.Fatalf("written: %v", after.Annotations)
+			}
+
+			// A metadata-only update (a label) of it is checked again; of another
+			// workload, it is not.
+			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+			defer q.ShutDown()
+			updated := before.DeepCopy()
+			updated.Labels = map[string]string{"x": "y"}
+			other, otherNew := before.DeepCopy(), updated.DeepCopy()
+			other.Name, otherNew.Name = "other", "other"
+			h := r.events(0)
+			h.UpdateFunc(context.Background(), event.UpdateEvent{ObjectOld: other, ObjectNew: otherNew}, q)
+			if q.Len() != 0 {
+				t.Fatalf("a label change of a workload that fits was queued")
+			}
+			h.UpdateFunc(context.Background(), event.UpdateEvent{ObjectOld: before, ObjectNew: updated}, q)
+			if q.Len() != 1 {
+				t.Fatalf("an update of a workload left alone for size was not queued")
+			}
+		})
+	}
+}
+
+func getDep(t *testing.T, c client.Client, key types.NamespacedName) *appsv1.Deployment {
+	t.Helper()
+	var d appsv1.Deployment
+	if err := c.Get(context.Background(), key, &d); err != nil {
+		t.Fatal(err)
+	}
+	return &d
+}
