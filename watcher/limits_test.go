@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
 
@@ -97,22 +98,30 @@ func TestTooLargeIsReportedNotRetried(t *testing.T) {
 				t.Fatalf("written: %v", after.Annotations)
 			}
 
-			// A metadata-only update (a label) of it is checked again; of another
-			// workload, it is not.
+			// An update of its annotations (which may make room) is checked again; of
+			// another workload, or an update of anything else (a label, its status), is
+			// not.
 			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 			defer q.ShutDown()
-			updated := before.DeepCopy()
-			updated.Labels = map[string]string{"x": "y"}
-			other, otherNew := before.DeepCopy(), updated.DeepCopy()
-			other.Name, otherNew.Name = "other", "other"
 			h := r.events(0)
+			labelled := before.DeepCopy()
+			labelled.Labels = map[string]string{"x": "y"}
+			h.UpdateFunc(context.Background(), event.UpdateEvent{ObjectOld: before, ObjectNew: labelled}, q)
+			if q.Len() != 0 {
+				t.Fatalf("a label change of a workload left alone for size was queued")
+			}
+			trimmed := before.DeepCopy()
+			trimmed.Annotations = maps.Clone(trimmed.Annotations)
+			trimmed.Annotations["pad"] = "short"
+			other, otherNew := before.DeepCopy(), trimmed.DeepCopy()
+			other.Name, otherNew.Name = "other", "other"
 			h.UpdateFunc(context.Background(), event.UpdateEvent{ObjectOld: other, ObjectNew: otherNew}, q)
 			if q.Len() != 0 {
-				t.Fatalf("a label change of a workload that fits was queued")
+				t.Fatalf("an annotation change of a workload that fits was queued")
 			}
-			h.UpdateFunc(context.Background(), event.UpdateEvent{ObjectOld: before, ObjectNew: updated}, q)
+			h.UpdateFunc(context.Background(), event.UpdateEvent{ObjectOld: before, ObjectNew: trimmed}, q)
 			if q.Len() != 1 {
-				t.Fatalf("an update of a workload left alone for size was not queued")
+				t.Fatalf("an update of the annotations of a workload left alone for size was not queued")
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package watcher
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -72,9 +73,11 @@ type workloadReconciler struct {
 	lastRoll map[types.NamespacedName]time.Time
 	bypasses map[types.NamespacedName]int
 	// oversize holds workloads left alone because configstamp's annotations would take
-	// theirs past the API server's size limit: any update of theirs is checked (it may
-	// have made room).
-	oversize map[types.NamespacedName]bool
+	// theirs past the API server's size limit: an update of their annotations is checked
+	// (it may have made room). The value tells the checks apart: a check clears the mark
+	// only if it did not set it again.
+	oversize    map[types.NamespacedName]uint64
+	oversizeSeq uint64
 }
 
 // events checks every workload in the initial list (a change while configstamp was
@@ -110,8 +113,9 @@ func (r *workloadReconciler) events(quiet time.Duration) handler.Funcs {
 				return
 			}
 			key := client.ObjectKeyFromObject(e.ObjectNew)
-			if r.isOversize(key) {
-				// Left alone for size: this update may have made room.
+			if r.isOversize(key) && !maps.Equal(e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()) {
+				// Left alone for size: this update of its annotations may have made room
+				// (a change of the template passes the filter below anyway).
 				r.triggers.add(key, trigger{event: true})
 				q.AddAfter(reconcile.Request{NamespacedName: key}, quiet)
 				return
@@ -132,6 +136,11 @@ func (r *workloadReconciler) events(quiet time.Duration) handler.Funcs {
 			r.triggers.add(key, trigger{event: true})
 			q.AddAfter(reconcile.Request{NamespacedName: key}, quiet)
 		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.Object != nil {
+				r.forget(client.ObjectKeyFromObject(e.Object))
+			}
+		},
 	}
 }
 
@@ -142,9 +151,18 @@ func (r *workloadReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		r.resetBypasses(req.NamespacedName)
 	}
 	r.mu.Lock()
-	delete(r.oversize, req.NamespacedName) // set again if it still does not fit
+	mark := r.oversize[req.NamespacedName]
 	r.mu.Unlock()
 	res, err := r.check(ctx, req.NamespacedName, tr)
+	if err == nil {
+		// Checked: it fits now, unless this check marked it again. An update that came
+		// in meanwhile still saw the mark (and queued another check).
+		r.mu.Lock()
+		if r.oversize[req.NamespacedName] == mark {
+			delete(r.oversize, req.NamespacedName)
+		}
+		r.mu.Unlock()
+	}
 	if err != nil || res.RequeueAfter > 0 {
 		r.triggers.add(req.NamespacedName, trigger{changed: tr.changed, handoff: tr.handoff}) // a retry, not an event
 	}
@@ -268,7 +286,7 @@ func (r *workloadReconciler) judge(ctx context.Context, obj client.Object, tr tr
 		checks.WithLabelValues("deferred").Inc()
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
-	return reconcile.Result{}, r.nudge(ctx, obj, want, basis, storedSources)
+	return reconcile.Result{}, r.nudge(ctx, obj, want, basis, storedSources, restart)
 }
 
 // shouldRoll decides, for a workload whose basis differs from its config, whether its
@@ -323,9 +341,13 @@ func (r *workloadReconciler) record(ctx context.Context, obj client.Object, tmpl
 }
 
 // nudge rolls the workload through the webhook and verifies the stamp it got.
-func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want stamp.Stamp, basis, before string) error {
+func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want stamp.Stamp, basis, before string, restart bool) error {
 	log := logf.FromContext(ctx)
 	key := client.ObjectKeyFromObject(obj)
+	restartedBefore := ""
+	if tmpl := r.kind.Template(obj); tmpl != nil {
+		restartedBefore = tmpl.Annotations[stamp.RestartedAnnotation]
+	}
 	if err := r.client.Patch(ctx, obj, nudgePatch); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -348,11 +370,24 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 		// The config may have moved on since we read it: compare with a fresh read
 		// before calling it a bypass.
 		refs := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, r.sources)
-		if again, err := r.expected(ctx, obj, refs); err == nil && (again.Hash == got || len(again.Unmet()) > 0) {
+		again, err := r.expected(ctx, obj, refs)
+		if err == nil && (again.Hash == got || len(again.Unmet()) > 0) {
 			checks.WithLabelValues("nudged").Inc()
 			return nil
 		}
+		if err == nil && !stamp.AnnotationsFit(tmpl.Annotations, stamp.TemplateAnnotations(again.Hash, again.SourcesAnnotation(), "")) {
+			// The config grew between our read and the webhook's: its stamp no longer
+			// fits, so the webhook left it (not a bypass).
+			return r.tooLarge(ctx, obj, "pod template", again.Hash)
+		}
 		return r.bypassed(ctx, obj, got, want.Hash)
+	}
+	if restart && tmpl.Annotations[stamp.RestartedAnnotation] == restartedBefore {
+		// The template already carried the wanted stamp: only the restart time rolls the
+		// pods, and the webhook did not set it (it could not read config, or the config
+		// moved on meanwhile). Not rolled: check again.
+		checks.WithLabelValues("error").Inc()
+		return fmt.Errorf("%s %s: nudged for a restart, but the webhook set no restart time; retrying", r.kind, key)
 	}
 	r.resetBypasses(key)
 	r.rolled(key)
@@ -400,9 +435,10 @@ func (r *workloadReconciler) tooLarge(ctx context.Context, obj client.Object, pa
 	key := client.ObjectKeyFromObject(obj)
 	r.mu.Lock()
 	if r.oversize == nil {
-		r.oversize = map[types.NamespacedName]bool{}
+		r.oversize = map[types.NamespacedName]uint64{}
 	}
-	r.oversize[key] = true
+	r.oversizeSeq++
+	r.oversize[key] = r.oversizeSeq
 	r.mu.Unlock()
 	checks.WithLabelValues("too_large").Inc()
 	what := "rolled on config changes"
@@ -420,7 +456,8 @@ func (r *workloadReconciler) tooLarge(ctx context.Context, obj client.Object, pa
 func (r *workloadReconciler) isOversize(key types.NamespacedName) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.oversize[key]
+	_, ok := r.oversize[key]
+	return ok
 }
 
 // restartPlaceholder stands for the restart time the webhook would set (same length).

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -66,17 +67,20 @@ var _ admission.Handler = &Stamper{}
 
 // Handle stamps CREATE and UPDATE of the workloads of its kinds. Whatever goes wrong short
 // of an undecodable object, it admits the request: it never blocks a deploy.
-func (s *Stamper) Handle(ctx context.Context, req admission.Request) admission.Response {
+func (s *Stamper) Handle(ctx context.Context, req admission.Request) (resp admission.Response) {
 	start := time.Now()
 	if handled, ok := ctx.Value(handledKey{}).(*bool); ok {
 		*handled = true
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			// controller-runtime recovers it and answers 500 (the API server admits the
-			// request: failurePolicy Ignore); it is counted here.
+			// A bug. Admit the request as it came: an answer of allowed=false (what
+			// controller-runtime's own recovery sends) would refuse the write whatever
+			// the failurePolicy, blocking a deploy.
+			logf.FromContext(ctx).Error(fmt.Errorf("panic: %v", r), "Admitted unstamped: the handler panicked",
+				"namespace", req.Namespace, "name", req.Name, "stack", string(debug.Stack()))
 			observe(resultPanic, start)
-			panic(r)
+			resp = admission.Allowed("").WithWarnings("configstamp: not stamped: internal error (a bug; see configstamp's log)")
 		}
 	}()
 	resp, result := s.handle(ctx, req)
@@ -185,7 +189,12 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 		return append(ops, annotationPatch(annotations, stamp.ObservedAnnotation, keepRecord)...)
 	}
 
-	if !templateChanged && !nudged && (recValid || storedHash == "") {
+	// A stamp without a record because none fits (see below) is treated as recorded:
+	// someone else's update must not roll it past the debounce and the watcher's pace.
+	noRoom := !recValid && storedHash != "" && !stamp.AnnotationsFit(annotations, map[string]string{
+		stamp.ObservedAnnotation: stamp.Observed{Hash: storedHash, Template: stamp.TemplateFingerprint(tmpl), Secrets: stamp.HasSecrets(srcs)}.String(),
+		stamp.NudgeAnnotation:    ""})
+	if !templateChanged && !nudged && (recValid || storedHash == "" || noRoom) {
 		// Someone else's update that leaves the pod template as it is. A workload with a
 		// record is the watcher's to roll (after the debounce); an unstamped one without
 		// a record is left alone: installing configstamp rolls nothing. What it carries
@@ -220,8 +229,9 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	}
 	tmplSet := stamp.TemplateAnnotations(want.Hash, want.SourcesAnnotation(), restartedAt)
 	if !stamp.AnnotationsFit(tmpl.Annotations, tmplSet) {
-		// The API server would refuse the template with the stamp in it: admit the
-		// request without one (the watcher does not nudge it either; it reports it).
+		// The API server would refuse the template with the stamp in it (for a custom
+		// resource, the ReplicaSets and pods made from it): admit the request without
+		// one (the watcher does not nudge it either; it reports it).
 		log.Info("Left unstamped: the stamp would exceed the pod template's annotation size limit", "namespace", namespace, "name", name,
 			"operation", string(req.Operation), "user", req.UserInfo.Username, "limit", stamp.AnnotationSizeLimit)
 		warnings = append(warnings, fmt.Sprintf("configstamp: not stamped: its stamp would take the %s's pod template annotations past the API server's limit of %d bytes; it will not roll on config changes until they are smaller",
@@ -252,7 +262,9 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 			"operation", string(req.Operation), "user", req.UserInfo.Username, "limit", stamp.AnnotationSizeLimit)
 		warnings = append(warnings, fmt.Sprintf("configstamp: stamped without its record of the config the pods run: the %s's annotations are near the API server's limit of %d bytes",
 			kind.Kind, stamp.AnnotationSizeLimit))
-		recordsOmitted.Inc()
+		if req.DryRun == nil || !*req.DryRun {
+			recordsOmitted.Inc()
+		}
 		newRecord = ""
 	}
 	patches = append(patches, annotationPatch(annotations, stamp.ObservedAnnotation, newRecord)...)

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/lru"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/configstamp/configstamp/stamp"
 )
@@ -169,6 +171,7 @@ func compute(ctx context.Context, r client.Reader, cache *DigestCache, key []byt
 			defer func() {
 				if p := recover(); p != nil {
 					err = fmt.Errorf("read %s %s/%s: panic: %v", src.Kind, namespace, src.Name, p)
+					logf.FromContext(ctx).Error(err, "Config read panicked (a bug)", "stack", string(debug.Stack()))
 				}
 			}()
 			d, err := digest(gctx, r, cache, key, namespace, src)
