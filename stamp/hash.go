@@ -97,6 +97,18 @@ func (s Stamp) SourcesAnnotation() string {
 	return b.String()
 }
 
+// ParseSources reads a SourcesAnnotation value into digests ("missing" for a missing
+// source) by "kind/name".
+func ParseSources(v string) map[string]string {
+	m := map[string]string{}
+	for _, e := range strings.Split(v, ",") {
+		if k, d, ok := strings.Cut(e, "="); ok {
+			m[k] = d
+		}
+	}
+	return m
+}
+
 // Compute reads every source through lookup and hashes what the pod can see. ConfigMaps
 // annotated configstamp.io/ignore=true are left out as if not referenced. A missing
 // ConfigMap, or a missing selected key, is hashed as an explicit marker, so that its later

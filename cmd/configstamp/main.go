@@ -1,5 +1,6 @@
 // Command configstamp serves the stamping admission webhook and runs the ConfigMap
-// watcher in one process.
+// watcher in one process. Run as kubectl-configstamp, or with explain, impact or hash
+// as its first argument, it is the command-line tool that explains rollouts instead.
 package main
 
 import (
@@ -9,6 +10,9 @@ import (
 )
 
 func main() {
+	if isCLI(os.Args) {
+		os.Exit(runCLI(isPlugin(os.Args[0]), os.Args[1:], os.Stdout, os.Stderr))
+	}
 	if err := run(ctrl.SetupSignalHandler(), os.Args[1:]); err != nil {
 		ctrl.Log.WithName("setup").Error(err, "Exited")
 		os.Exit(1)

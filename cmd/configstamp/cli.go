@@ -1,0 +1,386 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/configstamp/configstamp/internal/argo"
+	"github.com/configstamp/configstamp/internal/explain"
+	"github.com/configstamp/configstamp/internal/hashkey"
+	"github.com/configstamp/configstamp/internal/scope"
+	"github.com/configstamp/configstamp/internal/workload"
+	"github.com/configstamp/configstamp/stamp"
+)
+
+// pluginName is the name kubectl finds the binary under as a plugin.
+const pluginName = "kubectl-configstamp"
+
+// cliCommands are the first arguments that run the command-line tools, not the server.
+var cliCommands = []string{"explain", "impact", "hash"}
+
+// isCLI reports whether args (os.Args) ask for the command-line tools: the binary runs
+// as the kubectl plugin, or its first argument is one of cliCommands. Anything else is
+// the server, exactly as before.
+func isCLI(args []string) bool {
+	if len(args) == 0 {
+		return false
+	}
+	return isPlugin(args[0]) || len(args) > 1 && slices.Contains(cliCommands, args[1])
+}
+
+// isPlugin reports whether the binary runs under the kubectl plugin's name.
+func isPlugin(arg0 string) bool {
+	return strings.TrimSuffix(filepath.Base(arg0), ".exe") == pluginName
+}
+
+// runCLI runs the command-line tools with args (os.Args[1:]) and returns the exit code.
+func runCLI(plugin bool, args []string, stdout, stderr io.Writer) int {
+	root := newCLI(plugin, stdout, stderr)
+	root.SetArgs(args)
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	return 0
+}
+
+// cli holds what the commands share.
+type cli struct {
+	kube   kubeFlags
+	output string
+	stdout io.Writer
+	stderr io.Writer
+}
+
+func newCLI(plugin bool, stdout, stderr io.Writer) *cobra.Command {
+	c := &cli{stdout: stdout, stderr: stderr}
+	name := "configstamp"
+	if plugin {
+		name = "kubectl configstamp"
+	}
+	root := &cobra.Command{
+		Use:           name,
+		Short:         "Explain why a workload did or didn't roll on a config change",
+		Long:          "Explain why a workload did or didn't roll on a config change (explain), which workloads a change of a ConfigMap or Secret rolls (impact), and the stamp of manifests computed offline (hash). Run without one of these commands, the configstamp binary is the server.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: name},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	c.kube.bind(root.PersistentFlags())
+	root.AddCommand(c.explainCmd(), c.impactCmd(), c.hashCmd())
+	return root
+}
+
+// kubeFlags are kubectl's flags for the cluster, user and namespace (--kubeconfig,
+// --context, -n/--namespace, --server, --token, --request-timeout, ...), bound with
+// client-go's clientcmd as kubectl binds them (k8s.io/cli-runtime's ConfigFlags wraps
+// the same code but would double the binary's size).
+type kubeFlags struct {
+	loading   *clientcmd.ClientConfigLoadingRules
+	overrides clientcmd.ConfigOverrides
+	config    clientcmd.ClientConfig
+}
+
+func (k *kubeFlags) bind(fs *pflag.FlagSet) {
+	k.loading = clientcmd.NewDefaultClientConfigLoadingRules()
+	fs.StringVar(&k.loading.ExplicitPath, clientcmd.RecommendedConfigPathFlag, "", "Path to the kubeconfig file to use.")
+	clientcmd.BindOverrideFlags(&k.overrides, fs, clientcmd.RecommendedConfigOverrideFlags(""))
+	k.config = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(k.loading, &k.overrides)
+}
+
+// addOutput adds -o/--output.
+func (c *cli) addOutput(cmd *cobra.Command) {
+	cmd.Flags().StringVarP(&c.output, "output", "o", "table", "Output format: table, json or yaml.")
+}
+
+// print writes v as JSON or YAML, or calls table.
+func (c *cli) print(v any, table func(io.Writer) error) error {
+	switch c.output {
+	case "", "table", "wide":
+		return table(c.stdout)
+	case "json":
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(c.stdout, "%s\n", b)
+		return err
+	case "yaml":
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = c.stdout.Write(b)
+		return err
+	}
+	return fmt.Errorf("unknown output format %q: want table, json or yaml", c.output)
+}
+
+func (c *cli) warn(msg string) { fmt.Fprintln(c.stderr, "warning:", msg) }
+
+// namespace is the namespace of -n, or the kubeconfig context's.
+func (c *cli) namespace() (string, error) {
+	ns, _, err := c.kube.config.Namespace()
+	if err != nil {
+		return "", fmt.Errorf("read kubeconfig: %w", err)
+	}
+	return ns, nil
+}
+
+// client is a direct (uncached) client of the cluster of the kubeconfig.
+func (c *cli) client() (client.Client, error) {
+	cfg, err := c.kube.config.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("read kubeconfig: %w", err)
+	}
+	cfg.UserAgent = "configstamp-cli"
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := argo.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	cl, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach the cluster at %s: %w", cfg.Host, err)
+	}
+	return cl, nil
+}
+
+// scopeFlags are the server's flags that decide which workloads are in scope.
+type scopeFlags struct {
+	label, excluded string
+	secrets         bool
+}
+
+func (s *scopeFlags) bind(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&s.label, "namespace-label", stamp.InjectLabel, "The server's --namespace-label: the label (value \"enabled\") that opts a namespace or a workload in.")
+	cmd.Flags().StringVar(&s.excluded, "exclude-namespaces", strings.Join(scope.DefaultExcluded, ","), "The server's --exclude-namespaces.")
+	cmd.Flags().BoolVar(&s.secrets, "secrets", false, "The server runs with --secrets: Secrets count (a workload whose stamp holds Secret digests is judged so in any case).")
+}
+
+// kindAliases maps what a user may type to a workload kind.
+var kindAliases = map[string]*workload.Kind{
+	"deployment": workload.Deployment, "deployments": workload.Deployment, "deploy": workload.Deployment,
+	"statefulset": workload.StatefulSet, "statefulsets": workload.StatefulSet, "sts": workload.StatefulSet,
+	"daemonset": workload.DaemonSet, "daemonsets": workload.DaemonSet, "ds": workload.DaemonSet,
+	"rollout": workload.Rollout, "rollouts": workload.Rollout, "ro": workload.Rollout,
+}
+
+// splitRef parses "KIND/NAME" (or KIND NAME as two arguments); a group suffix
+// (deployment.apps) is accepted.
+func splitRef(args []string) (kind, name string, err error) {
+	switch len(args) {
+	case 1:
+		var ok bool
+		if kind, name, ok = strings.Cut(args[0], "/"); !ok {
+			return "", "", fmt.Errorf("%q: want KIND/NAME", args[0])
+		}
+	case 2:
+		kind, name = args[0], args[1]
+	default:
+		return "", "", fmt.Errorf("want one KIND/NAME, got %d arguments", len(args))
+	}
+	kind, _, _ = strings.Cut(strings.ToLower(kind), ".")
+	if name == "" {
+		return "", "", fmt.Errorf("%q: the name is empty", strings.Join(args, " "))
+	}
+	return kind, name, nil
+}
+
+func parseWorkload(args []string) (*workload.Kind, string, error) {
+	kind, name, err := splitRef(args)
+	if err != nil {
+		return nil, "", err
+	}
+	k, ok := kindAliases[kind]
+	if !ok {
+		return nil, "", fmt.Errorf("unsupported kind %q: want deployment, statefulset, daemonset or rollout", kind)
+	}
+	return k, name, nil
+}
+
+func parseSource(args []string) (string, string, error) {
+	kind, name, err := splitRef(args)
+	if err != nil {
+		return "", "", err
+	}
+	switch kind {
+	case "configmap", "configmaps", "cm":
+		return stamp.KindConfigMap, name, nil
+	case "secret", "secrets":
+		return stamp.KindSecret, name, nil
+	}
+	return "", "", fmt.Errorf("unsupported kind %q: want configmap or secret", kind)
+}
+
+func (c *cli) explainCmd() *cobra.Command {
+	var sf scopeFlags
+	var key string
+	cmd := &cobra.Command{
+		Use:   "explain KIND/NAME",
+		Short: "Why a workload did or didn't roll, and whether it would roll now",
+		Long: "For each ConfigMap and Secret the workload consumes (which keys, and how): the digest in its stamp, the digest of " +
+			"the content now (computed with the webhook's code), and whether it would roll now and why; then configstamp's latest " +
+			"Events about it. KIND is deployment (deploy), statefulset (sts), daemonset (ds) or rollout.",
+		Example: "  configstamp explain -n shop deployment/web\n  kubectl configstamp explain deploy/web -o json",
+		Args:    cobra.RangeArgs(1, 2),
+	}
+	cmd.RunE = func(_ *cobra.Command, args []string) error {
+		kind, name, err := parseWorkload(args)
+		if err != nil {
+			return err
+		}
+		g, ns, err := c.cluster(&sf)
+		if err != nil {
+			return err
+		}
+		if key != "" {
+			ref, err := hashkey.ParseRef(key)
+			if err != nil {
+				return fmt.Errorf("--secret-hash-key: %w", err)
+			}
+			g.HashKey = &ref
+		}
+		r, err := g.Explain(cmd.Context(), kind, ns, name)
+		if err != nil {
+			return err
+		}
+		return c.print(r, func(w io.Writer) error { return explain.WriteReport(w, r) })
+	}
+	sf.bind(cmd)
+	cmd.Flags().StringVar(&key, "secret-hash-key", "", "The server's --secret-hash-key (NAMESPACE/NAME of the Secret holding the key of Secret digests). Without it, or if it can't be read, Secret digests are not compared.")
+	c.addOutput(cmd)
+	return cmd
+}
+
+// cluster returns the reader of the cluster of the flags, and the namespace.
+func (c *cli) cluster(sf *scopeFlags) (*explain.Cluster, string, error) {
+	sc, err := scope.New(sf.label, strings.Split(sf.excluded, ","))
+	if err != nil {
+		return nil, "", err
+	}
+	ns, err := c.namespace()
+	if err != nil {
+		return nil, "", err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return nil, "", err
+	}
+	return &explain.Cluster{Client: cl, Scope: sc, Secrets: sf.secrets, Warn: c.warn}, ns, nil
+}
+
+func (c *cli) impactCmd() *cobra.Command {
+	var sf scopeFlags
+	var key string
+	cmd := &cobra.Command{
+		Use:   "impact KIND/NAME",
+		Short: "Which workloads a change of a ConfigMap or Secret (or of one key) rolls",
+		Long: "Lists the workloads of every supported kind in the namespace that consume the ConfigMap or Secret, which keys and " +
+			"how, and whether a change of it (with --key, of that key) would roll each. KIND is configmap (cm) or secret.",
+		Example: "  configstamp impact -n shop configmap/web-config --key routes.yaml",
+		Args:    cobra.RangeArgs(1, 2),
+	}
+	cmd.RunE = func(_ *cobra.Command, args []string) error {
+		kind, name, err := parseSource(args)
+		if err != nil {
+			return err
+		}
+		g, ns, err := c.cluster(&sf)
+		if err != nil {
+			return err
+		}
+		r, err := g.Impact(cmd.Context(), append(workload.Builtin(), workload.Rollout), kind, ns, name, key)
+		if err != nil {
+			return err
+		}
+		return c.print(r, func(w io.Writer) error { return explain.WriteImpact(w, r) })
+	}
+	sf.bind(cmd)
+	cmd.Flags().StringVar(&key, "key", "", "Ask about a change of this key only.")
+	c.addOutput(cmd)
+	return cmd
+}
+
+func (c *cli) hashCmd() *cobra.Command {
+	var files []string
+	var keyFile string
+	cmd := &cobra.Command{
+		Use:   "hash -f FILE...",
+		Short: "The stamp of workloads in manifests, computed offline",
+		Long: "Reads manifests (YAML documents or JSON, several per file; - is stdin) and prints, for each Deployment, StatefulSet, " +
+			"DaemonSet or Rollout in them, the config-hash and sources annotations the webhook would stamp, computed from the " +
+			"ConfigMaps in the same files (a source not in them is hashed as missing). Secrets count only with " +
+			"--secret-hash-key-file: their digests are keyed with the cluster's key.",
+		Example: "  helm template ./chart | configstamp hash -f -\n  configstamp hash -f deploy.yaml -f configmaps.yaml -o json",
+		Args:    cobra.NoArgs,
+	}
+	cmd.RunE = func(_ *cobra.Command, _ []string) error {
+		if len(files) == 0 {
+			return fmt.Errorf("no manifests: give -f FILE (or -f - for stdin)")
+		}
+		ns := "default"
+		if n := c.kube.overrides.Context.Namespace; n != "" {
+			ns = n
+		}
+		var key []byte
+		if keyFile != "" {
+			b, err := os.ReadFile(keyFile)
+			if err != nil {
+				return fmt.Errorf("--secret-hash-key-file: %w", err)
+			}
+			if key = explain.ReadKey(b); len(key) == 0 {
+				return fmt.Errorf("--secret-hash-key-file %s: empty", keyFile)
+			}
+		}
+		var m explain.Manifests
+		kinds := append(workload.Builtin(), workload.Rollout)
+		for _, f := range files {
+			var r io.Reader = os.Stdin
+			if f != "-" {
+				fh, err := os.Open(f)
+				if err != nil {
+					return err
+				}
+				defer fh.Close()
+				r = fh
+			}
+			if err := explain.Decode(r, ns, kinds, &m); err != nil {
+				return fmt.Errorf("%s: %w", f, err)
+			}
+		}
+		if len(m.Workloads) == 0 {
+			return fmt.Errorf("no Deployment, StatefulSet, DaemonSet or Rollout in %s", strings.Join(files, ", "))
+		}
+		stamps, err := explain.Offline(&m, key)
+		if err != nil {
+			return err
+		}
+		return c.print(stamps, func(w io.Writer) error { return explain.WriteOffline(w, stamps) })
+	}
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "Manifest file (- for stdin); repeat for more.")
+	cmd.Flags().StringVar(&keyFile, "secret-hash-key-file", "", "File holding the cluster's hash key of Secret digests (the key of the server's --secret-hash-key Secret, raw or base64); with it, Secrets count.")
+	c.addOutput(cmd)
+	return cmd
+}

@@ -1,0 +1,430 @@
+// Package explain answers "why did (or didn't) my workload roll?" from the objects
+// configstamp works with: a workload, the sources it consumes as they are now, its
+// namespace and its Events. Explain and Impact are pure functions of those objects;
+// Gather reads them from a cluster with the code the webhook uses (configread), and
+// Offline computes a stamp from manifests. The watcher's decision is mirrored, never
+// re-implemented: references come from stamp.Consumed, digests from stamp and
+// configread, scope from scope.
+package explain
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configstamp/configstamp/internal/workload"
+	"github.com/configstamp/configstamp/stamp"
+)
+
+// Verdicts, the stable codes of Report.Verdict.
+const (
+	// VerdictUpToDate: the pods run the current config; nothing rolls.
+	VerdictUpToDate = "up-to-date"
+	// VerdictWouldRoll: the config differs from what the pods run; the watcher rolls it.
+	VerdictWouldRoll = "would-roll"
+	// VerdictHeld: the config differs, but required config is missing: not rolled
+	// until it returns.
+	VerdictHeld = "held"
+	// VerdictNotStamped: the workload predates configstamp (or its stamp was lost):
+	// adopted, not rolled.
+	VerdictNotStamped = "not-stamped"
+	// VerdictSkipped: the workload opts out with configstamp.io/skip.
+	VerdictSkipped = "skipped"
+	// VerdictNotInScope: neither its namespace nor the workload opts in.
+	VerdictNotInScope = "not-in-scope"
+	// VerdictNoSources: it consumes no ConfigMap (or, with Secrets, no Secret).
+	VerdictNoSources = "no-sources"
+	// VerdictNoTemplate: it has no pod template of its own (a Rollout with a
+	// workloadRef) or its template does not decode.
+	VerdictNoTemplate = "no-template"
+	// VerdictUnknown: Secret digests cannot be compared (no hash key) and no ConfigMap
+	// changed.
+	VerdictUnknown = "unknown"
+)
+
+// Source statuses, the stable codes of Source.Status.
+const (
+	StatusUnchanged = "unchanged"
+	StatusChanged   = "changed"
+	// StatusAdded: consumed now, not in the stamp (a new reference since the stamp).
+	StatusAdded = "added"
+	// StatusRemoved: in the stamp, no longer consumed.
+	StatusRemoved = "removed"
+	// StatusIgnored: annotated configstamp.io/ignore=true, left out of the stamp.
+	StatusIgnored = "ignored"
+	// StatusUnknown: a Secret, without the hash key to compare its digest.
+	StatusUnknown = "unknown"
+	// StatusNotStamped: the template carries no per-source digests to compare with.
+	StatusNotStamped = "not-stamped"
+)
+
+// Report is what explain prints; its JSON and YAML forms are documented in README.md
+// and kept stable (fields are only ever added).
+type Report struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Verdict is one of the Verdict codes; Reason says it in words.
+	Verdict string `json:"verdict"`
+	Reason  string `json:"reason"`
+	// Roll is true when the watcher would roll the workload now.
+	Roll bool `json:"roll"`
+	// InScope: the namespace or the workload opts in.
+	InScope bool `json:"inScope"`
+	// Skipped: configstamp.io/skip is "true".
+	Skipped bool `json:"skipped"`
+	// Stamp is what the pod template carries (the config-hash and sources annotations).
+	Stamp StampInfo `json:"stamp"`
+	// Record is the hash in configstamp.io/observed when it is valid for the current
+	// template ("" otherwise).
+	Record string `json:"record,omitempty"`
+	// Basis is what the pods are judged to run: "record", "stamp" or "none".
+	Basis     string `json:"basis"`
+	BasisHash string `json:"basisHash,omitempty"`
+	// Current is the stamp of the config as it is now ("" hash: not computable, some
+	// Secret digests unknown).
+	Current StampInfo `json:"current"`
+	// SecretsCompared: Secret digests could be computed (the hash key was read).
+	SecretsCompared bool     `json:"secretsCompared"`
+	Sources         []Source `json:"sources"`
+	Events          []Event  `json:"events"`
+}
+
+// StampInfo is a config hash and its per-source digests.
+type StampInfo struct {
+	Hash    string `json:"hash,omitempty"`
+	Sources string `json:"sources,omitempty"`
+}
+
+// Source is one consumed (or formerly stamped) source.
+type Source struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	Use
+	// Stamped and Current are the 12-character digests (or "missing") in the stamp and
+	// of the content now; "" when not known.
+	Stamped string `json:"stamped,omitempty"`
+	Current string `json:"current,omitempty"`
+	Status  string `json:"status"`
+	// Missing: the source does not exist now. Unmet says what required config the
+	// pods would lack.
+	Missing bool   `json:"missing,omitempty"`
+	Unmet   string `json:"unmet,omitempty"`
+	// Unconsumed lists the keys it holds that the pods do not see: changing them rolls
+	// nothing.
+	Unconsumed []string `json:"unconsumed,omitempty"`
+	// WrittenSince: written after the workload's last write (a change that, with an
+	// unchanged digest, touched no key the pods see).
+	WrittenSince bool   `json:"writtenSince,omitempty"`
+	Note         string `json:"note,omitempty"`
+}
+
+// Use is how a workload consumes a source.
+type Use struct {
+	// AllKeys: the pods see every key; else Keys lists those they see.
+	AllKeys bool     `json:"allKeys"`
+	Keys    []string `json:"keys,omitempty"`
+	// Via lists how: volume, projected, envFrom, keyRef, extra-sources.
+	Via []string `json:"via"`
+	// Optional: no reference to it is required (the pods start without it).
+	Optional bool `json:"optional"`
+}
+
+// use is how a workload whose sources are consumed as how says consumes ref.
+func use(ref stamp.Source, how map[string][]string) Use {
+	return Use{AllKeys: ref.AllKeys, Keys: ref.Keys, Via: how[ref.ID()], Optional: !ref.Required}
+}
+
+// ID is "kind/name".
+func (s Source) ID() string { return s.Kind + "/" + s.Name }
+
+// Event is one of configstamp's Events about the workload.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Type    string    `json:"type"`
+	Reason  string    `json:"reason"`
+	Message string    `json:"message"`
+	Count   int32     `json:"count,omitempty"`
+}
+
+// Live is the config as it is now, read by Gather (or built by a test).
+type Live struct {
+	// Stamp is the stamp of the sources that could be digested (configread); its Hash
+	// is the workload's whole stamp only when Complete.
+	Stamp stamp.Stamp
+	// Complete: every source was digested (no Secret left out for want of the key).
+	Complete bool
+	// Content holds the ConfigMaps and Secrets read, by "kind/name" (a Secret as
+	// stamp.SecretContent gives it); nil for one that does not exist.
+	Content map[string]*corev1.ConfigMap
+}
+
+// Input is everything Explain decides from.
+type Input struct {
+	Kind   *workload.Kind
+	Object client.Object
+	// InScope: scope.IncludesWorkload for the object and its namespace.
+	InScope bool
+	// NamespaceLabel is the opt-in label (for the reason given when not in scope).
+	NamespaceLabel string
+	Options        stamp.Options
+	Live           Live
+	Events         []corev1.Event
+}
+
+// Explain decides, as the watcher would, whether the workload rolls now, and why.
+func Explain(in Input) Report {
+	obj := in.Object
+	r := Report{
+		Kind: strings.ToLower(in.Kind.Kind), Namespace: obj.GetNamespace(), Name: obj.GetName(),
+		InScope: in.InScope, Skipped: stamp.IsTrue(obj.GetAnnotations()[stamp.SkipAnnotation]),
+		Basis: "none", Sources: []Source{}, Events: Events(in.Events),
+	}
+	tmpl := in.Kind.Template(obj)
+	if tmpl == nil {
+		r.Verdict, r.Reason = VerdictNoTemplate, "no pod template of its own: not stamped"
+		if p := in.Kind.Problem(obj); p != "" {
+			r.Reason = "its pod template does not decode: " + p
+		}
+		return r
+	}
+	r.Stamp = StampInfo{Hash: tmpl.Annotations[stamp.HashAnnotation], Sources: tmpl.Annotations[stamp.SourcesAnnotation]}
+	refs := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, in.Options)
+	if rec, ok := stamp.ObservedFor(obj.GetAnnotations(), tmpl); ok {
+		r.Record = rec.Hash
+		if rec.Certain(refs) {
+			r.Basis, r.BasisHash = "record", rec.Hash
+		}
+	}
+	if r.Basis == "none" && r.Stamp.Hash != "" {
+		r.Basis, r.BasisHash = "stamp", r.Stamp.Hash
+	}
+	r.Sources = sources(in, tmpl, refs)
+	r.SecretsCompared = in.Live.Complete || !stamp.HasSecrets(refs)
+	if in.Live.Complete {
+		r.Current = StampInfo{Hash: in.Live.Stamp.Hash, Sources: in.Live.Stamp.SourcesAnnotation()}
+	}
+	r.Verdict, r.Reason, r.Roll = verdict(in, &r, refs)
+	return r
+}
+
+// verdict mirrors the watcher's decision (watcher/workloads.go, judge).
+func verdict(in Input, r *Report, refs []stamp.Source) (code, reason string, roll bool) {
+	switch {
+	case r.Skipped:
+		return VerdictSkipped, "skipped: annotation " + stamp.SkipAnnotation + "=true", false
+	case !in.InScope:
+		return VerdictNotInScope, fmt.Sprintf("namespace not opted in: neither namespace %s nor the %s has the label %s=%s",
+			r.Namespace, r.Kind, in.NamespaceLabel, stamp.InjectValue), false
+	case len(refs) == 0:
+		return VerdictNoSources, "consumes no ConfigMap" + map[bool]string{true: " or Secret", false: ""}[in.Options.Secrets] + ": nothing to stamp", false
+	}
+	changed := r.ids(StatusChanged, StatusAdded, StatusRemoved)
+	if !in.Live.Complete {
+		if len(changed) > 0 {
+			return VerdictWouldRoll, strings.Join(changed, ", ") + " changed since the last rollout (Secret digests not compared: no hash key)", true
+		}
+		return VerdictUnknown, "Secret digests can't be compared (no readable --secret-hash-key); no ConfigMap changed", false
+	}
+	want := in.Live.Stamp
+	if want.Hash == "" {
+		return VerdictUpToDate, "up to date: every source it consumes is ignored (" + stamp.IgnoreAnnotation + ")", false
+	}
+	if r.BasisHash == want.Hash {
+		if r.Stamp.Hash == "" {
+			return VerdictNotStamped, "not stamped yet (created before configstamp; adopted, not rolled): its pods run the current config", false
+		}
+		if since := r.ids(""); len(since) > 0 {
+			return VerdictUpToDate, "up to date: " + strings.Join(since, ", ") + " changed since, but none of the keys its pods see did", false
+		}
+		return VerdictUpToDate, "up to date", false
+	}
+	if unmet := want.Unmet(); len(unmet) > 0 {
+		return VerdictHeld, strings.Join(unmet, "; ") + ", rollout held (new pods could not start); it rolls when the config returns", false
+	}
+	if r.Basis == "none" {
+		return VerdictNotStamped, "not stamped yet (created before configstamp; adopted, not rolled): the watcher records the config its pods run, or rolls it if that config was written after they started", false
+	}
+	if len(changed) == 0 {
+		return VerdictWouldRoll, fmt.Sprintf("config changed since the last rollout (%s -> %s)", prefix(r.BasisHash), prefix(want.Hash)), true
+	}
+	return VerdictWouldRoll, strings.Join(changed, ", ") + " changed since the last rollout", true
+}
+
+// ids lists the sources with one of the statuses; with "" alone, those written since
+// the workload's last write with an unchanged digest.
+func (r *Report) ids(statuses ...string) []string {
+	var out []string
+	for _, s := range r.Sources {
+		if statuses[0] == "" {
+			if s.WrittenSince && s.Status == StatusUnchanged {
+				out = append(out, s.ID())
+			}
+			continue
+		}
+		if slices.Contains(statuses, s.Status) {
+			out = append(out, s.ID())
+		}
+	}
+	return out
+}
+
+// sources compares each source's stamped digest with its digest now.
+func sources(in Input, tmpl *corev1.PodTemplateSpec, refs []stamp.Source) []Source {
+	obj := in.Object
+	stamped := stamp.ParseSources(tmpl.Annotations[stamp.SourcesAnnotation])
+	hasStamp := tmpl.Annotations[stamp.HashAnnotation] != ""
+	current := map[string]stamp.Digest{}
+	for _, d := range in.Live.Stamp.Sources {
+		current[d.Kind+"/"+d.Name] = d
+	}
+	how := via(obj.GetAnnotations(), &tmpl.Spec, in.Options)
+	lastWrite := workload.LastWrite(obj)
+	out := make([]Source, 0, len(refs))
+	seen := map[string]bool{}
+	for _, ref := range refs {
+		id := ref.ID()
+		seen[id] = true
+		s := Source{Kind: ref.Kind, Name: ref.Name, Use: use(ref, how), Stamped: stamped[id]}
+		cm, read := in.Live.Content[id]
+		d, digested := current[id]
+		switch {
+		case read && stamp.Ignored(cm):
+			s.Status = StatusIgnored
+		case !digested:
+			s.Status = StatusUnknown
+		default:
+			s.Current, s.Missing, s.Unmet = digestString(d), d.Missing, d.Unmet
+			switch {
+			case !hasStamp:
+				s.Status = StatusNotStamped
+			case s.Stamped == "":
+				s.Status = StatusAdded
+			case s.Stamped == s.Current:
+				s.Status = StatusUnchanged
+			default:
+				s.Status = StatusChanged
+			}
+		}
+		if cm != nil {
+			s.Unconsumed = unconsumed(ref, cm)
+			s.WrittenSince = workload.LastWrite(cm).After(lastWrite)
+		}
+		s.Note = note(s)
+		out = append(out, s)
+	}
+	for _, id := range slices.Sorted(maps.Keys(stamped)) {
+		if seen[id] {
+			continue
+		}
+		kind, name, _ := strings.Cut(id, "/")
+		s := Source{Kind: kind, Name: name, Stamped: stamped[id], Status: StatusRemoved, Use: Use{Via: []string{}}}
+		s.Note = note(s)
+		out = append(out, s)
+	}
+	return out
+}
+
+// note says in words what a source's status means for a rollout.
+func note(s Source) string {
+	switch s.Status {
+	case StatusChanged:
+		if s.Missing {
+			return s.ID() + " was deleted since the last rollout"
+		}
+		return s.ID() + " changed since the last rollout"
+	case StatusAdded:
+		return "consumed since the last stamp"
+	case StatusRemoved:
+		return "no longer consumed"
+	case StatusIgnored:
+		return "annotated " + stamp.IgnoreAnnotation + "=true: not hashed"
+	case StatusUnknown:
+		return "Secret digest not compared: no hash key"
+	}
+	var parts []string
+	if s.Unmet != "" {
+		parts = append(parts, s.Unmet)
+	} else if s.Missing {
+		parts = append(parts, "missing (optional)")
+	}
+	if s.WrittenSince && s.Status == StatusUnchanged {
+		parts = append(parts, "changed since, but not in a key the pods see")
+	}
+	if len(s.Unconsumed) > 0 {
+		parts = append(parts, "key "+strings.Join(s.Unconsumed, ", ")+": pods do not see it, changes roll nothing")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// unconsumed lists the keys of cm the pods of ref do not see.
+func unconsumed(ref stamp.Source, cm *corev1.ConfigMap) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(cm.Data)) {
+		if !ref.AllKeys && !slices.Contains(ref.Keys, k) {
+			out = append(out, k)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(cm.BinaryData)) {
+		if _, dup := cm.Data[k]; dup {
+			continue
+		}
+		if !ref.Binary || (!ref.AllKeys && !slices.Contains(ref.Keys, k)) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// digestString is a digest as the sources annotation writes it.
+func digestString(d stamp.Digest) string {
+	one := stamp.Combine([]stamp.Digest{d}).SourcesAnnotation()
+	_, v, _ := strings.Cut(one, "=")
+	return v
+}
+
+// prefix is the first 12 characters of a hash, as Events and the sources annotation
+// show them.
+func prefix(h string) string { return h[:min(len(h), 12)] }
+
+// Reasons of the Events configstamp records on workloads (watcher's Reason*).
+var eventReasons = []string{"ConfigChanged", "StampBypassed", "ConfigMissing", "StampTooLarge"}
+
+// maxEvents is how many of the latest Events a report shows.
+const maxEvents = 10
+
+// Events returns configstamp's Events among evs, oldest first, the latest maxEvents.
+func Events(evs []corev1.Event) []Event {
+	out := []Event{}
+	for _, e := range evs {
+		if !slices.Contains(eventReasons, e.Reason) {
+			continue
+		}
+		out = append(out, Event{Time: eventTime(e), Type: e.Type, Reason: e.Reason, Message: e.Message, Count: e.Count})
+	}
+	slices.SortStableFunc(out, func(a, b Event) int { return a.Time.Compare(b.Time) })
+	if len(out) > maxEvents {
+		out = out[len(out)-maxEvents:]
+	}
+	return out
+}
+
+// eventTime is when an Event (core or events.k8s.io, which the watcher writes) last
+// happened.
+func eventTime(e corev1.Event) time.Time {
+	t := e.EventTime.Time
+	for _, c := range []time.Time{e.LastTimestamp.Time, e.FirstTimestamp.Time, e.CreationTimestamp.Time} {
+		if c.After(t) {
+			t = c
+		}
+	}
+	if e.Series != nil && e.Series.LastObservedTime.After(t) {
+		t = e.Series.LastObservedTime.Time
+	}
+	return t
+}

@@ -1,0 +1,173 @@
+package explain
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configstamp/configstamp/internal/workload"
+	"github.com/configstamp/configstamp/stamp"
+)
+
+// deployment consumes configmap/app (key a, by env) and configmap/files (a volume).
+func deployment() *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Annotations: map[string]string{}},
+		Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			Volumes: []corev1.Volume{{Name: "f", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "files"}}}}},
+			Containers: []corev1.Container{{Name: "c", Env: []corev1.EnvVar{{Name: "A", ValueFrom: &corev1.EnvVarSource{
+				ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "app"}, Key: "a"}}}}}},
+		}}},
+	}
+}
+
+func cm(name string, data map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Data: data}
+}
+
+// live computes the live stamp of d with the stamp core from content.
+func live(t *testing.T, d *appsv1.Deployment, content map[string]*corev1.ConfigMap) Live {
+	t.Helper()
+	refs := stamp.Consumed(d.Annotations, &d.Spec.Template.Spec, stamp.Options{})
+	st, err := stamp.Compute(context.Background(), refs, func(_ context.Context, kind, name string) (*corev1.ConfigMap, error) {
+		return content[kind+"/"+name], nil
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Live{Stamp: st, Complete: true, Content: content}
+}
+
+// stamped gives d the stamp of content, as the webhook would.
+func stamped(t *testing.T, d *appsv1.Deployment, content map[string]*corev1.ConfigMap) {
+	st := live(t, d, content).Stamp
+	d.Spec.Template.Annotations = map[string]string{stamp.HashAnnotation: st.Hash, stamp.SourcesAnnotation: st.SourcesAnnotation()}
+}
+
+func TestVerdicts(t *testing.T) {
+	old := map[string]*corev1.ConfigMap{
+		"configmap/app":   cm("app", map[string]string{"a": "1", "b": "1"}),
+		"configmap/files": cm("files", map[string]string{"x": "1"}),
+	}
+	changedB := map[string]*corev1.ConfigMap{
+		"configmap/app":   cm("app", map[string]string{"a": "1", "b": "2"}),
+		"configmap/files": old["configmap/files"],
+	}
+	changedA := map[string]*corev1.ConfigMap{
+		"configmap/app":   cm("app", map[string]string{"a": "2", "b": "1"}),
+		"configmap/files": old["configmap/files"],
+	}
+	missingApp := map[string]*corev1.ConfigMap{"configmap/app": nil, "configmap/files": old["configmap/files"]}
+	for _, tc := range []struct {
+		name    string
+		mutate  func(d *appsv1.Deployment)
+		stampOf map[string]*corev1.ConfigMap // nil: not stamped
+		now     map[string]*corev1.ConfigMap
+		inScope bool
+		verdict string
+		reason  string
+		roll    bool
+	}{
+		{name: "up to date", stampOf: old, now: old, inScope: true, verdict: VerdictUpToDate, reason: "up to date"},
+		{name: "unconsumed key changed", stampOf: old, now: changedB, inScope: true, verdict: VerdictUpToDate, reason: "up to date"},
+		{name: "consumed key changed", stampOf: old, now: changedA, inScope: true, verdict: VerdictWouldRoll, reason: "configmap/app changed since the last rollout", roll: true},
+		{name: "required source missing", stampOf: old, now: missingApp, inScope: true, verdict: VerdictHeld, reason: "configmap/app is missing, rollout held"},
+		{name: "skipped", stampOf: old, now: changedA, inScope: true, verdict: VerdictSkipped, reason: "skipped: annotation",
+			mutate: func(d *appsv1.Deployment) { d.Annotations[stamp.SkipAnnotation] = "true" }},
+		{name: "not in scope", stampOf: old, now: changedA, verdict: VerdictNotInScope, reason: "namespace not opted in"},
+		{name: "not stamped, differs", now: changedA, inScope: true, verdict: VerdictNotStamped, reason: "not stamped yet (created before configstamp; adopted, not rolled)"},
+		{name: "not stamped, recorded", now: old, inScope: true, verdict: VerdictNotStamped, reason: "not stamped yet",
+			mutate: func(d *appsv1.Deployment) {
+				d.Annotations[stamp.ObservedAnnotation] = stamp.Observed{Hash: liveHash(t, old), Template: stamp.TemplateFingerprint(&d.Spec.Template)}.String()
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := deployment()
+			if tc.stampOf != nil {
+				stamped(t, d, tc.stampOf)
+			}
+			if tc.mutate != nil {
+				tc.mutate(d)
+			}
+			r := Explain(Input{Kind: workload.Deployment, Object: d, InScope: tc.inScope, NamespaceLabel: stamp.InjectLabel, Live: live(t, d, tc.now)})
+			if r.Verdict != tc.verdict || !strings.HasPrefix(r.Reason, tc.reason) || r.Roll != tc.roll {
+				t.Errorf("got %s %q roll=%v, want %s %q roll=%v", r.Verdict, r.Reason, r.Roll, tc.verdict, tc.reason, tc.roll)
+			}
+		})
+	}
+}
+
+func liveHash(t *testing.T, content map[string]*corev1.ConfigMap) string {
+	return live(t, deployment(), content).Stamp.Hash
+}
+
+func TestSources(t *testing.T) {
+	d := deployment()
+	old := map[string]*corev1.ConfigMap{
+		"configmap/app":   cm("app", map[string]string{"a": "1", "b": "1"}),
+		"configmap/files": cm("files", map[string]string{"x": "1"}),
+	}
+	stamped(t, d, old)
+	now := map[string]*corev1.ConfigMap{
+		"configmap/app":   cm("app", map[string]string{"a": "1", "b": "2"}),
+		"configmap/files": cm("files", map[string]string{"x": "2"}),
+	}
+	now["configmap/app"].CreationTimestamp = metav1.NewTime(time.Now())
+	r := Explain(Input{Kind: workload.Deployment, Object: d, InScope: true, Live: live(t, d, now)})
+	if len(r.Sources) != 2 {
+		t.Fatalf("sources: %+v", r.Sources)
+	}
+	app, files := r.Sources[0], r.Sources[1]
+	if app.ID() != "configmap/app" || app.Status != StatusUnchanged || strings.Join(app.Via, ",") != ViaKeyRef ||
+		strings.Join(app.Keys, ",") != "a" || strings.Join(app.Unconsumed, ",") != "b" || app.Optional || !app.WrittenSince {
+		t.Errorf("configmap/app: %+v", app)
+	}
+	if !strings.Contains(app.Note, "key b: pods do not see it") {
+		t.Errorf("configmap/app note: %q", app.Note)
+	}
+	if files.Status != StatusChanged || strings.Join(files.Via, ",") != ViaVolume || !files.AllKeys || files.Stamped == files.Current {
+		t.Errorf("configmap/files: %+v", files)
+	}
+	if r.Verdict != VerdictWouldRoll || r.Reason != "configmap/files changed since the last rollout" {
+		t.Errorf("verdict %s %q", r.Verdict, r.Reason)
+	}
+}
+
+func TestImpact(t *testing.T) {
+	d := deployment()
+	skipped := deployment()
+	skipped.Name, skipped.Annotations[stamp.SkipAnnotation] = "skipped", "true"
+	out := deployment()
+	out.Name = "out"
+	cands := []Candidate{{workload.Deployment, d, true}, {workload.Deployment, skipped, true}, {workload.Deployment, out, false}}
+	for _, tc := range []struct{ key, want string }{
+		{"", "out:false skipped:false web:true"},
+		{"a", "out:false skipped:false web:true"},
+		{"b", "out:false skipped:false web:false"},
+	} {
+		r := Impact(stamp.KindConfigMap, "ns", "app", tc.key, false, stamp.Options{}, cands)
+		var got []string
+		for _, w := range r.Workloads {
+			got = append(got, w.Name+":"+map[bool]string{true: "true", false: "false"}[w.Roll])
+		}
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("key %q: got %v, want %s", tc.key, got, tc.want)
+		}
+	}
+}
+
+func TestDispatchHelpers(t *testing.T) {
+	d := deployment()
+	d.Annotations[stamp.ExtraSourcesAnnotation] = "configmap/extra"
+	d.Spec.Template.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "app"}}}}
+	got := via(d.Annotations, &d.Spec.Template.Spec, stamp.Options{})
+	if strings.Join(got["configmap/app"], ",") != "envFrom,keyRef" || strings.Join(got["configmap/extra"], ",") != "extra-sources" {
+		t.Errorf("via: %v", got)
+	}
+}

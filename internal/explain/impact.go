@@ -1,0 +1,89 @@
+package explain
+
+import (
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configstamp/configstamp/internal/workload"
+	"github.com/configstamp/configstamp/stamp"
+)
+
+// ImpactReport says which workloads consume one source and whether a change of it (or
+// of one key) rolls each.
+type ImpactReport struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Key is the key asked about ("" for any change).
+	Key string `json:"key,omitempty"`
+	// Ignored: the source is annotated configstamp.io/ignore=true (no change of it rolls
+	// anything).
+	Ignored   bool       `json:"ignored,omitempty"`
+	Workloads []Consumer `json:"workloads"`
+}
+
+// Consumer is one workload that consumes the source.
+type Consumer struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	Use
+	// Roll: a change (of Key) would roll it; Reason says why or why not.
+	Roll   bool   `json:"roll"`
+	Reason string `json:"reason"`
+}
+
+// Candidate is a workload of the namespace, with whether it is in scope.
+type Candidate struct {
+	Kind    *workload.Kind
+	Object  client.Object
+	InScope bool
+}
+
+// Impact lists the candidates that consume kind/name (a Secret counts only with
+// opts.Secrets, or for a workload whose stamp holds Secrets), sorted by kind and name.
+// ignored tells that the source is annotated configstamp.io/ignore=true.
+func Impact(kind, namespace, name, key string, ignored bool, opts stamp.Options, candidates []Candidate) ImpactReport {
+	r := ImpactReport{Kind: kind, Namespace: namespace, Name: name, Key: key, Ignored: ignored, Workloads: []Consumer{}}
+	all := opts
+	all.Secrets = true // find every reference; whether it counts is decided below
+	for _, c := range candidates {
+		tmpl := c.Kind.Template(c.Object)
+		if tmpl == nil {
+			continue
+		}
+		srcs := stamp.Consumed(c.Object.GetAnnotations(), &tmpl.Spec, all)
+		i := slices.IndexFunc(srcs, func(s stamp.Source) bool { return s.Kind == kind && s.Name == name })
+		if i < 0 {
+			continue
+		}
+		src := srcs[i]
+		w := Consumer{Kind: strings.ToLower(c.Kind.Kind), Name: c.Object.GetName(), Use: use(src, via(c.Object.GetAnnotations(), &tmpl.Spec, all))}
+		secretsCount := opts.Secrets || strings.Contains(tmpl.Annotations[stamp.SourcesAnnotation], stamp.KindSecret+"/")
+		switch {
+		case stamp.IsTrue(c.Object.GetAnnotations()[stamp.SkipAnnotation]):
+			w.Reason = "skipped: annotation " + stamp.SkipAnnotation + "=true"
+		case !c.InScope:
+			w.Reason = "namespace not opted in (nor the workload)"
+		case kind == stamp.KindSecret && !secretsCount:
+			w.Reason = "Secrets are not hashed (configstamp runs without --secrets; pass --secrets if it does)"
+		case ignored:
+			w.Reason = "the source is annotated " + stamp.IgnoreAnnotation + "=true: not hashed"
+		case key != "" && !src.AllKeys && !slices.Contains(src.Keys, key):
+			w.Reason = "key " + key + " not consumed: pods do not see it"
+		case key != "":
+			w.Roll, w.Reason = true, "a change of key "+key+" rolls it"
+		default:
+			w.Roll, w.Reason = true, "a change of a key it consumes rolls it"
+		}
+		r.Workloads = append(r.Workloads, w)
+	}
+	slices.SortFunc(r.Workloads, func(a, b Consumer) int {
+		if c := strings.Compare(a.Kind, b.Kind); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return r
+}

@@ -1,0 +1,175 @@
+package explain
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/configstamp/configstamp/internal/hashkey"
+	"github.com/configstamp/configstamp/internal/workload"
+	"github.com/configstamp/configstamp/stamp"
+)
+
+// OfflineStamp is the stamp of one workload computed from manifests.
+type OfflineStamp struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Hash and Sources are the values of configstamp.io/config-hash and
+	// configstamp.io/sources the webhook would write ("" hash: nothing to stamp).
+	Hash    string `json:"hash"`
+	Sources string `json:"sources"`
+	// NotInFiles lists the consumed sources the files do not hold: hashed as missing,
+	// as the webhook would if they did not exist.
+	NotInFiles []string `json:"notInFiles,omitempty"`
+}
+
+// Manifests are the objects read from files.
+type Manifests struct {
+	Workloads []Candidate
+	// Sources by namespace and "kind/name" (a Secret as stamp.SecretContent gives it).
+	Sources map[string]map[string]*corev1.ConfigMap
+}
+
+// Decode reads a stream of YAML documents or JSON objects (and v1 Lists) and keeps the
+// workloads of kinds and the ConfigMaps and Secrets; objects without a namespace get
+// namespace. Other objects are skipped.
+func Decode(r io.Reader, namespace string, kinds []*workload.Kind, m *Manifests) error {
+	if m.Sources == nil {
+		m.Sources = map[string]map[string]*corev1.ConfigMap{}
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
+	for {
+		var u unstructured.Unstructured
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := m.add(&u, namespace, kinds); err != nil {
+			return err
+		}
+	}
+}
+
+func (m *Manifests) add(u *unstructured.Unstructured, namespace string, kinds []*workload.Kind) error {
+	if u.IsList() {
+		return u.EachListItem(func(o runtime.Object) error {
+			return m.add(o.(*unstructured.Unstructured), namespace, kinds)
+		})
+	}
+	if u.GetNamespace() == "" {
+		u.SetNamespace(namespace)
+	}
+	gvk := u.GroupVersionKind()
+	into := func(obj any) error {
+		b, err := json.Marshal(u.Object)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(b, obj); err != nil {
+			return fmt.Errorf("decode %s %s/%s: %w", gvk.Kind, u.GetNamespace(), u.GetName(), err)
+		}
+		return nil
+	}
+	source := func(kind string, cm *corev1.ConfigMap) {
+		ns := m.Sources[u.GetNamespace()]
+		if ns == nil {
+			ns = map[string]*corev1.ConfigMap{}
+			m.Sources[u.GetNamespace()] = ns
+		}
+		ns[kind+"/"+u.GetName()] = cm
+	}
+	switch {
+	case gvk.Group == "" && gvk.Kind == "ConfigMap":
+		var cm corev1.ConfigMap
+		if err := into(&cm); err != nil {
+			return err
+		}
+		source(stamp.KindConfigMap, &cm)
+	case gvk.Group == "" && gvk.Kind == "Secret":
+		var sec corev1.Secret
+		if err := into(&sec); err != nil {
+			return err
+		}
+		for k, v := range sec.StringData { // as the API server merges stringData in
+			if sec.Data == nil {
+				sec.Data = map[string][]byte{}
+			}
+			sec.Data[k] = []byte(v)
+		}
+		source(stamp.KindSecret, stamp.SecretContent(&sec))
+	default:
+		k := workload.Find(kinds, gvk.Group, gvk.Kind)
+		if k == nil {
+			return nil
+		}
+		obj := k.New()
+		if err := into(obj); err != nil {
+			return err
+		}
+		m.Workloads = append(m.Workloads, Candidate{Kind: k, Object: obj})
+	}
+	return nil
+}
+
+// Offline computes each workload's stamp from the manifests with the stamp core: what
+// the webhook would write for the same objects. key is the installation's hash key
+// (hashkey's Secret): with it Secrets count (as with --secrets), without it they do not.
+func Offline(m *Manifests, key []byte) ([]OfflineStamp, error) {
+	opts := stamp.Options{Secrets: len(key) > 0}
+	out := []OfflineStamp{}
+	for _, w := range m.Workloads {
+		obj := w.Object
+		tmpl := w.Kind.Template(obj)
+		if tmpl == nil {
+			continue
+		}
+		refs := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, opts)
+		srcs := m.Sources[obj.GetNamespace()]
+		var absent []string
+		lookup := func(_ context.Context, kind, name string) (*corev1.ConfigMap, error) {
+			cm, ok := srcs[kind+"/"+name]
+			if !ok {
+				absent = append(absent, kind+"/"+name)
+			}
+			return cm, nil
+		}
+		var nsKey []byte
+		if opts.Secrets {
+			nsKey = stamp.NamespaceKey(key, obj.GetNamespace())
+		}
+		st, err := stamp.Compute(context.Background(), refs, lookup, nsKey)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, OfflineStamp{
+			Kind: strings.ToLower(w.Kind.Kind), Namespace: obj.GetNamespace(), Name: obj.GetName(),
+			Hash: st.Hash, Sources: st.SourcesAnnotation(), NotInFiles: absent,
+		})
+	}
+	return out, nil
+}
+
+// ReadKey reads a hash key file: the key's raw bytes, or their base64 (as
+// `kubectl get secret -o jsonpath='{.data.key}'` prints them).
+func ReadKey(b []byte) []byte {
+	if dec, err := base64.StdEncoding.DecodeString(string(bytes.TrimSpace(b))); err == nil && len(dec) == hashkey.Size {
+		return dec
+	}
+	return b
+}
