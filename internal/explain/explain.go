@@ -398,14 +398,30 @@ var eventReasons = []string{"ConfigChanged", "StampBypassed", "ConfigMissing", "
 // maxEvents is how many of the latest Events a report shows.
 const maxEvents = 10
 
-// Events returns configstamp's Events among evs, oldest first, the latest maxEvents.
+// Events returns configstamp's Events among evs, oldest first, the latest maxEvents;
+// Events that say the same (type, reason and message) are shown once, at the latest
+// time, with their counts added.
 func Events(evs []corev1.Event) []Event {
 	out := []Event{}
+	same := map[[3]string]int{}
 	for _, e := range evs {
 		if !slices.Contains(eventReasons, e.Reason) {
 			continue
 		}
-		out = append(out, Event{Time: eventTime(e), Type: e.Type, Reason: e.Reason, Message: e.Message, Count: e.Count})
+		ev := Event{Time: eventTime(e), Type: e.Type, Reason: e.Reason, Message: e.Message, Count: max(e.Count, 1)}
+		if e.Series != nil {
+			ev.Count = max(ev.Count, e.Series.Count)
+		}
+		id := [3]string{e.Type, e.Reason, e.Message}
+		if i, ok := same[id]; ok {
+			out[i].Count += ev.Count
+			if ev.Time.After(out[i].Time) {
+				out[i].Time = ev.Time
+			}
+			continue
+		}
+		same[id] = len(out)
+		out = append(out, ev)
 	}
 	slices.SortStableFunc(out, func(a, b Event) int { return a.Time.Compare(b.Time) })
 	if len(out) > maxEvents {

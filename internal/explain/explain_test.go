@@ -171,3 +171,17 @@ func TestDispatchHelpers(t *testing.T) {
 		t.Errorf("via: %v", got)
 	}
 }
+
+func TestEventsMerged(t *testing.T) {
+	at := func(s int) metav1.Time { return metav1.NewTime(time.Date(2026, 1, 1, 0, 0, s, 0, time.UTC)) }
+	evs := []corev1.Event{
+		{Reason: "ConfigMissing", Type: "Warning", Message: "m", LastTimestamp: at(1), Count: 1},
+		{Reason: "Scheduled", Type: "Normal", Message: "not configstamp's", LastTimestamp: at(2)},
+		{Reason: "ConfigChanged", Type: "Normal", Message: "c", EventTime: metav1.NewMicroTime(at(3).Time)},
+		{Reason: "ConfigMissing", Type: "Warning", Message: "m", LastTimestamp: at(4), Count: 2},
+	}
+	got := Events(evs)
+	if len(got) != 2 || got[0].Reason != "ConfigChanged" || got[1].Reason != "ConfigMissing" || got[1].Count != 3 || !got[1].Time.Equal(at(4).Time) {
+		t.Errorf("events: %+v", got)
+	}
+}

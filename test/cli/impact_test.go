@@ -1,0 +1,224 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/configstamp/configstamp/internal/explain"
+	"github.com/configstamp/configstamp/internal/hashkey"
+	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/test/cluster"
+	"github.com/configstamp/configstamp/test/framework"
+)
+
+var lookPath = exec.LookPath
+
+// TestImpact lists the workloads a change of configmap/app rolls, and of its keys a
+// (consumed by all) and b (consumed by those that see all keys).
+func TestImpact(t *testing.T) {
+	f := fixtures(t)
+	m := map[string]string{f.in: "NS"}
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		rolls string
+	}{
+		{name: "any", args: []string{"configmap/app"}, rolls: "daemonset/agent deployment/adopted deployment/current deployment/held statefulset/store"},
+		{name: "key-a", args: []string{"cm/app", "--key", "a"}, rolls: "daemonset/agent deployment/adopted deployment/current deployment/held statefulset/store"},
+		{name: "key-b", args: []string{"configmap/app", "--key", "b"}, rolls: "daemonset/agent"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"impact", "-n", f.in}, tc.args...)
+			golden(t, "impact-"+tc.name+".txt", mask(ok(t, args...), m))
+			out := ok(t, append(args, "-o", "json")...)
+			golden(t, "impact-"+tc.name+".json", mask(out, m))
+			var r explain.ImpactReport
+			if err := json.Unmarshal([]byte(out), &r); err != nil {
+				t.Fatal(err)
+			}
+			var rolls, all []string
+			for _, w := range r.Workloads {
+				all = append(all, w.Kind+"/"+w.Name)
+				if w.Roll {
+					rolls = append(rolls, w.Kind+"/"+w.Name)
+				}
+			}
+			if strings.Join(rolls, " ") != tc.rolls {
+				t.Errorf("rolls %v, want %s", rolls, tc.rolls)
+			}
+			// Every consumer is listed, the skipped one too (it does not roll).
+			if !strings.Contains(strings.Join(all, " "), "deployment/skipped") {
+				t.Errorf("workloads %v lack deployment/skipped", all)
+			}
+		})
+	}
+}
+
+// TestHash computes stamps offline from manifests and compares them with what the
+// webhook stamps for the same objects: ConfigMaps only, and with a Secret and the
+// cluster's hash key.
+func TestHash(t *testing.T) {
+	f := fixtures(t) // the hash key Secret exists
+	// The fixture's namespaces are left alone: their state must stay as it is.
+	env.Start(t, framework.Options{Args: append(serverArgs, "--exclude-namespaces", "kube-system,"+f.in+","+f.out)})
+	ns := env.NewNamespace(t, true)
+	manifests := fmt.Sprintf(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: web, namespace: %[1]s}
+data: {routes.yaml: "a: 1", unused: x}
+binaryData: {logo.png: aGVsbG8=}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: creds, namespace: %[1]s}
+stringData: {token: s3cret}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: %[1]s, annotations: {configstamp.io/extra-sources: "configmap/sidecar"}}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      volumes: [{name: w, configMap: {name: web, items: [{key: routes.yaml, path: r}, {key: logo.png, path: l}]}}]
+      containers:
+      - name: c
+        image: registry.example/web:1
+        env:
+        - {name: T, valueFrom: {secretKeyRef: {name: creds, key: token}}}
+        - {name: O, valueFrom: {configMapKeyRef: {name: opt, key: k, optional: true}}}
+`, ns)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "all.yaml")
+	if err := os.WriteFile(file, []byte(manifests), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	apply := env.Command(dir, nil, "kubectl", "apply", "-f", file)
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	d := env.Deployment(t, ns, "web")
+	want := d.Spec.Template.Annotations
+	if want[stamp.HashAnnotation] == "" {
+		t.Fatal("the webhook did not stamp the Deployment")
+	}
+	var key corev1.Secret
+	if err := k8s.Get(bg, client.ObjectKey{Namespace: keyNamespace, Name: keyName}, &key); err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(dir, "key")
+	if err := os.WriteFile(keyFile, key.Data[hashkey.DataKey], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var got []explain.OfflineStamp
+	if err := json.Unmarshal([]byte(ok(t, "hash", "-f", file, "--secret-hash-key-file", keyFile, "-o", "json")), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Hash != want[stamp.HashAnnotation] || got[0].Sources != want[stamp.SourcesAnnotation] {
+		t.Errorf("hash -f: %+v\nwebhook: %s %s", got, want[stamp.HashAnnotation], want[stamp.SourcesAnnotation])
+	}
+	if len(got) == 1 && strings.Join(got[0].NotInFiles, ",") != "configmap/opt,configmap/sidecar" {
+		t.Errorf("notInFiles %v", got[0].NotInFiles)
+	}
+	// From stdin, with the table output.
+	cmd := exec.Command(env.Binary, "hash", "-f", "-", "--secret-hash-key-file", keyFile)
+	cmd.Stdin = strings.NewReader(manifests)
+	r := runCmd(t, cmd)
+	if r.code != 0 || !strings.Contains(r.stdout, "configstamp.io/config-hash: "+want[stamp.HashAnnotation]) {
+		t.Errorf("hash -f -: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	golden(t, "hash.txt", mask(r.stdout, map[string]string{ns: "NS", want[stamp.HashAnnotation]: "<stamp>"}))
+
+	// Without the key, Secrets do not count, as with a server without --secrets: the
+	// stamp of the same objects from a server without --secrets.
+	var noKey []explain.OfflineStamp
+	if err := json.Unmarshal([]byte(ok(t, "hash", "-f", file, "-o", "json")), &noKey); err != nil {
+		t.Fatal(err)
+	}
+	if len(noKey) != 1 || strings.Contains(noKey[0].Sources, "secret/") || noKey[0].Hash == want[stamp.HashAnnotation] {
+		t.Errorf("hash without key: %+v", noKey)
+	}
+	var yamlOut []explain.OfflineStamp
+	if err := yaml.Unmarshal([]byte(ok(t, "hash", "-f", file, "-o", "yaml", "--secret-hash-key-file", keyFile)), &yamlOut); err != nil || len(yamlOut) != 1 || yamlOut[0].Hash != got[0].Hash {
+		t.Errorf("-o yaml: %v %+v", err, yamlOut)
+	}
+}
+
+// TestErrors checks the exit code and message of each failure a user meets.
+func TestErrors(t *testing.T) {
+	f := fixtures(t)
+	noAccess := identity(t)
+	port, err := cluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	unreachable := filepath.Join(t.TempDir(), "unreachable.kubeconfig")
+	if err := os.WriteFile(unreachable, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:%d", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: c, context: {cluster: c, user: u, namespace: default}}]
+current-context: c
+`, port)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"missing object", []string{"explain", "-n", f.in, "deployment/nope"}, "error: deployment/nope not found in namespace " + f.in},
+		{"unsupported kind", []string{"explain", "-n", f.in, "pod/web"}, `error: unsupported kind "pod": want deployment, statefulset, daemonset or rollout`},
+		{"unsupported source kind", []string{"impact", "-n", f.in, "deployment/current"}, `error: unsupported kind "deployment": want configmap or secret`},
+		{"no access", []string{"explain", "-n", f.in, "deployment/current", "--kubeconfig", noAccess}, "error: no access to deployment/current in namespace " + f.in},
+		{"no access impact", []string{"impact", "-n", f.in, "configmap/app", "--kubeconfig", noAccess}, "error: no access to"},
+		{"unreachable", []string{"explain", "deployment/current", "--kubeconfig", unreachable}, "error: cannot reach the cluster"},
+		{"no rollout CRD", []string{"explain", "-n", f.in, "rollout/web"}, "error: rollout/web: the kind is not installed in this cluster"},
+		{"no manifests", []string{"hash"}, "error: no manifests"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run(t, "", tc.args...)
+			if r.code == 0 || !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("exit %d, stderr %q; want non-zero and %q", r.code, r.stderr, tc.want)
+			}
+		})
+	}
+}
+
+// identity makes a kubeconfig of a service account without any RBAC.
+func identity(t *testing.T) string {
+	t.Helper()
+	ns := env.NewNamespace(t, false)
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nobody"}}
+	if err := k8s.Create(bg, sa); err != nil {
+		t.Fatal(err)
+	}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	if err := k8s.SubResource("token").Create(bg, sa, tr); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "nobody.kubeconfig")
+	if err := os.WriteFile(path, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: %q, certificate-authority: %q}}]
+users: [{name: sa, user: {token: %q}}]
+contexts: [{name: c, context: {cluster: c, user: sa}}]
+current-context: c
+`, env.Cluster.URL, filepath.Join(env.Cluster.Dir, "pki", "ca.crt"), tr.Status.Token)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
