@@ -83,6 +83,9 @@ func newCLI(plugin bool, stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	c.kube.bind(root.PersistentFlags())
+	// Defined now rather than at Execute, so that "--help --kubeconfig FILE" does not
+	// take --kubeconfig for the value of --help.
+	root.InitDefaultHelpFlag()
 	root.AddCommand(c.explainCmd(), c.impactCmd(), c.hashCmd())
 	return root
 }
