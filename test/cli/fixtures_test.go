@@ -167,22 +167,33 @@ func setup(t *fixtureT) *fixture {
 	stopped = true
 
 	// With the server stopped, nothing moves: cfg changes again (would roll), and app2
-	// changes a key that partial does not consume, after partial's last write (the API
-	// server's clock counts seconds).
-	must(k8s.Update(bg, configMap(f.in, "cfg", map[string]string{"x": "3"})))
-	i := 2
-	eventually(t, "app2 written after partial", func() error {
-		cm := configMap(f.in, "app2", map[string]string{"a": "1", "b": fmt.Sprint(i)})
-		i++
-		if err := k8s.Update(bg, cm); err != nil {
+	// changes a key that partial does not consume. Both are written after the
+	// workload's last write (the API server's clock counts seconds), so explain tells
+	// them written since, every run.
+	writeAfter(t, f.in, "changed", "cfg", "x")
+	writeAfter(t, f.in, "partial", "app2", "b")
+	return f
+}
+
+// writeAfter writes new values into key of ConfigMap cm until it was written after
+// the Deployment's last write.
+func writeAfter(t *fixtureT, ns, deployment, cm, key string) {
+	i := 3
+	eventually(t, cm+" written after "+deployment, func() error {
+		c := &corev1.ConfigMap{}
+		if err := k8s.Get(bg, client.ObjectKey{Namespace: ns, Name: cm}, c); err != nil {
 			return err
 		}
-		if !workload.LastWrite(cm).After(workload.LastWrite(env.Deployment(t.T, f.in, "partial"))) {
+		c.Data[key] = fmt.Sprint(i)
+		i++
+		if err := k8s.Update(bg, c); err != nil {
+			return err
+		}
+		if !workload.LastWrite(c).After(workload.LastWrite(env.Deployment(t.T, ns, deployment))) {
 			return fmt.Errorf("not after yet")
 		}
 		return nil
 	})
-	return f
 }
 
 // eventually polls f until it returns nil, or fails after a generous deadline.

@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/configstamp/configstamp/internal/explain"
+	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/test/framework"
+)
+
+// TestRollout explains an Argo Rollout stamped by the webhook, and finds it with impact.
+// (TestErrors, earlier, runs before the CRD is installed.)
+func TestRollout(t *testing.T) {
+	f := fixtures(t)
+	if err := env.InstallCRDs(bg, framework.ArgoRolloutsCRD()); err != nil {
+		t.Fatal(err)
+	}
+	env.Start(t, framework.Options{Args: append(serverArgs, "--argo-rollouts", "--exclude-namespaces", "kube-system,"+f.in+","+f.out)})
+	ns := env.NewNamespace(t, true)
+	if err := k8s.Create(bg, configMap(ns, "app", map[string]string{"a": "1"})); err != nil {
+		t.Fatal(err)
+	}
+	ro := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+		"metadata": map[string]any{"namespace": ns, "name": "canary"},
+		"spec": map[string]any{
+			"selector": map[string]any{"matchLabels": map[string]any{"app": "canary"}},
+			"template": map[string]any{
+				"metadata": map[string]any{"labels": map[string]any{"app": "canary"}},
+				"spec": map[string]any{"containers": []any{map[string]any{
+					"name": "c", "image": "registry.example/app:1",
+					"envFrom": []any{map[string]any{"configMapRef": map[string]any{"name": "app"}}},
+				}}},
+			},
+		},
+	}}
+	if err := k8s.Create(bg, ro); err != nil {
+		t.Fatal(err)
+	}
+	hash, _, _ := unstructured.NestedString(ro.Object, "spec", "template", "metadata", "annotations", stamp.HashAnnotation)
+	if hash == "" {
+		t.Fatal("the webhook did not stamp the Rollout")
+	}
+	var r explain.Report
+	if err := json.Unmarshal([]byte(ok(t, "explain", "-n", ns, "rollout/canary", "-o", "json")), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Kind != "rollout" || r.Verdict != explain.VerdictUpToDate || r.Stamp.Hash != hash || r.Current.Hash != hash {
+		t.Errorf("explain rollout: %s %q stamp %s current %s, want up to date at %s", r.Verdict, r.Reason, r.Stamp.Hash, r.Current.Hash, hash)
+	}
+	if out := ok(t, "impact", "-n", ns, "configmap/app"); !strings.Contains(out, "rollout/canary") {
+		t.Errorf("impact lacks rollout/canary:\n%s", out)
+	}
+}
