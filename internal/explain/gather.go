@@ -86,8 +86,15 @@ func (c *Cluster) inScope(ctx context.Context, obj client.Object) (bool, error) 
 func (c *Cluster) live(ctx context.Context, namespace string, refs []stamp.Source) (Live, error) {
 	l := Live{Content: map[string]*corev1.ConfigMap{}, Complete: true}
 	lookup := configread.Lookup(c.Client, namespace)
+	secretsReadable := true
 	for _, ref := range refs {
 		cm, err := lookup(ctx, ref.Kind, ref.Name)
+		if ref.Kind == stamp.KindSecret && apierrors.IsForbidden(err) {
+			// Many users may not read Secrets: compare the ConfigMaps.
+			c.warn("Secret digests can't be compared: no access to %s in namespace %s", ref.ID(), namespace)
+			secretsReadable = false
+			continue
+		}
 		if err != nil {
 			return Live{}, describe(err, ref.ID(), namespace)
 		}
@@ -95,7 +102,10 @@ func (c *Cluster) live(ctx context.Context, namespace string, refs []stamp.Sourc
 	}
 	var key func() []byte
 	if stamp.HasSecrets(refs) {
-		k := c.hashKey(ctx)
+		var k []byte
+		if secretsReadable {
+			k = c.hashKey(ctx)
+		}
 		if k == nil {
 			l.Complete = false
 			var cms []stamp.Source
@@ -147,10 +157,12 @@ func (c *Cluster) Impact(ctx context.Context, kinds []*workload.Kind, kind, name
 		c.warn("cannot read namespace %s (forbidden): judged by each workload's label alone", namespace)
 	}
 	src, err := configread.Lookup(c.Client, namespace)(ctx, kind, name)
-	if err != nil {
+	switch {
+	case apierrors.IsForbidden(err):
+		c.warn("no access to %s/%s in namespace %s: whether it is ignored (%s) is not known", kind, name, namespace, stamp.IgnoreAnnotation)
+	case err != nil:
 		return ImpactReport{}, describe(err, kind+"/"+name, namespace)
-	}
-	if src == nil {
+	case src == nil:
 		c.warn("%s/%s does not exist in namespace %s: listing the workloads that refer to it", kind, name, namespace)
 	}
 	var cands []Candidate

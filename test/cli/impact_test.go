@@ -8,9 +8,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -198,13 +200,27 @@ current-context: c
 	}
 }
 
-// identity makes a kubeconfig of a service account without any RBAC.
-func identity(t *testing.T) string {
+// identity makes a kubeconfig of a service account allowed rules (none: no RBAC) in
+// every namespace.
+func identity(t *testing.T, rules ...rbacv1.PolicyRule) string {
 	t.Helper()
 	ns := env.NewNamespace(t, false)
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nobody"}}
 	if err := k8s.Create(bg, sa); err != nil {
 		t.Fatal(err)
+	}
+	if len(rules) > 0 {
+		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "cli-" + ns}, Rules: rules}
+		binding := &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa.Name}},
+		}
+		for _, o := range []client.Object{role, binding} {
+			if err := k8s.Create(bg, o); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
 	if err := k8s.SubResource("token").Create(bg, sa, tr); err != nil {
@@ -221,4 +237,27 @@ current-context: c
 		t.Fatal(err)
 	}
 	return path
+}
+
+// TestNoSecretAccess explains a workload that consumes a Secret as a user who may read
+// everything but Secrets: the ConfigMaps are compared, the Secret is not, and it says so.
+func TestNoSecretAccess(t *testing.T) {
+	f := fixtures(t)
+	kubeconfig := identity(t,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces", "configmaps", "events"}, Verbs: []string{"get", "list"}},
+		rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list"}})
+	var r explain.Report
+	framework.Eventually(t, 30*time.Second, "RBAC in effect", func() error {
+		res := run(t, "", "explain", "-n", f.in, "deployment/held", "--secret-hash-key", keyRef, "-o", "json", "--kubeconfig", kubeconfig)
+		if res.code != 0 {
+			return fmt.Errorf("exit %d: %s", res.code, res.stderr)
+		}
+		if !strings.Contains(res.stderr, "warning: Secret digests can't be compared: no access to secret/db") {
+			return fmt.Errorf("stderr %q", res.stderr)
+		}
+		return json.Unmarshal([]byte(res.stdout), &r)
+	})
+	if r.Verdict != explain.VerdictUnknown || r.SecretsCompared || len(r.Sources) != 2 || r.Sources[0].Status != explain.StatusUnchanged || r.Sources[1].Status != explain.StatusUnknown {
+		t.Errorf("got %s secretsCompared=%v sources %+v", r.Verdict, r.SecretsCompared, r.Sources)
+	}
 }
