@@ -34,7 +34,7 @@ type evidence struct {
 // too gives no evidence. It reads metadata live: a cached time could lag behind the
 // content the decision was computed from.
 func (e *evidence) configNewer(ctx context.Context, namespace string, srcs []stamp.Source, since time.Time, storedSources string) (bool, error) {
-	stored := parseSources(storedSources)
+	stored := stamp.ParseSources(storedSources)
 	for _, src := range srcs {
 		cm := configread.NewMeta(src.Kind)
 		err := e.live.Get(ctx, client.ObjectKey{Namespace: namespace, Name: src.Name}, cm)

@@ -392,7 +392,10 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 	r.resetBypasses(key)
 	r.rolled(key)
 	checks.WithLabelValues("nudged").Inc()
-	changed := changedSources(before, tmpl.Annotations[stamp.SourcesAnnotation])
+	changed := stamp.ChangedSources(before, tmpl.Annotations[stamp.SourcesAnnotation])
+	if len(changed) == 0 {
+		changed = []string{"first stamp"}
+	}
 	r.recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonConfigChanged, "Nudge",
 		"Config changed (%s): config hash %s -> %s", strings.Join(changed, ", "), short(basis), short(got))
 	log.Info("Nudged "+r.kind.Kind+" after a config change", "oldHash", basis, "newHash", got, "changed", changed)
@@ -520,39 +523,6 @@ func (r *workloadReconciler) expected(ctx context.Context, obj client.Object, re
 		return stamp.Stamp{}, fmt.Errorf("compute stamp of %s %s/%s: %w", r.kind, obj.GetNamespace(), obj.GetName(), err)
 	}
 	return st, nil
-}
-
-// parseSources reads a sources annotation into digests by "kind/name".
-func parseSources(s string) map[string]string {
-	m := map[string]string{}
-	for _, e := range strings.Split(s, ",") {
-		if k, v, ok := strings.Cut(e, "="); ok {
-			m[k] = v
-		}
-	}
-	return m
-}
-
-// changedSources lists the sources whose digest differs between two sources annotations.
-func changedSources(before, after string) []string {
-	b, a := parseSources(before), parseSources(after)
-	var out []string
-	for _, e := range strings.Split(after, ",") {
-		k, _, _ := strings.Cut(e, "=")
-		if k != "" && b[k] != a[k] {
-			out = append(out, k)
-		}
-	}
-	for _, e := range strings.Split(before, ",") {
-		k, _, _ := strings.Cut(e, "=")
-		if _, still := a[k]; k != "" && !still {
-			out = append(out, k)
-		}
-	}
-	if len(out) == 0 {
-		out = []string{"first stamp"}
-	}
-	return out
 }
 
 func short(h string) string {

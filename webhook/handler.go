@@ -206,6 +206,15 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 		return respond(append(patches, keep()...), warnings...), resultSkipped
 	}
 
+	if cause := annotations[stamp.ChangeCauseAnnotation]; templateChanged && !nudged && stamp.IsOwnChangeCause(cause) &&
+		(old == nil || old.GetAnnotations()[stamp.ChangeCauseAnnotation] == cause) {
+		// Someone else's rollout carrying configstamp's cause of an earlier one (the
+		// workload kept its annotations): without it, `kubectl rollout history` shows no
+		// cause for this revision rather than a wrong one.
+		patches = append(patches, annotationPatch(annotations, stamp.ChangeCauseAnnotation, "")...)
+		delete(annotations, stamp.ChangeCauseAnnotation) // for the size checks below
+	}
+
 	want, err := s.reader().Stamp(ctx, namespace, srcs)
 	if err != nil {
 		log.Error(err, "Admitted with the stored config hash: could not read config", "namespace", namespace, "name", name, "storedHash", storedHash)
@@ -255,6 +264,17 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	if want.Hash != "" {
 		newRecord = stamp.Observed{Hash: want.Hash, Template: stamp.TemplateFingerprint(tmpl), Secrets: stamp.HasSecrets(srcs)}.String()
 	}
+	// A rollout configstamp causes (a nudge that changes the template) says why in the
+	// change cause `kubectl rollout history` shows.
+	cause, hasCause := annotations[stamp.ChangeCauseAnnotation], false
+	if nudged && !templateChanged && (want.Hash != storedHash || restartedAt != "") {
+		cause, hasCause = stamp.ChangeCause(stored.Annotations[stamp.SourcesAnnotation], want.SourcesAnnotation()), true
+		if !stamp.AnnotationsFit(annotations, map[string]string{stamp.ObservedAnnotation: newRecord, stamp.NudgeAnnotation: "", stamp.ChangeCauseAnnotation: cause}) {
+			// No room for it: no cause rather than an earlier rollout's (removing one
+			// only shrinks).
+			cause = ""
+		}
+	}
 	if !stamp.AnnotationsFit(annotations, map[string]string{stamp.ObservedAnnotation: newRecord, stamp.NudgeAnnotation: ""}) {
 		// The stamp fits but the record does not: stamp without one (the watcher then
 		// judges this workload from its stamp and the times of its pods and config).
@@ -268,6 +288,9 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 		newRecord = ""
 	}
 	patches = append(patches, annotationPatch(annotations, stamp.ObservedAnnotation, newRecord)...)
+	if hasCause {
+		patches = append(patches, annotationPatch(annotations, stamp.ChangeCauseAnnotation, cause)...)
+	}
 	if len(unmet) > 0 {
 		warnings = append(warnings, "configstamp: required config is missing, the new pods cannot start until it exists: "+strings.Join(unmet, "; "))
 	}

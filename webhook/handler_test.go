@@ -220,9 +220,15 @@ func TestHandleNudgeIsStrippedAndAdopts(t *testing.T) {
 	d := dep(nil, "img", "cfg")
 	d.Annotations = map[string]string{stamp.NudgeAnnotation: "true"}
 	resp := stamper(t, cm("cfg", "1")).Handle(context.Background(), request(t, admissionv1.Update, d, dep(nil, "img", "cfg")))
-	if len(resp.Patches) != 3 || resp.Patches[0].Operation != "remove" || resp.Patches[0].Path != "/metadata/annotations/configstamp.io~1nudge" ||
-		resp.Patches[1].Path != "/spec/template/metadata/annotations" || resp.Patches[2].Path != "/metadata/annotations/configstamp.io~1observed" {
+	if len(resp.Patches) != 4 || resp.Patches[0].Operation != "remove" || resp.Patches[0].Path != "/metadata/annotations/configstamp.io~1nudge" ||
+		resp.Patches[1].Path != "/spec/template/metadata/annotations" || resp.Patches[2].Path != "/metadata/annotations/configstamp.io~1observed" ||
+		resp.Patches[3].Path != "/metadata/annotations/kubernetes.io~1change-cause" {
 		t.Fatalf("patches %+v", resp.Patches)
+	}
+	// The rollout is configstamp's: its cause names the source and its digests.
+	want := "configstamp: configmap/cfg changed (digest none -> " + stamp.ParseSources(expected(t, "1").SourcesAnnotation())["configmap/cfg"] + ")"
+	if got := resp.Patches[3].Value; got != want {
+		t.Fatalf("change cause %q, want %q", got, want)
 	}
 }
 
@@ -289,7 +295,7 @@ func TestHandleNudgeRollsWhenOnlyTheRecordDiffers(t *testing.T) {
 		got = append(got, p.Operation+" "+p.Path)
 	}
 	want := []string{"remove /metadata/annotations/configstamp.io~1nudge", "add /spec/template/metadata/annotations/configstamp.io~1restarted-at",
-		"add /metadata/annotations/configstamp.io~1observed"}
+		"add /metadata/annotations/configstamp.io~1observed", "add /metadata/annotations/kubernetes.io~1change-cause"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("patches %v, want %v", got, want)
 	}

@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"fmt"
+	"maps"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/configstamp/configstamp/test/cluster"
@@ -95,12 +98,7 @@ generatorOptions:
 // nothing; kubectl rollout restart rolls exactly once and keeps the stamp.
 func TestNoFightsWithDeployTools(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	ns := env.NewNamespace(t, true)
-	kubectl := func(args ...string) string {
-		return tool(t, dir, nil, "kubectl", append([]string{"--namespace", ns}, args...)...)
-	}
-	writeFile(t, filepath.Join(dir, "app.yaml"), kubectlManifests)
+	ns, kubectl := kubectlApp(t)
 	kubectl("apply", "--server-side", "-f", "app.yaml")
 	first := expectReplicaSets(t, ns, "svc", 1)
 	if hashOf(first) == "" {
@@ -116,5 +114,45 @@ func TestNoFightsWithDeployTools(t *testing.T) {
 	restarted := expectReplicaSets(t, ns, "svc", 2)
 	if hashOf(restarted) != hashOf(first) {
 		t.Fatalf("rollout restart changed the stamp: %s -> %s", short(hashOf(first)), short(hashOf(restarted)))
+	}
+}
+
+// TestRolloutHistory: `kubectl rollout history` names configstamp's rollout and its
+// cause (the source, its old and new digest), and not the next rollout, made by someone
+// else.
+func TestRolloutHistory(t *testing.T) {
+	t.Parallel()
+	ns, kubectl := kubectlApp(t)
+	kubectl("apply", "-f", "app.yaml")
+	first := expectReplicaSets(t, ns, "svc", 1)
+	kubectl("patch", "configmap", "settings", "--type", "merge", "-p", `{"data":{"mode":"green"}}`)
+	edited := expectReplicaSets(t, ns, "svc", 2)
+	kubectl("set", "image", "deployment/svc", "svc=registry.example/svc:2.0")
+	expectReplicaSets(t, ns, "svc", 3)
+
+	causes := map[string]string{} // by revision
+	for _, line := range strings.Split(kubectl("rollout", "history", "deployment/svc"), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] != "REVISION" {
+			causes[f[0]] = strings.Join(f[1:], " ")
+		}
+	}
+	want := map[string]string{
+		"1": "<none>",
+		"2": fmt.Sprintf("configstamp: configmap/settings changed (digest %s -> %s)", sourcesOf(first)["configmap/settings"], sourcesOf(edited)["configmap/settings"]),
+		"3": "<none>",
+	}
+	if !maps.Equal(causes, want) {
+		t.Fatalf("rollout history causes %v, want %v", causes, want)
+	}
+}
+
+// kubectlApp gives a test an opted-in namespace and kubectl in a directory holding
+// app.yaml (kubectlManifests).
+func kubectlApp(t *testing.T) (string, func(args ...string) string) {
+	dir := t.TempDir()
+	ns := env.NewNamespace(t, true)
+	writeFile(t, filepath.Join(dir, "app.yaml"), kubectlManifests)
+	return ns, func(args ...string) string {
+		return tool(t, dir, nil, "kubectl", append([]string{"--namespace", ns}, args...)...)
 	}
 }

@@ -1,0 +1,67 @@
+package webhook
+
+import (
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+
+	"github.com/configstamp/configstamp/stamp"
+)
+
+// causeAfter admits req and returns the change cause the stored object would carry.
+func causeAfter(t *testing.T, req *appsv1.Deployment, old *appsv1.Deployment, op admissionv1.Operation) string {
+	t.Helper()
+	o := admit(t, stamper(t, cm("cfg", "2")), request(t, op, req, old), req)
+	return o.stored.Annotations[stamp.ChangeCauseAnnotation]
+}
+
+// The change cause `kubectl rollout history` shows: configstamp's on the rollouts it
+// causes, and never left on someone else's.
+func TestChangeCause(t *testing.T) {
+	ours := stamp.ChangeCause("configmap/cfg=111111111111", "configmap/cfg=222222222222")
+	stored := dep(stamped(expected(t, "1")), "img:1", "cfg")
+	stored.Annotations = map[string]string{stamp.ChangeCauseAnnotation: ours}
+
+	// Someone else's rollout (a new image), the cause of configstamp's last one kept by
+	// their client: removed.
+	update := stored.DeepCopy()
+	update.Spec.Template.Spec.Containers[0].Image = "img:2"
+	if got := causeAfter(t, update, stored, admissionv1.Update); got != "" {
+		t.Errorf("someone else's rollout keeps configstamp's earlier cause %q", got)
+	}
+	// ... with a cause of their own: kept.
+	update.Annotations[stamp.ChangeCauseAnnotation] = "image 2"
+	if got := causeAfter(t, update, stored, admissionv1.Update); got != "image 2" {
+		t.Errorf("someone else's own cause became %q", got)
+	}
+	// An update that keeps the template (no rollout): left alone.
+	labelled := stored.DeepCopy()
+	labelled.Labels = map[string]string{"team": "x"}
+	if got := causeAfter(t, labelled, stored, admissionv1.Update); got != ours {
+		t.Errorf("an update without a rollout changed the cause to %q", got)
+	}
+	// A CREATE from a manifest that copied configstamp's cause: removed.
+	created := stored.DeepCopy()
+	if got := causeAfter(t, created, nil, admissionv1.Create); got != "" {
+		t.Errorf("a new workload keeps a copied configstamp cause %q", got)
+	}
+
+	// configstamp's own rollout (a nudge after cfg changed) replaces whatever cause the
+	// workload carried, naming the source and its old and new digests.
+	stored.Annotations[stamp.ChangeCauseAnnotation] = "image 2"
+	nudge := stored.DeepCopy()
+	nudge.Annotations[stamp.NudgeAnnotation] = "true"
+	want := stamp.ChangeCause(expected(t, "1").SourcesAnnotation(), expected(t, "2").SourcesAnnotation())
+	if got := causeAfter(t, nudge, stored, admissionv1.Update); got != want {
+		t.Errorf("configstamp's rollout has cause %q, want %q", got, want)
+	}
+	// A nudge that finds the stamp current rolls nothing: the cause stays.
+	current := dep(stamped(expected(t, "2")), "img:1", "cfg")
+	current.Annotations = map[string]string{stamp.ChangeCauseAnnotation: "image 2"}
+	nudge = current.DeepCopy()
+	nudge.Annotations[stamp.NudgeAnnotation] = "true"
+	if got := causeAfter(t, nudge, current, admissionv1.Update); got != "image 2" {
+		t.Errorf("a nudge that rolled nothing changed the cause to %q", got)
+	}
+}
