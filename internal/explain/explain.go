@@ -45,6 +45,17 @@ const (
 	// VerdictUnknown: Secret digests cannot be compared (no hash key) and no ConfigMap
 	// changed.
 	VerdictUnknown = "unknown"
+	// VerdictTooLarge: it would roll, but configstamp's annotations would take its pod
+	// template's annotations past the API server's limit: the webhook leaves it
+	// unstamped and the watcher leaves it alone (Event StampTooLarge).
+	VerdictTooLarge = "too-large"
+	// VerdictDependsOnTimes: no certain basis (no valid record), and the times the
+	// watcher then decides from could not all be read; Evidence shows those read and
+	// Reason what the watcher does with each outcome.
+	VerdictDependsOnTimes = "depends-on-times"
+	// VerdictUnknownScope: the namespace could not be read, and the workload does not
+	// opt in by its own label: whether it is in scope is not known.
+	VerdictUnknownScope = "unknown-scope"
 )
 
 // Source statuses, the stable codes of Source.Status.
@@ -90,9 +101,24 @@ type Report struct {
 	// Secret digests unknown).
 	Current StampInfo `json:"current"`
 	// SecretsCompared: Secret digests could be computed (the hash key was read).
-	SecretsCompared bool     `json:"secretsCompared"`
-	Sources         []Source `json:"sources"`
-	Events          []Event  `json:"events"`
+	SecretsCompared bool `json:"secretsCompared"`
+	// Evidence is the times the watcher decides from when there is no certain basis
+	// (no valid record); nil when it has one.
+	Evidence *Evidence `json:"evidence,omitempty"`
+	Sources  []Source  `json:"sources"`
+	Events   []Event   `json:"events"`
+}
+
+// Evidence is what the watcher decides from without a certain basis: when the pods of
+// the current template began to be created (PodsSince), when the config was last
+// written (ConfigWritten: a source written at or after PodsSince, or deleted since the
+// stamp, rolls), and, for an unstamped workload, whether it was created after
+// configstamp covered it (CreatedCovered; nil: not known). Unset times are not known.
+type Evidence struct {
+	PodsSince      *time.Time `json:"podsSince,omitempty"`
+	ConfigWritten  *time.Time `json:"configWritten,omitempty"`
+	ConfigDeleted  bool       `json:"configDeleted,omitempty"`
+	CreatedCovered *bool      `json:"createdCovered,omitempty"`
 }
 
 // StampInfo is a config hash and its per-source digests.
@@ -175,6 +201,30 @@ type Input struct {
 	Options        stamp.Options
 	Live           Live
 	Events         []corev1.Event
+	// ScopeUnknown: the namespace could not be read and the workload is not labelled:
+	// InScope is not known.
+	ScopeUnknown bool
+	// RollStale: the server runs with --roll-stale-at-install.
+	RollStale bool
+	// Times is read for the watcher's decision without a certain basis; nil: not read.
+	Times *Times
+}
+
+// Times is what the watcher reads, besides the objects, to decide without a certain
+// basis (watcher/evidence.go).
+type Times struct {
+	// PodsSince, PodsKnown, PodsErr: workload.Kind.PodsSince (PodsKnown false: the
+	// controller has not taken the current template in yet).
+	PodsSince time.Time
+	PodsKnown bool
+	PodsErr   string
+	// Coverage is the registration's configstamp.io/covered-since (since when each
+	// resource, and "secrets", is stamped); nil: the registration could not be read.
+	Coverage map[string]time.Time
+	// Namespace is the workload's namespace (nil: not readable); NamespaceIncluded:
+	// it opts in (scope.Includes).
+	Namespace         *corev1.Namespace
+	NamespaceIncluded bool
 }
 
 // Explain decides, as the watcher would, whether the workload rolls now, and why.
@@ -213,29 +263,41 @@ func Explain(in Input) Report {
 	return r
 }
 
-// verdict mirrors the watcher's decision (watcher/workloads.go, judge).
+// verdict mirrors the watcher's decision (watcher/workloads.go, judge and shouldRoll;
+// watcher/evidence.go).
 func verdict(in Input, r *Report, refs []stamp.Source) (code, reason string, roll bool) {
 	switch {
 	case r.Skipped:
 		return VerdictSkipped, "skipped: annotation " + stamp.SkipAnnotation + "=true", false
+	case in.ScopeUnknown:
+		return VerdictUnknownScope, fmt.Sprintf("scope unknown: namespace %s could not be read, and the %s has no label %s=%s; if the namespace opts in, it is judged as below",
+			r.Namespace, r.Kind, in.NamespaceLabel, stamp.InjectValue), false
 	case !in.InScope:
-		return VerdictNotInScope, fmt.Sprintf("namespace not opted in: neither namespace %s nor the %s has the label %s=%s",
+		return VerdictNotInScope, fmt.Sprintf("namespace not opted in: neither namespace %s nor the %s has the label %s=%s (or the namespace is excluded)",
 			r.Namespace, r.Kind, in.NamespaceLabel, stamp.InjectValue), false
 	case len(refs) == 0:
 		return VerdictNoSources, "consumes no ConfigMap" + map[bool]string{true: " or Secret", false: ""}[in.Options.Secrets] + ": nothing to stamp", false
 	}
 	changed := r.ids(StatusChanged, StatusAdded, StatusRemoved)
 	if !in.Live.Complete {
-		if len(changed) > 0 {
-			return VerdictWouldRoll, strings.Join(changed, ", ") + " changed since the last rollout (Secret digests not compared: no hash key)", true
+		if len(changed) == 0 {
+			return VerdictUnknown, "Secret digests can't be compared (no readable --secret-hash-key); no ConfigMap changed", false
 		}
-		return VerdictUnknown, "Secret digests can't be compared (no readable --secret-hash-key); no ConfigMap changed", false
+		if unmet := in.Live.Stamp.Unmet(); len(unmet) > 0 {
+			return VerdictHeld, strings.Join(unmet, "; ") + ", rollout held (new pods could not start); it rolls when the config returns (Secret digests not compared: no hash key)", false
+		}
+		if r.Basis != "record" {
+			if code, reason, roll := byTimes(in, r, refs); !roll {
+				return code, reason, roll
+			}
+		}
+		return VerdictWouldRoll, strings.Join(changed, ", ") + " changed since the last rollout (Secret digests not compared: no hash key)", true
 	}
 	want := in.Live.Stamp
-	if want.Hash == "" {
-		return VerdictUpToDate, "up to date: every source it consumes is ignored (" + stamp.IgnoreAnnotation + ")", false
-	}
 	if r.BasisHash == want.Hash {
+		if want.Hash == "" {
+			return VerdictUpToDate, "up to date: every source it consumes is ignored (" + stamp.IgnoreAnnotation + ")", false
+		}
 		if r.Stamp.Hash == "" {
 			return VerdictNotStamped, "not stamped yet (created before configstamp; adopted, not rolled): its pods run the current config", false
 		}
@@ -247,13 +309,149 @@ func verdict(in Input, r *Report, refs []stamp.Source) (code, reason string, rol
 	if unmet := want.Unmet(); len(unmet) > 0 {
 		return VerdictHeld, strings.Join(unmet, "; ") + ", rollout held (new pods could not start); it rolls when the config returns", false
 	}
-	if r.Basis == "none" {
-		return VerdictNotStamped, "not stamped yet (created before configstamp; adopted, not rolled): the watcher records the config its pods run, or rolls it if that config was written after they started", false
+	code, reason, roll = VerdictWouldRoll, strings.Join(changed, ", ")+" changed since the last rollout", true
+	switch {
+	case want.Hash == "":
+		reason = "every source it consumes is now ignored (" + stamp.IgnoreAnnotation + "): it rolls once, to drop the stamp"
+	case len(changed) == 0:
+		reason = fmt.Sprintf("config changed since the last rollout (%s -> %s)", prefix(r.BasisHash), prefix(want.Hash))
 	}
-	if len(changed) == 0 {
-		return VerdictWouldRoll, fmt.Sprintf("config changed since the last rollout (%s -> %s)", prefix(r.BasisHash), prefix(want.Hash)), true
+	certain := r.Basis == "record"
+	if !certain {
+		if code, reason, roll = byTimes(in, r, refs); !roll {
+			return code, reason, roll
+		}
 	}
-	return VerdictWouldRoll, strings.Join(changed, ", ") + " changed since the last rollout", true
+	tmpl := in.Kind.Template(in.Object)
+	restart := stamp.NeedsRestart(r.Stamp.Hash, want.Hash, certain, r.Record)
+	if !stamp.AnnotationsFit(tmpl.Annotations, stamp.TemplateAnnotations(want.Hash, want.SourcesAnnotation(), restartPlaceholder(restart))) {
+		return VerdictTooLarge, fmt.Sprintf("would roll, but configstamp's annotations would take the pod template's annotations past the API server's limit of %d bytes: left alone (not stamped, not rolled) until they are smaller",
+			stamp.AnnotationSizeLimit), false
+	}
+	return code, reason, roll
+}
+
+// restartPlaceholder stands for the restart time the webhook would set (same length),
+// as the watcher's does.
+func restartPlaceholder(restart bool) string {
+	if !restart {
+		return ""
+	}
+	return time.Time{}.UTC().Format(time.RFC3339)
+}
+
+// byTimes mirrors the watcher's decision without a certain basis (shouldRoll; a change
+// it sees live rolls in any case, and is written after the pods started): an unstamped
+// workload rolls only if created after configstamp covered it (or with
+// --roll-stale-at-install), and then, like one whose stamp is not certain, only if its
+// config was written at or after its pods began to be created. Otherwise the watcher
+// records the config as the one the pods run.
+func byTimes(in Input, r *Report, refs []stamp.Source) (code, reason string, roll bool) {
+	ev := &Evidence{}
+	r.Evidence = ev
+	kept, keptReason := VerdictUpToDate, "the stamp is not certain (no valid record)"
+	if r.BasisHash == "" {
+		kept, keptReason = VerdictNotStamped, "not stamped yet"
+	}
+	t := in.Times
+	if t == nil {
+		return VerdictDependsOnTimes, keptReason + ": the watcher decides from times, not read here: it rolls if the config was written at or after its pods started, else records the config as the one they run", false
+	}
+	bypassKnown := true
+	if r.BasisHash == "" && !in.RollStale {
+		b, known := bypassed(in, refs)
+		bypassKnown = known
+		if known {
+			ev.CreatedCovered = &b
+			if !b {
+				return kept, keptReason + " (created before configstamp covered it, or opted in by its own label): adopted, not rolled; the watcher records the config as the one its pods run (--roll-stale-at-install rolls it when the config was written after its pods started)", false
+			}
+		}
+	}
+	if t.PodsErr != "" {
+		return VerdictDependsOnTimes, keptReason + ": when its pods started can't be read (" + t.PodsErr + "): the watcher rolls it if the config was written at or after then, else records it", false
+	}
+	if !t.PodsKnown {
+		return kept, keptReason + ": its controller has not taken the current template in yet, so its pods will read the config as it is; the watcher records it, no rollout", false
+	}
+	since := t.PodsSince
+	ev.PodsSince = &since
+	newer, known := configNewer(in, r, refs, since, ev)
+	switch {
+	case !known:
+		return VerdictDependsOnTimes, fmt.Sprintf("%s: the watcher rolls it if a source was written at or after its pods started (%s), else records it; some sources could not be read", keptReason, since.UTC().Format(time.RFC3339)), false
+	case !newer:
+		return kept, fmt.Sprintf("%s: its pods started (%s) after the config was last written: they run it; the watcher records it, no rollout", keptReason, since.UTC().Format(time.RFC3339)), false
+	case !bypassKnown:
+		return VerdictDependsOnTimes, fmt.Sprintf("not stamped yet, config written at or after its pods started (%s): the watcher rolls it if it was created after configstamp began to cover its kind (registration's %s) and after its namespace's last write, else records it (the registration could not be read)",
+			since.UTC().Format(time.RFC3339), stamp.CoverageAnnotation), false
+	}
+	return VerdictWouldRoll, fmt.Sprintf("config written at or after its pods started (%s), and no certain record of what they run: the watcher rolls it", since.UTC().Format(time.RFC3339)), true
+}
+
+// configNewer mirrors the watcher's evidence.configNewer: a source written at or after
+// since (a tie counts), or missing now but present in the stamp (deleted since);
+// ignored sources and those the stamp saw missing give no evidence. known is false
+// when a source could not be read.
+func configNewer(in Input, r *Report, refs []stamp.Source, since time.Time, ev *Evidence) (newer, known bool) {
+	stored := stamp.ParseSources(r.Stamp.Sources)
+	known = true
+	for _, src := range refs {
+		cm, read := in.Live.Content[src.ID()]
+		if !read {
+			known = false
+			continue
+		}
+		if cm == nil {
+			if d, ok := stored[src.ID()]; ok && d != "missing" {
+				ev.ConfigDeleted, newer = true, true
+			}
+			continue
+		}
+		if stamp.IsTrue(cm.Annotations[stamp.IgnoreAnnotation]) {
+			continue
+		}
+		w := workload.LastWrite(cm)
+		if ev.ConfigWritten == nil || w.After(*ev.ConfigWritten) {
+			ev.ConfigWritten = &w
+		}
+		if !w.Before(since) {
+			newer = true
+		}
+	}
+	return newer, known || newer
+}
+
+// bypassed mirrors the watcher's evidence.bypassed: created after configstamp covered
+// its kind (and Secrets, when it consumes one) and at or after its namespace's last
+// write, in a namespace that opts in. known is false when the registration or the
+// namespace could not be read.
+func bypassed(in Input, refs []stamp.Source) (b, known bool) {
+	t := in.Times
+	if t.Coverage == nil {
+		return false, false
+	}
+	covered := t.Coverage[in.Kind.Resource]
+	if covered.IsZero() {
+		return false, true
+	}
+	if stamp.HasSecrets(refs) {
+		secrets := t.Coverage["secrets"]
+		if secrets.IsZero() {
+			return false, true
+		}
+		if secrets.After(covered) {
+			covered = secrets
+		}
+	}
+	if t.Namespace == nil {
+		return false, false
+	}
+	if !t.NamespaceIncluded {
+		return false, true
+	}
+	created := in.Object.GetCreationTimestamp().Time
+	return created.After(covered) && !created.Before(workload.LastWrite(t.Namespace)), true
 }
 
 // ids lists the sources with one of the statuses; with "" alone, those written since

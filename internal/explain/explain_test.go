@@ -44,10 +44,11 @@ func live(t *testing.T, d *appsv1.Deployment, content map[string]*corev1.ConfigM
 	return Live{Stamp: st, Complete: true, Content: content}
 }
 
-// stamped gives d the stamp of content, as the webhook would.
+// stamped gives d the stamp of content, and its record, as the webhook would.
 func stamped(t *testing.T, d *appsv1.Deployment, content map[string]*corev1.ConfigMap) {
 	st := live(t, d, content).Stamp
 	d.Spec.Template.Annotations = map[string]string{stamp.HashAnnotation: st.Hash, stamp.SourcesAnnotation: st.SourcesAnnotation()}
+	d.Annotations[stamp.ObservedAnnotation] = stamp.Observed{Hash: st.Hash, Template: stamp.TemplateFingerprint(&d.Spec.Template)}.String()
 }
 
 func TestVerdicts(t *testing.T) {
@@ -81,7 +82,7 @@ func TestVerdicts(t *testing.T) {
 		{name: "skipped", stampOf: old, now: changedA, inScope: true, verdict: VerdictSkipped, reason: "skipped: annotation",
 			mutate: func(d *appsv1.Deployment) { d.Annotations[stamp.SkipAnnotation] = "true" }},
 		{name: "not in scope", stampOf: old, now: changedA, verdict: VerdictNotInScope, reason: "namespace not opted in"},
-		{name: "not stamped, differs", now: changedA, inScope: true, verdict: VerdictNotStamped, reason: "not stamped yet (created before configstamp; adopted, not rolled)"},
+		{name: "not stamped, differs, times not read", now: changedA, inScope: true, verdict: VerdictDependsOnTimes, reason: "not stamped yet: the watcher decides from times"},
 		{name: "not stamped, recorded", now: old, inScope: true, verdict: VerdictNotStamped, reason: "not stamped yet",
 			mutate: func(d *appsv1.Deployment) {
 				d.Annotations[stamp.ObservedAnnotation] = stamp.Observed{Hash: liveHash(t, old), Template: stamp.TemplateFingerprint(&d.Spec.Template)}.String()
@@ -145,13 +146,13 @@ func TestImpact(t *testing.T) {
 	skipped.Name, skipped.Annotations[stamp.SkipAnnotation] = "skipped", "true"
 	out := deployment()
 	out.Name = "out"
-	cands := []Candidate{{workload.Deployment, d, true}, {workload.Deployment, skipped, true}, {workload.Deployment, out, false}}
+	cands := []Candidate{{Kind: workload.Deployment, Object: d, InScope: true}, {Kind: workload.Deployment, Object: skipped, InScope: true}, {Kind: workload.Deployment, Object: out}}
 	for _, tc := range []struct{ key, want string }{
 		{"", "out:false skipped:false web:true"},
 		{"a", "out:false skipped:false web:true"},
 		{"b", "out:false skipped:false web:false"},
 	} {
-		r := Impact(stamp.KindConfigMap, "ns", "app", tc.key, false, stamp.Options{}, cands)
+		r := Impact(stamp.KindConfigMap, "ns", "app", tc.key, false, false, stamp.Options{}, cands)
 		var got []string
 		for _, w := range r.Workloads {
 			got = append(got, w.Name+":"+map[bool]string{true: "true", false: "false"}[w.Roll])

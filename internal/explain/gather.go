@@ -2,9 +2,13 @@ package explain
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -23,14 +27,26 @@ type Cluster struct {
 	// Client reads directly from the API server (client.New), never from a cache.
 	Client client.Client
 	Scope  *scope.Scope
-	// Secrets: Secrets count, as with the server's --secrets. A workload whose stamp
-	// holds Secret digests is judged with Secrets counting in any case.
+	// Secrets: Secrets count, as with the server's --secrets; used only when the
+	// registration can't be read (secretsCount).
 	Secrets bool
 	// HashKey names the Secret holding the hash key of Secret digests (the server's
 	// --secret-hash-key); nil: Secret digests are not compared.
 	HashKey *types.NamespacedName
+	// SecretsSet: Secrets was given explicitly (it then wins over a record's flag when
+	// the registration can't be read).
+	SecretsSet bool
+	// Registration names the MutatingWebhookConfiguration (the server's
+	// --registration-name): its configstamp.io/covered-since tells whether Secrets
+	// count (key "secrets") and since when each kind is stamped.
+	Registration string
+	// RollStale: the server runs with --roll-stale-at-install.
+	RollStale bool
 	// Warn receives what the report could not take into account.
 	Warn func(string)
+
+	coverage     map[string]time.Time
+	coverageRead bool
 }
 
 func (c *Cluster) warn(format string, a ...any) {
@@ -45,17 +61,30 @@ func (c *Cluster) Explain(ctx context.Context, kind *workload.Kind, namespace, n
 	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj); err != nil {
 		return Report{}, describe(err, strings.ToLower(kind.Kind)+"/"+name, namespace)
 	}
-	in := Input{Kind: kind, Object: obj, NamespaceLabel: c.Scope.Label}
-	var err error
-	if in.InScope, err = c.inScope(ctx, obj); err != nil {
+	in := Input{Kind: kind, Object: obj, NamespaceLabel: c.Scope.Label, RollStale: c.RollStale}
+	ns, known, err := c.namespace(ctx, obj.GetNamespace())
+	if err != nil {
 		return Report{}, err
+	}
+	switch {
+	case known:
+		in.InScope = c.Scope.IncludesWorkload(ns.Name, ns.Labels, obj.GetLabels())
+	case slices.Contains(c.Scope.Excluded, obj.GetNamespace()):
+		in.InScope = false
+	case c.Scope.Labelled(obj.GetLabels()):
+		in.InScope = true
+	default:
+		in.ScopeUnknown = true
 	}
 	tmpl := kind.Template(obj)
 	if tmpl != nil {
-		in.Options = stamp.Options{Secrets: c.Secrets || strings.Contains(tmpl.Annotations[stamp.SourcesAnnotation], stamp.KindSecret+"/")}
+		in.Options = stamp.Options{Secrets: c.secretsCount(ctx, obj, tmpl)}
 		refs := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, in.Options)
 		if in.Live, err = c.live(ctx, namespace, refs); err != nil {
 			return Report{}, err
+		}
+		if rec, ok := stamp.ObservedFor(obj.GetAnnotations(), tmpl); !ok || !rec.Certain(refs) {
+			in.Times = c.times(ctx, kind, obj, ns, known)
 		}
 	}
 	var evs corev1.EventList
@@ -68,17 +97,77 @@ func (c *Cluster) Explain(ctx context.Context, kind *workload.Kind, namespace, n
 	return Explain(in), nil
 }
 
-// inScope reads the workload's namespace and asks the scope.
-func (c *Cluster) inScope(ctx context.Context, obj client.Object) (bool, error) {
+// namespace reads a namespace; known is false when it may not be read.
+func (c *Cluster) namespace(ctx context.Context, name string) (*corev1.Namespace, bool, error) {
 	var ns corev1.Namespace
-	if err := c.Client.Get(ctx, client.ObjectKey{Name: obj.GetNamespace()}, &ns); err != nil {
+	if err := c.Client.Get(ctx, client.ObjectKey{Name: name}, &ns); err != nil {
 		if apierrors.IsForbidden(err) {
-			c.warn("cannot read namespace %s (forbidden): whether it opts in is not known; judged by the workload's label alone", obj.GetNamespace())
-			return c.Scope.Labelled(obj.GetLabels()), nil
+			c.warn("cannot read namespace %s (forbidden): whether it opts in is not known", name)
+			return nil, false, nil
 		}
-		return false, describe(err, "namespace/"+obj.GetNamespace(), "")
+		return nil, false, describe(err, "namespace/"+name, "")
 	}
-	return c.Scope.IncludesWorkload(ns.Name, ns.Labels, obj.GetLabels()), nil
+	return &ns, true, nil
+}
+
+// readCoverage reads the registration's coverage annotation once; nil when it can't.
+func (c *Cluster) readCoverage(ctx context.Context) map[string]time.Time {
+	if c.coverageRead {
+		return c.coverage
+	}
+	c.coverageRead = true
+	name := c.Registration
+	if name == "" {
+		name = "configstamp"
+	}
+	var reg admissionregistrationv1.MutatingWebhookConfiguration
+	if err := c.Client.Get(ctx, client.ObjectKey{Name: name}, &reg); err != nil {
+		c.warn("cannot read the registration %s (MutatingWebhookConfiguration; --registration-name): %v", name, apierrors.ReasonForError(err))
+		return nil
+	}
+	m := map[string]time.Time{}
+	if v := reg.Annotations[stamp.CoverageAnnotation]; v != "" {
+		if err := json.Unmarshal([]byte(v), &m); err != nil {
+			c.warn("the registration %s's %s can't be read: %v", name, stamp.CoverageAnnotation, err)
+			m = map[string]time.Time{}
+		}
+	}
+	c.coverage = m
+	return m
+}
+
+// secretsCount tells whether Secrets count for the workload: as the registration's
+// coverage says (key "secrets"); if it can't be read, as --secrets says when given,
+// else as the workload's valid record says (when it consumes a Secret), else not.
+func (c *Cluster) secretsCount(ctx context.Context, obj client.Object, tmpl *corev1.PodTemplateSpec) bool {
+	if cov := c.readCoverage(ctx); cov != nil {
+		_, on := cov["secrets"]
+		return on
+	}
+	if c.SecretsSet {
+		return c.Secrets
+	}
+	all := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, stamp.Options{Secrets: true})
+	if rec, ok := stamp.ObservedFor(obj.GetAnnotations(), tmpl); ok && stamp.HasSecrets(all) {
+		c.warn("whether Secrets count is taken from the workload's record (the registration can't be read; pass --secrets=true|false to say)")
+		return rec.Secrets
+	}
+	return c.Secrets
+}
+
+// times reads what the watcher decides from without a certain basis.
+func (c *Cluster) times(ctx context.Context, kind *workload.Kind, obj client.Object, ns *corev1.Namespace, nsKnown bool) *Times {
+	t := &Times{Coverage: c.readCoverage(ctx)}
+	since, ok, err := kind.PodsSince(ctx, c.Client, obj)
+	if err != nil {
+		t.PodsErr = err.Error()
+	}
+	t.PodsSince, t.PodsKnown = since, ok
+	if nsKnown {
+		t.Namespace = ns
+		t.NamespaceIncluded = c.Scope.Includes(ns.Name, ns.Labels)
+	}
+	return t
 }
 
 // live reads the sources and computes their digests with configread, the webhook's
@@ -147,14 +236,9 @@ func (c *Cluster) hashKey(ctx context.Context) []byte {
 
 // Impact lists the workloads of every kind in namespace that consume kind/name.
 func (c *Cluster) Impact(ctx context.Context, kinds []*workload.Kind, kind, namespace, name, key string) (ImpactReport, error) {
-	var ns corev1.Namespace
-	nsKnown := true
-	if err := c.Client.Get(ctx, client.ObjectKey{Name: namespace}, &ns); err != nil {
-		if !apierrors.IsForbidden(err) {
-			return ImpactReport{}, describe(err, "namespace/"+namespace, "")
-		}
-		nsKnown = false
-		c.warn("cannot read namespace %s (forbidden): judged by each workload's label alone", namespace)
+	ns, nsKnown, err := c.namespace(ctx, namespace)
+	if err != nil {
+		return ImpactReport{}, err
 	}
 	src, err := configread.Lookup(c.Client, namespace)(ctx, kind, name)
 	switch {
@@ -166,23 +250,50 @@ func (c *Cluster) Impact(ctx context.Context, kinds []*workload.Kind, kind, name
 		c.warn("%s/%s does not exist in namespace %s: listing the workloads that refer to it", kind, name, namespace)
 	}
 	var cands []Candidate
+	var forbidden error
+	listed := false
 	for _, k := range kinds {
 		list := k.NewList()
 		if err := c.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
 			if apimeta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
 				continue // the kind is not installed (Argo Rollouts)
 			}
+			if apierrors.IsForbidden(err) {
+				c.warn("cannot list %s in namespace %s (forbidden): they are not shown", k.Resource, namespace)
+				forbidden = err
+				continue
+			}
 			return ImpactReport{}, describe(err, k.Resource, namespace)
 		}
+		listed = true
 		for _, obj := range k.Items(list) {
-			in := c.Scope.Labelled(obj.GetLabels())
-			if nsKnown {
-				in = c.Scope.IncludesWorkload(ns.Name, ns.Labels, obj.GetLabels())
+			cand := Candidate{Kind: k, Object: obj}
+			switch {
+			case nsKnown:
+				cand.InScope = c.Scope.IncludesWorkload(ns.Name, ns.Labels, obj.GetLabels())
+			case slices.Contains(c.Scope.Excluded, namespace):
+			case c.Scope.Labelled(obj.GetLabels()):
+				cand.InScope = true
+			default:
+				cand.ScopeUnknown = true
 			}
-			cands = append(cands, Candidate{Kind: k, Object: obj, InScope: in})
+			if tmpl := k.Template(obj); tmpl != nil {
+				secrets := c.secretsCount(ctx, obj, tmpl)
+				cand.Secrets = &secrets
+			}
+			cands = append(cands, cand)
 		}
 	}
-	return Impact(kind, namespace, name, key, stamp.Ignored(src), stamp.Options{Secrets: c.Secrets}, cands), nil
+	if !listed && forbidden != nil {
+		return ImpactReport{}, describe(forbidden, "any workload kind", namespace)
+	}
+	binaryKey := false
+	if src != nil {
+		_, inData := src.Data[key]
+		_, inBinary := src.BinaryData[key]
+		binaryKey = key != "" && inBinary && !inData
+	}
+	return Impact(kind, namespace, name, key, stamp.Ignored(src), binaryKey, stamp.Options{Secrets: c.Secrets}, cands), nil
 }
 
 // describe turns an API error into one a user can act on.

@@ -39,12 +39,19 @@ type Candidate struct {
 	Kind    *workload.Kind
 	Object  client.Object
 	InScope bool
+	// ScopeUnknown: its namespace could not be read and it is not labelled.
+	ScopeUnknown bool
+	// Secrets: whether Secrets count for it (nil: as opts.Secrets says).
+	Secrets *bool
 }
 
-// Impact lists the candidates that consume kind/name (a Secret counts only with
-// opts.Secrets, or for a workload whose stamp holds Secrets), sorted by kind and name.
+// Impact lists the candidates that consume kind/name (a Secret counts only where
+// Secrets count: the candidate's Secrets, else opts.Secrets), sorted by kind and name.
 // ignored tells that the source is annotated configstamp.io/ignore=true.
-func Impact(kind, namespace, name, key string, ignored bool, opts stamp.Options, candidates []Candidate) ImpactReport {
+//
+// binaryKey tells that key is one of the source's binaryData keys (env and envFrom do
+// not see those).
+func Impact(kind, namespace, name, key string, ignored, binaryKey bool, opts stamp.Options, candidates []Candidate) ImpactReport {
 	r := ImpactReport{Kind: kind, Namespace: namespace, Name: name, Key: key, Ignored: ignored, Workloads: []Consumer{}}
 	all := opts
 	all.Secrets = true // find every reference; whether it counts is decided below
@@ -60,18 +67,25 @@ func Impact(kind, namespace, name, key string, ignored bool, opts stamp.Options,
 		}
 		src := srcs[i]
 		w := Consumer{Kind: strings.ToLower(c.Kind.Kind), Name: c.Object.GetName(), Use: use(src, via(c.Object.GetAnnotations(), &tmpl.Spec, all))}
-		secretsCount := opts.Secrets || strings.Contains(tmpl.Annotations[stamp.SourcesAnnotation], stamp.KindSecret+"/")
+		secretsCount := opts.Secrets
+		if c.Secrets != nil {
+			secretsCount = *c.Secrets
+		}
 		switch {
 		case stamp.IsTrue(c.Object.GetAnnotations()[stamp.SkipAnnotation]):
 			w.Reason = "skipped: annotation " + stamp.SkipAnnotation + "=true"
+		case c.ScopeUnknown:
+			w.Reason = "scope unknown: the namespace can't be read and the workload is not labelled; if the namespace opts in, a change of a key it consumes rolls it"
 		case !c.InScope:
-			w.Reason = "namespace not opted in (nor the workload)"
+			w.Reason = "namespace not opted in (nor the workload), or excluded"
 		case kind == stamp.KindSecret && !secretsCount:
-			w.Reason = "Secrets are not hashed (configstamp runs without --secrets; pass --secrets if it does)"
+			w.Reason = "Secrets are not hashed (configstamp runs without --secrets)"
 		case ignored:
 			w.Reason = "the source is annotated " + stamp.IgnoreAnnotation + "=true: not hashed"
 		case key != "" && !src.AllKeys && !slices.Contains(src.Keys, key):
 			w.Reason = "key " + key + " not consumed: pods do not see it"
+		case key != "" && binaryKey && !src.Binary:
+			w.Reason = "key " + key + " is in binaryData, which env and envFrom do not see: pods do not see it"
 		case key != "":
 			w.Roll, w.Reason = true, "a change of key "+key+" rolls it"
 		default:

@@ -17,6 +17,8 @@ import (
 
 	"github.com/configstamp/configstamp/internal/hashkey"
 	"github.com/configstamp/configstamp/internal/workload"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/configstamp/configstamp/stamp"
 )
 
@@ -32,6 +34,13 @@ type OfflineStamp struct {
 	// NotInFiles lists the consumed sources the files do not hold: hashed as missing,
 	// as the webhook would if they did not exist.
 	NotInFiles []string `json:"notInFiles,omitempty"`
+	// Skipped: annotated configstamp.io/skip=true: the webhook leaves it unstamped
+	// (Hash and Sources are "").
+	Skipped bool `json:"skipped,omitempty"`
+	// NamespaceDefaulted: the manifest gives no namespace and none was given (-n, the
+	// kubeconfig context): Secret digests, keyed by namespace, may differ from the
+	// cluster's.
+	NamespaceDefaulted bool `json:"namespaceDefaulted,omitempty"`
 }
 
 // Manifests are the objects read from files.
@@ -39,6 +48,10 @@ type Manifests struct {
 	Workloads []Candidate
 	// Sources by namespace and "kind/name" (a Secret as stamp.SecretContent gives it).
 	Sources map[string]map[string]*corev1.ConfigMap
+	// NamespaceDefaulted: the namespace given to Decode is only a default (not -n nor
+	// the kubeconfig's).
+	NamespaceDefaulted bool
+	defaulted          map[client.Object]bool
 }
 
 // Decode reads a stream of YAML documents or JSON objects (and v1 Lists) and keeps the
@@ -72,8 +85,10 @@ func (m *Manifests) add(u *unstructured.Unstructured, namespace string, kinds []
 			return m.add(o.(*unstructured.Unstructured), namespace, kinds)
 		})
 	}
+	defaulted := false
 	if u.GetNamespace() == "" {
 		u.SetNamespace(namespace)
+		defaulted = m.NamespaceDefaulted
 	}
 	gvk := u.GroupVersionKind()
 	into := func(obj any) error {
@@ -123,6 +138,12 @@ func (m *Manifests) add(u *unstructured.Unstructured, namespace string, kinds []
 			return err
 		}
 		m.Workloads = append(m.Workloads, Candidate{Kind: k, Object: obj})
+		if defaulted {
+			if m.defaulted == nil {
+				m.defaulted = map[client.Object]bool{}
+			}
+			m.defaulted[obj] = true
+		}
 	}
 	return nil
 }
@@ -137,6 +158,10 @@ func Offline(m *Manifests, key []byte) ([]OfflineStamp, error) {
 		obj := w.Object
 		tmpl := w.Kind.Template(obj)
 		if tmpl == nil {
+			continue
+		}
+		if stamp.IsTrue(obj.GetAnnotations()[stamp.SkipAnnotation]) {
+			out = append(out, OfflineStamp{Kind: strings.ToLower(w.Kind.Kind), Namespace: obj.GetNamespace(), Name: obj.GetName(), Skipped: true})
 			continue
 		}
 		refs := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, opts)
@@ -159,17 +184,22 @@ func Offline(m *Manifests, key []byte) ([]OfflineStamp, error) {
 		}
 		out = append(out, OfflineStamp{
 			Kind: strings.ToLower(w.Kind.Kind), Namespace: obj.GetNamespace(), Name: obj.GetName(),
-			Hash: st.Hash, Sources: st.SourcesAnnotation(), NotInFiles: absent,
+			Hash: st.Hash, Sources: st.SourcesAnnotation(), NotInFiles: absent, NamespaceDefaulted: m.defaulted[obj],
 		})
 	}
 	return out, nil
 }
 
 // ReadKey reads a hash key file: the key's raw bytes, or their base64 (as
-// `kubectl get secret -o jsonpath='{.data.key}'` prints them).
+// `kubectl get secret -o jsonpath='{.data.key}'` prints them; surrounding whitespace
+// is ignored). A raw key followed by one newline (hashkey.Size+1 bytes) is taken
+// without it. The caller checks the length.
 func ReadKey(b []byte) []byte {
 	if dec, err := base64.StdEncoding.DecodeString(string(bytes.TrimSpace(b))); err == nil && len(dec) == hashkey.Size {
 		return dec
+	}
+	if len(b) == hashkey.Size+1 && b[hashkey.Size] == '\n' {
+		return b[:hashkey.Size]
 	}
 	return b
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/configstamp/configstamp/stamp"
 )
 
 // WriteReport prints a report as a table.
@@ -21,6 +23,23 @@ func WriteReport(w io.Writer, r Report) error {
 	}
 	fmt.Fprintf(tw, "Basis:\t%s\n", r.Basis)
 	fmt.Fprintf(tw, "Current:\t%s\n", or(r.Current.Hash, "not computed"))
+	if e := r.Evidence; e != nil {
+		at := func(t *time.Time) string {
+			if t == nil {
+				return "not known"
+			}
+			return t.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "Pods since:\t%s\n", at(e.PodsSince))
+		written := at(e.ConfigWritten)
+		if e.ConfigDeleted {
+			written += " (and a stamped source was deleted since)"
+		}
+		fmt.Fprintf(tw, "Config written:\t%s\n", written)
+		if e.CreatedCovered != nil {
+			fmt.Fprintf(tw, "Created after coverage:\t%s\n", yesNo(*e.CreatedCovered))
+		}
+	}
 	if len(r.Sources) > 0 {
 		fmt.Fprintln(tw)
 		fmt.Fprintln(tw, "SOURCE\tKEYS\tVIA\tOPTIONAL\tSTAMPED\tCURRENT\tSTATUS\tNOTE")
@@ -72,6 +91,10 @@ func WriteOffline(w io.Writer, stamps []OfflineStamp) error {
 			fmt.Fprintln(w)
 		}
 		fmt.Fprintf(w, "%s/%s in namespace %s\n", s.Kind, s.Name, s.Namespace)
+		if s.Skipped {
+			fmt.Fprintln(w, "  skipped: annotated "+stamp.SkipAnnotation+"=true, the webhook leaves it unstamped")
+			continue
+		}
 		if s.Hash == "" {
 			fmt.Fprintln(w, "  nothing to stamp: it consumes no (non-ignored) ConfigMap")
 			continue
