@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -30,7 +32,7 @@ import (
 const pluginName = "kubectl-configstamp"
 
 // cliCommands are the first arguments that run the command-line tools, not the server.
-var cliCommands = []string{"explain", "impact", "hash"}
+var cliCommands = []string{"explain", "impact", "hash", "help", "completion"}
 
 // isCLI reports whether args (os.Args) ask for the command-line tools: the binary runs
 // as the kubectl plugin, or its first argument is one of cliCommands. Anything else is
@@ -44,7 +46,62 @@ func isCLI(args []string) bool {
 
 // isPlugin reports whether the binary runs under the kubectl plugin's name.
 func isPlugin(arg0 string) bool {
-	return strings.TrimSuffix(filepath.Base(arg0), ".exe") == pluginName
+	base := filepath.Base(arg0)
+	if n := len(base) - len(".exe"); n > 0 && strings.EqualFold(base[n:], ".exe") {
+		base = base[:n]
+	}
+	return base == pluginName
+}
+
+// checkServerFlags parses args as the server would, on a throwaway flag set, and on an
+// error prints it to stderr (the server's logger is not set up yet when it parses), with
+// a hint when the arguments look meant for the command-line tools. It returns false
+// then; --help is left to the server.
+func checkServerFlags(args []string, stderr io.Writer) bool {
+	// The server's flags are parseFlags' and those packages register on
+	// flag.CommandLine (controller-runtime's --kubeconfig); the latter take any value
+	// here (they are checked when the server parses).
+	own := flag.NewFlagSet("probe", flag.ContinueOnError)
+	own.SetOutput(io.Discard)
+	_, _ = parseFlags(own, nil)
+	fs := flag.NewFlagSet("configstamp", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	flag.CommandLine.VisitAll(func(f *flag.Flag) {
+		if own.Lookup(f.Name) == nil {
+			b, isBool := f.Value.(interface{ IsBoolFlag() bool })
+			fs.Var(anyValue{isBool && b.IsBoolFlag()}, f.Name, f.Usage)
+		}
+	})
+	_, err := parseFlags(fs, args)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return true
+	}
+	fmt.Fprintln(stderr, "error:", err)
+	for _, a := range args {
+		if slices.Contains(cliCommands, a) {
+			fmt.Fprintf(stderr, "The command-line tools take their command first: configstamp %s [flags] (see configstamp help).\n", a)
+			return false
+		}
+	}
+	fmt.Fprintln(stderr, "Run configstamp --help for the server's flags, or configstamp help for the command-line tools (explain, impact, hash).")
+	return false
+}
+
+// anyValue accepts any value of a flag (a bool flag when isBool).
+type anyValue struct{ isBool bool }
+
+func (anyValue) String() string     { return "" }
+func (anyValue) Set(string) error   { return nil }
+func (v anyValue) IsBoolFlag() bool { return v.isBool }
+
+// serverUsage is the server's --help: its flags, and the command-line tools.
+func serverUsage(fs *flag.FlagSet) func() {
+	return func() {
+		out := fs.Output()
+		fmt.Fprintf(out, "Usage: configstamp [flags]: the server (admission webhook and watcher).\n"+
+			"       configstamp explain|impact|hash ...: the command-line tools (also as the kubectl plugin kubectl-configstamp); configstamp help tells more.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
 }
 
 // runCLI runs the command-line tools with args (os.Args[1:]) and returns the exit code.
@@ -110,6 +167,17 @@ func (k *kubeFlags) bind(fs *pflag.FlagSet) {
 // addOutput adds -o/--output.
 func (c *cli) addOutput(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&c.output, "output", "o", "table", "Output format: table, json or yaml.")
+	// Checked before anything is read.
+	cmd.PreRunE = func(*cobra.Command, []string) error { return c.checkOutput() }
+}
+
+// checkOutput validates -o.
+func (c *cli) checkOutput() error {
+	switch c.output {
+	case "", "table", "wide", "json", "yaml":
+		return nil
+	}
+	return fmt.Errorf("unknown output format %q: want table, json or yaml", c.output)
 }
 
 // print writes v as JSON or YAML, or calls table.
@@ -146,6 +214,33 @@ func (c *cli) namespace() (string, error) {
 	return ns, nil
 }
 
+// offlineNamespace is the namespace of objects without one in manifests: -n, else the
+// kubeconfig context's when a kubeconfig can be read (no cluster needed), else
+// "default"; defaulted tells the last.
+func (c *cli) offlineNamespace() (ns string, defaulted bool) {
+	if n := c.kube.overrides.Context.Namespace; n != "" {
+		return n, false
+	}
+	if n, explicit, err := c.kube.config.Namespace(); err == nil && n != "" && (explicit || n != "default" || c.contextHasNamespace()) {
+		return n, false
+	}
+	return "default", true
+}
+
+// contextHasNamespace reports whether the kubeconfig's current context sets a namespace.
+func (c *cli) contextHasNamespace() bool {
+	raw, err := c.kube.config.RawConfig()
+	if err != nil {
+		return false
+	}
+	name := raw.CurrentContext
+	if c.kube.overrides.CurrentContext != "" {
+		name = c.kube.overrides.CurrentContext
+	}
+	ctx, ok := raw.Contexts[name]
+	return ok && ctx.Namespace != ""
+}
+
 // client is a direct (uncached) client of the cluster of the kubeconfig.
 func (c *cli) client() (client.Client, error) {
 	cfg, err := c.kube.config.ClientConfig()
@@ -174,12 +269,18 @@ func (c *cli) client() (client.Client, error) {
 type scopeFlags struct {
 	label, excluded string
 	secrets         bool
+	registration    string
+	rollStale       bool
+	secretsSet      func() bool
 }
 
 func (s *scopeFlags) bind(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&s.label, "namespace-label", stamp.InjectLabel, "The server's --namespace-label: the label (value \"enabled\") that opts a namespace or a workload in.")
 	cmd.Flags().StringVar(&s.excluded, "exclude-namespaces", strings.Join(scope.DefaultExcluded, ","), "The server's --exclude-namespaces.")
-	cmd.Flags().BoolVar(&s.secrets, "secrets", false, "The server runs with --secrets: Secrets count (a workload whose stamp holds Secret digests is judged so in any case).")
+	cmd.Flags().BoolVar(&s.secrets, "secrets", false, "The server runs with --secrets: Secrets count. Read from the registration's "+stamp.CoverageAnnotation+" when it can be read; else this flag, when given; else a workload's record says.")
+	cmd.Flags().StringVar(&s.registration, "registration-name", "configstamp", "The server's --registration-name: the MutatingWebhookConfiguration whose "+stamp.CoverageAnnotation+" says whether Secrets count and since when each kind is stamped.")
+	cmd.Flags().BoolVar(&s.rollStale, "roll-stale-at-install", false, "The server runs with --roll-stale-at-install.")
+	s.secretsSet = func() bool { return cmd.Flags().Changed("secrets") }
 }
 
 // kindAliases maps what a user may type to a workload kind.
@@ -291,7 +392,8 @@ func (c *cli) cluster(sf *scopeFlags) (*explain.Cluster, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	return &explain.Cluster{Client: cl, Scope: sc, Secrets: sf.secrets, Warn: c.warn}, ns, nil
+	return &explain.Cluster{Client: cl, Scope: sc, Secrets: sf.secrets, SecretsSet: sf.secretsSet(), Registration: sf.registration,
+		RollStale: sf.rollStale, Warn: c.warn}, ns, nil
 }
 
 func (c *cli) impactCmd() *cobra.Command {
@@ -343,21 +445,18 @@ func (c *cli) hashCmd() *cobra.Command {
 		if len(files) == 0 {
 			return fmt.Errorf("no manifests: give -f FILE (or -f - for stdin)")
 		}
-		ns := "default"
-		if n := c.kube.overrides.Context.Namespace; n != "" {
-			ns = n
-		}
+		ns, defaulted := c.offlineNamespace()
 		var key []byte
 		if keyFile != "" {
 			b, err := os.ReadFile(keyFile)
 			if err != nil {
 				return fmt.Errorf("--secret-hash-key-file: %w", err)
 			}
-			if key = explain.ReadKey(b); len(key) == 0 {
-				return fmt.Errorf("--secret-hash-key-file %s: empty", keyFile)
+			if key = explain.ReadKey(b); len(key) != hashkey.Size {
+				return fmt.Errorf("--secret-hash-key-file %s: holds %d bytes, want the server's key of exactly %d bytes (raw, or base64; one trailing newline is ignored)", keyFile, len(key), hashkey.Size)
 			}
 		}
-		var m explain.Manifests
+		m := explain.Manifests{NamespaceDefaulted: defaulted}
 		kinds := append(workload.Builtin(), workload.Rollout)
 		for _, f := range files {
 			var r io.Reader = os.Stdin
@@ -380,9 +479,14 @@ func (c *cli) hashCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
+		for _, st := range stamps {
+			if st.NamespaceDefaulted && strings.Contains(st.Sources, stamp.KindSecret+"/") {
+				c.warn(fmt.Sprintf("%s/%s: Secret digests are keyed by namespace, and its namespace %q is a default (none in the manifest, no -n, no kubeconfig context namespace): pass -n NAMESPACE", st.Kind, st.Name, ns))
+			}
+		}
 		return c.print(stamps, func(w io.Writer) error { return explain.WriteOffline(w, stamps) })
 	}
-	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "Manifest file (- for stdin); repeat for more.")
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "Manifest file (- for stdin); repeat for more. An object without a namespace is in -n's, else the kubeconfig context's (read without contacting the cluster), else default.")
 	cmd.Flags().StringVar(&keyFile, "secret-hash-key-file", "", "File holding the cluster's hash key of Secret digests (the key of the server's --secret-hash-key Secret, raw or base64); with it, Secrets count.")
 	c.addOutput(cmd)
 	return cmd

@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
+	"os"
 	"strings"
 	"testing"
 
+	"github.com/configstamp/configstamp/internal/hashkey"
 	"github.com/configstamp/configstamp/internal/workload"
 )
 
@@ -52,5 +55,115 @@ func TestCLIErrorsExitNonZero(t *testing.T) {
 	}
 	if code := runCLI(false, []string{"explain", "deploy/a", "-o", "xml", "--kubeconfig", "/nonexistent"}, &out, &errOut); code == 0 {
 		t.Errorf("exit 0 with a missing kubeconfig")
+	}
+}
+
+func TestDispatchUsability(t *testing.T) {
+	for _, args := range [][]string{{"configstamp", "help"}, {"configstamp", "completion", "bash"}, {`C:\bin\kubectl-configstamp.EXE`, "explain"}} {
+		if !isCLI(args) {
+			t.Errorf("isCLI(%q) = false", args)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"expalin", "deploy/x"}, "unexpected arguments"},
+		{[]string{"-n", "x", "explain", "deploy/x"}, "configstamp explain [flags]"},
+	} {
+		var errOut bytes.Buffer
+		if checkServerFlags(tc.args, &errOut) || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%q: stderr %q, want %q", tc.args, errOut.String(), tc.want)
+		}
+	}
+	var errOut bytes.Buffer
+	if !checkServerFlags([]string{"--webhook-port=9443", "--kubeconfig", "/k", "--zap-log-level=debug"}, &errOut) || errOut.Len() > 0 {
+		t.Errorf("valid server flags refused: %q", errOut.String())
+	}
+}
+
+// -o is checked before anything is read: with a kubeconfig that does not exist, the
+// error is about -o.
+func TestOutputCheckedFirst(t *testing.T) {
+	for _, args := range [][]string{
+		{"explain", "deploy/a", "-o", "xml", "--kubeconfig", "/nonexistent"},
+		{"impact", "cm/a", "-o", "xml", "--kubeconfig", "/nonexistent"},
+		{"hash", "-f", "/nonexistent", "-o", "xml"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := runCLI(false, args, &out, &errOut); code == 0 || !strings.Contains(errOut.String(), `unknown output format "xml"`) {
+			t.Errorf("%q: exit %d, stderr %q", args, code, errOut.String())
+		}
+	}
+}
+
+func TestKeyFileSize(t *testing.T) {
+	dir := t.TempDir()
+	manifest := dir + "/m.yaml"
+	if err := os.WriteFile(manifest, []byte("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a}\nspec: {template: {spec: {containers: [{name: c}]}}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		content []byte
+		ok      bool
+	}{
+		"raw":             {bytes.Repeat([]byte{1}, hashkey.Size), true},
+		"raw, newline":    {append(bytes.Repeat([]byte{1}, hashkey.Size), '\n'), true},
+		"base64, newline": {[]byte(base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, hashkey.Size)) + "\n"), true},
+		"short":           {[]byte("secret\n"), false},
+		"long":            {bytes.Repeat([]byte{1}, 2*hashkey.Size), false},
+	} {
+		f := dir + "/key"
+		if err := os.WriteFile(f, tc.content, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out, errOut bytes.Buffer
+		code := runCLI(false, []string{"hash", "-f", manifest, "--secret-hash-key-file", f, "-n", "x"}, &out, &errOut)
+		if (code == 0) != tc.ok || !tc.ok && !strings.Contains(errOut.String(), "want the server's key") {
+			t.Errorf("%s: exit %d, stderr %q", name, code, errOut.String())
+		}
+	}
+}
+
+func TestHashSkipped(t *testing.T) {
+	f := t.TempDir() + "/m.yaml"
+	if err := os.WriteFile(f, []byte("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a, namespace: x, annotations: {configstamp.io/skip: \"true\"}}\n"+
+		"spec: {template: {spec: {containers: [{name: c, envFrom: [{configMapRef: {name: cfg}}]}]}}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := runCLI(false, []string{"hash", "-f", f}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "skipped") || strings.Contains(out.String(), "config-hash") {
+		t.Errorf("exit %d, out %q, stderr %q", code, out.String(), errOut.String())
+	}
+}
+
+// hash -f takes the namespace of the kubeconfig's context without a cluster, and warns
+// when a Secret digest is keyed with a defaulted namespace.
+func TestHashNamespace(t *testing.T) {
+	dir := t.TempDir()
+	kubeconfig := dir + "/config"
+	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts: [{name: c, context: {cluster: k, user: u, namespace: shop}}]\n"+
+		"clusters: [{name: k, cluster: {server: 'https://127.0.0.1:1'}}]\nusers: [{name: u, user: {}}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := dir + "/m.yaml"
+	if err := os.WriteFile(f, []byte("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a}\n"+
+		"spec: {template: {spec: {containers: [{name: c, envFrom: [{secretRef: {name: s}}]}]}}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key := dir + "/key"
+	if err := os.WriteFile(key, bytes.Repeat([]byte{1}, hashkey.Size), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := runCLI(false, []string{"hash", "-f", f, "--kubeconfig", kubeconfig, "--secret-hash-key-file", key}, &out, &errOut); code != 0 ||
+		!strings.Contains(out.String(), "in namespace shop") || strings.Contains(errOut.String(), "warning") {
+		t.Errorf("context namespace: exit %d, out %q, stderr %q", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := runCLI(false, []string{"hash", "-f", f, "--kubeconfig", dir + "/none", "--secret-hash-key-file", key}, &out, &errOut); code != 0 ||
+		!strings.Contains(out.String(), "in namespace default") || !strings.Contains(errOut.String(), "pass -n NAMESPACE") {
+		t.Errorf("defaulted: exit %d, out %q, stderr %q", code, out.String(), errOut.String())
 	}
 }

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"flag"
 	"os"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -12,6 +13,10 @@ import (
 func main() {
 	if isCLI(os.Args) {
 		os.Exit(runCLI(isPlugin(os.Args[0]), os.Args[1:], os.Stdout, os.Stderr))
+	}
+	flag.CommandLine.Usage = serverUsage(flag.CommandLine)
+	if !checkServerFlags(os.Args[1:], os.Stderr) {
+		os.Exit(1)
 	}
 	if err := run(ctrl.SetupSignalHandler(), os.Args[1:]); err != nil {
 		ctrl.Log.WithName("setup").Error(err, "Exited")
