@@ -7,11 +7,15 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/internal/explain"
+	"github.com/configstamp/configstamp/internal/hashkey"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/test/hashdoc"
 )
 
 // known names the real values a report of obj may show: its stamp, record and per-source
@@ -70,6 +74,25 @@ func TestExplain(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, name, _ := strings.Cut(tc.args[0], "/")
 			m := known(t, f, tc.kind, name)
+			// The current hash where it differs from the stamp, computed independently
+			// from docs/hash.md (test/hashdoc), so a golden file shows it by name and a
+			// wrong one fails.
+			switch tc.name {
+			case "changed":
+				m[hashdoc.Hash([]hashdoc.Source{{Name: "cfg"}}, func(n string) *corev1.ConfigMap { return liveConfigMap(t, f.in, n) })] = "<current>"
+			case "held":
+				var key corev1.Secret
+				if err := k8s.Get(bg, client.ObjectKey{Namespace: keyNamespace, Name: keyName}, &key); err != nil {
+					t.Fatal(err)
+				}
+				srcs := []hashdoc.Source{{Name: "app", Keys: []string{"a"}, EnvOnly: true}, {Name: "db", Keys: []string{"password"}, EnvOnly: true, Secret: true}}
+				m[hashdoc.Keyed(srcs, func(secret bool, n string) *corev1.ConfigMap {
+					if secret {
+						return nil // deleted
+					}
+					return liveConfigMap(t, f.in, n)
+				}, key.Data[hashkey.DataKey], f.in)] = "<current>"
+			}
 			args := append([]string{"explain", "-n", f.in}, tc.args...)
 			golden(t, "explain-"+tc.name+".txt", mask(ok(t, args...), m))
 			out := ok(t, append(args, "-o", "json")...)
@@ -98,6 +121,19 @@ func TestExplain(t *testing.T) {
 			}
 		})
 	}
+}
+
+// liveConfigMap reads a ConfigMap (nil: it does not exist).
+func liveConfigMap(t *testing.T, namespace, name string) *corev1.ConfigMap {
+	t.Helper()
+	var cm corev1.ConfigMap
+	if err := k8s.Get(bg, client.ObjectKey{Namespace: namespace, Name: name}, &cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		t.Fatal(err)
+	}
+	return &cm
 }
 
 // TestExplainEvents checks that the watcher's Events are shown.
@@ -171,7 +207,7 @@ func TestPlugin(t *testing.T) {
 	}
 	kubectl, err := lookPath("kubectl")
 	if err != nil {
-		t.Skip("kubectl not on PATH")
+		t.Fatalf("kubectl not on PATH (TestHash needs it too): %v", err)
 	}
 	cmd := env.Command(dir, []string{"PATH=" + dir + string(os.PathListSeparator) + os.Getenv("PATH")}, "kubectl",
 		"configstamp", "explain", "--namespace", f.in, "deployment/current")

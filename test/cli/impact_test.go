@@ -188,7 +188,6 @@ current-context: c
 		{"no access", []string{"explain", "-n", f.in, "deployment/current", "--kubeconfig", noAccess}, "error: no access to deployment/current in namespace " + f.in},
 		{"no access impact", []string{"impact", "-n", f.in, "configmap/app", "--kubeconfig", noAccess}, "error: no access to"},
 		{"unreachable", []string{"explain", "deployment/current", "--kubeconfig", unreachable}, "error: cannot reach the cluster"},
-		{"no rollout CRD", []string{"explain", "-n", f.in, "rollout/web"}, "error: rollout/web: the kind is not installed in this cluster"},
 		{"no manifests", []string{"hash"}, "error: no manifests"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,7 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/internal/explain"
 	"github.com/configstamp/configstamp/stamp"
@@ -13,9 +15,23 @@ import (
 )
 
 // TestRollout explains an Argo Rollout stamped by the webhook, and finds it with impact.
-// (TestErrors, earlier, runs before the CRD is installed.)
+// Before it installs the Rollout CRD (only this test does, so the check does not depend
+// on the order the tests run in), explain of a Rollout is an error that says so.
 func TestRollout(t *testing.T) {
 	f := fixtures(t)
+	crd := &unstructured.Unstructured{}
+	crd.SetAPIVersion("apiextensions.k8s.io/v1")
+	crd.SetKind("CustomResourceDefinition")
+	if err := k8s.Get(bg, client.ObjectKey{Name: "rollouts.argoproj.io"}, crd); apierrors.IsNotFound(err) {
+		want := "error: rollout/web: the kind is not installed in this cluster"
+		if r := run(t, "", "explain", "-n", f.in, "rollout/web"); r.code == 0 || !strings.Contains(r.stderr, want) {
+			t.Errorf("no Rollout CRD: exit %d, stderr %q; want non-zero and %q", r.code, r.stderr, want)
+		}
+	} else if err != nil {
+		t.Fatal(err)
+	} else {
+		t.Log("the Rollout CRD is installed already (the test ran before in this cluster): its absence is not checked again")
+	}
 	if err := env.InstallCRDs(bg, framework.ArgoRolloutsCRD()); err != nil {
 		t.Fatal(err)
 	}
