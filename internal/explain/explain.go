@@ -206,6 +206,9 @@ type Input struct {
 	ScopeUnknown bool
 	// RollStale: the server runs with --roll-stale-at-install.
 	RollStale bool
+	// KindNotCovered: the registration shows configstamp does not cover the kind (a
+	// Rollout, without --argo-rollouts).
+	KindNotCovered bool
 	// Times is read for the watcher's decision without a certain basis; nil: not read.
 	Times *Times
 }
@@ -233,7 +236,7 @@ func Explain(in Input) Report {
 	r := Report{
 		Kind: strings.ToLower(in.Kind.Kind), Namespace: obj.GetNamespace(), Name: obj.GetName(),
 		InScope: in.InScope, Skipped: stamp.IsTrue(obj.GetAnnotations()[stamp.SkipAnnotation]),
-		Basis: "none", Sources: []Source{}, Events: Events(in.Events),
+		Basis: "none", Sources: []Source{}, Events: Events(ofObject(in.Events, obj)),
 	}
 	tmpl := in.Kind.Template(obj)
 	if tmpl == nil {
@@ -269,6 +272,9 @@ func verdict(in Input, r *Report, refs []stamp.Source) (code, reason string, rol
 	switch {
 	case r.Skipped:
 		return VerdictSkipped, "skipped: annotation " + stamp.SkipAnnotation + "=true", false
+	case in.KindNotCovered:
+		return VerdictNotInScope, fmt.Sprintf("configstamp does not cover %ss: the server runs without --argo-rollouts (the registration's %s has no %s)",
+			r.Kind, stamp.CoverageAnnotation, in.Kind.Resource), false
 	case in.ScopeUnknown:
 		return VerdictUnknownScope, fmt.Sprintf("scope unknown: namespace %s could not be read, and the %s has no label %s=%s; if the namespace opts in, it is judged as below",
 			r.Namespace, r.Kind, in.NamespaceLabel, stamp.InjectValue), false
@@ -624,6 +630,21 @@ func Events(evs []corev1.Event) []Event {
 	slices.SortStableFunc(out, func(a, b Event) int { return a.Time.Compare(b.Time) })
 	if len(out) > maxEvents {
 		out = out[len(out)-maxEvents:]
+	}
+	return out
+}
+
+// ofObject keeps the Events about obj itself: not those of an earlier object of the
+// same name (another UID).
+func ofObject(evs []corev1.Event, obj client.Object) []corev1.Event {
+	if obj.GetUID() == "" {
+		return evs
+	}
+	var out []corev1.Event
+	for _, e := range evs {
+		if e.InvolvedObject.UID == "" || e.InvolvedObject.UID == obj.GetUID() {
+			out = append(out, e)
+		}
 	}
 	return out
 }

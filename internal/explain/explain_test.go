@@ -186,3 +186,17 @@ func TestEventsMerged(t *testing.T) {
 		t.Errorf("events: %+v", got)
 	}
 }
+
+// Events of an earlier object of the same name (another UID) are not shown.
+func TestEventsOfObject(t *testing.T) {
+	d := deployment()
+	d.UID = "now"
+	evs := []corev1.Event{
+		{Reason: "ConfigChanged", Type: "Normal", Message: "earlier object", InvolvedObject: corev1.ObjectReference{UID: "before"}},
+		{Reason: "ConfigMissing", Type: "Warning", Message: "this one", InvolvedObject: corev1.ObjectReference{UID: "now"}},
+	}
+	r := Explain(Input{Kind: workload.Deployment, Object: d, InScope: true, Live: live(t, d, nil), Events: evs})
+	if len(r.Events) != 1 || r.Events[0].Message != "this one" {
+		t.Errorf("events: %+v", r.Events)
+	}
+}

@@ -76,6 +76,12 @@ func (c *Cluster) Explain(ctx context.Context, kind *workload.Kind, namespace, n
 	default:
 		in.ScopeUnknown = true
 	}
+	if kind == workload.Rollout {
+		if cov := c.readCoverage(ctx); cov != nil {
+			_, covered := cov[workload.Rollout.Resource]
+			in.KindNotCovered = !covered
+		}
+	}
 	tmpl := kind.Template(obj)
 	if tmpl != nil {
 		in.Options = stamp.Options{Secrets: c.secretsCount(ctx, obj, tmpl)}
@@ -83,9 +89,9 @@ func (c *Cluster) Explain(ctx context.Context, kind *workload.Kind, namespace, n
 		if in.Live, err = c.live(ctx, namespace, refs); err != nil {
 			return Report{}, err
 		}
-		if rec, ok := stamp.ObservedFor(obj.GetAnnotations(), tmpl); !ok || !rec.Certain(refs) {
-			in.Times = c.times(ctx, kind, obj, ns, known)
-		}
+		// The times: what the watcher decides from without a valid record, and what
+		// "written since" compares with.
+		in.Times = c.times(ctx, kind, obj, ns, known)
 	}
 	var evs corev1.EventList
 	if err := c.Client.List(ctx, &evs, client.InNamespace(namespace), client.MatchingFields{
@@ -132,6 +138,15 @@ func (c *Cluster) readCoverage(ctx context.Context) map[string]time.Time {
 			m = map[string]time.Time{}
 		}
 	}
+	// As the watcher's coverage.of: Deployments since the registration's creation,
+	// the others never before it.
+	created := reg.CreationTimestamp.Time
+	for k, t := range m {
+		if created.After(t) {
+			m[k] = created
+		}
+	}
+	m[workload.Deployment.Resource] = created
 	c.coverage = m
 	return m
 }
@@ -189,7 +204,7 @@ func (c *Cluster) live(ctx context.Context, namespace string, refs []stamp.Sourc
 		}
 		l.Content[ref.ID()] = cm
 	}
-	var key func() []byte
+	var key []byte
 	if stamp.HasSecrets(refs) {
 		var k []byte
 		if secretsReadable {
@@ -204,11 +219,15 @@ func (c *Cluster) live(ctx context.Context, namespace string, refs []stamp.Sourc
 				}
 			}
 			refs = cms
+		} else {
+			key = stamp.NamespaceKey(k, namespace)
 		}
-		key = func() []byte { return k }
 	}
-	reader := &configread.Reader{Client: c.Client, Key: key}
-	st, err := reader.Stamp(ctx, namespace, refs)
+	// The digests of the content just read (each source is read once): the stamp core
+	// the webhook's configread calls, with the same namespace key.
+	st, err := stamp.Compute(ctx, refs, func(_ context.Context, kind, name string) (*corev1.ConfigMap, error) {
+		return l.Content[kind+"/"+name], nil
+	}, key)
 	if err != nil {
 		return Live{}, err
 	}

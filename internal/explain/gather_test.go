@@ -8,12 +8,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/configstamp/configstamp/internal/argo"
 	"github.com/configstamp/configstamp/internal/scope"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
@@ -96,5 +99,38 @@ func TestScopeUnknown(t *testing.T) {
 				t.Errorf("got %s %q, want %s", r.Verdict, r.Reason, tc.verdict)
 			}
 		})
+	}
+}
+
+// A Rollout while the registration shows Rollouts are not covered (no --argo-rollouts).
+func TestRolloutNotCovered(t *testing.T) {
+	sc, err := scope.New(stamp.InjectLabel, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := &unstructured.Unstructured{}
+	ro.SetAPIVersion("argoproj.io/v1alpha1")
+	ro.SetKind("Rollout")
+	ro.SetNamespace("ns")
+	ro.SetName("canary")
+	ro.SetLabels(map[string]string{stamp.InjectLabel: stamp.InjectValue})
+	_ = unstructured.SetNestedMap(ro.Object, map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": "c"}}}}, "spec", "template")
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns"}}
+	for cov, want := range map[string]string{`{"rollouts":"2026-01-01T00:00:00Z"}`: VerdictNoSources, `{}`: VerdictNotInScope} {
+		scheme := runtime.NewScheme()
+		if err := clientgoscheme.AddToScheme(scheme); err != nil {
+			t.Fatal(err)
+		}
+		if err := argo.AddToScheme(scheme); err != nil {
+			t.Fatal(err)
+		}
+		cl := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ro.DeepCopy(), ns, registration(cov)).Build()
+		r, err := (&Cluster{Client: cl, Scope: sc}).Explain(context.Background(), workload.Rollout, "ns", "canary")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Verdict != want {
+			t.Errorf("coverage %s: got %s %q, want %s", cov, r.Verdict, r.Reason, want)
+		}
 	}
 }
