@@ -9,23 +9,37 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
-// AuditMark is a position in the API server's audit log.
-type AuditMark int64
+// AuditMark is a position in the API server's audit log: a byte offset into one file
+// (its inode). Reading from a mark fails if the log was replaced (rotated) or shrank
+// since: byte offsets into another file would skip or repeat events silently.
+type AuditMark struct {
+	offset int64
+	inode  uint64
+	err    error // the log could not be stat'ed when marked
+}
 
 // MarkAudit is the audit log's current end: events after it are the ones to come.
 func MarkAudit(path string) AuditMark {
 	st, err := os.Stat(path)
 	if err != nil {
-		return 0
+		return AuditMark{err: fmt.Errorf("marking the audit log: %w", err)}
 	}
-	return AuditMark(st.Size())
+	return AuditMark{offset: st.Size(), inode: inode(st)}
 }
 
-// AuditEvent is what the load programs read of one audit event (audit.k8s.io/v1 Event,
-// level Metadata).
+func inode(fi os.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ino
+	}
+	return 0
+}
+
+// AuditEvent is what the load programs read of one audit event (audit.k8s.io/v1 Event;
+// level Metadata, or Request where the cluster's policy asks for the body).
 type AuditEvent struct {
 	Stage     string
 	Verb      string
@@ -34,21 +48,41 @@ type AuditEvent struct {
 	// ResponseStatus is absent on events logged before the response.
 	ResponseStatus *struct{ Code int }
 	// Annotations hold the admission webhooks' audit annotations, keyed
-	// "<webhook entry name>/<key>".
+	// "<webhook entry name>/<key>", and the API server's own about the webhooks it
+	// called ("mutation.webhook.admission.k8s.io/round_R_index_I", with a
+	// "failed-open." prefix for one that failed open).
 	Annotations map[string]string
+	// RequestObject is the request's body, logged at level Request and above (for a
+	// PATCH: the patch as sent).
+	RequestObject json.RawMessage
 	// StageTimestamp is when the event's stage was reached (ResponseComplete: when the
 	// response was sent).
 	StageTimestamp time.Time
 }
 
 // ReadAudit calls f with every event in the audit log after mark, in the order logged.
+// It fails if the file at path is no longer the one marked, or is shorter than the mark,
+// or was replaced while being read.
 func ReadAudit(path string, mark AuditMark, f func(ev *AuditEvent)) error {
+	if mark.err != nil {
+		return mark.err
+	}
 	file, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer file.Close()
-	if _, err := file.Seek(int64(mark), io.SeekStart); err != nil {
+	st, err := file.Stat()
+	if err != nil {
+		return err
+	}
+	if inode(st) != mark.inode {
+		return fmt.Errorf("audit log %s replaced since it was marked (inode %d, was %d): rotated?", path, inode(st), mark.inode)
+	}
+	if st.Size() < mark.offset {
+		return fmt.Errorf("audit log %s shrank since it was marked (%d bytes, mark at %d)", path, st.Size(), mark.offset)
+	}
+	if _, err := file.Seek(mark.offset, io.SeekStart); err != nil {
 		return err
 	}
 	sc := bufio.NewScanner(file)
@@ -59,7 +93,17 @@ func ReadAudit(path string, mark AuditMark, f func(ev *AuditEvent)) error {
 			f(&ev)
 		}
 	}
-	return sc.Err()
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	now, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if inode(now) != mark.inode {
+		return fmt.Errorf("audit log %s replaced while it was read (inode %d, was %d): rotated?", path, inode(now), mark.inode)
+	}
+	return nil
 }
 
 // Requests counts the requests user made after mark, by "verb resource".

@@ -6,15 +6,23 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
+
+// metricsClient reads configstamp's metrics endpoint: a scrape that hangs fails (and
+// is reported as missing) instead of holding up the sampler or the check.
+var metricsClient = &http.Client{Timeout: 5 * time.Second}
 
 // scrape returns the lines of configstamp's Prometheus endpoint.
 func scrape(addr string) ([]string, error) {
-	resp, err := http.Get("http://" + addr + "/metrics")
+	resp, err := metricsClient.Get("http://" + addr + "/metrics")
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("metrics endpoint %s: %s", addr, resp.Status)
+	}
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return nil, err

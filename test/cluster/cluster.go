@@ -137,7 +137,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"--service-account-issuer", "https://kubernetes.default.svc", "--service-account-key-file", pki.saKey,
 		"--service-account-signing-key-file", pki.saKey, "--service-cluster-ip-range", "10.96.0.0/16",
 		"--audit-policy-file", pki.auditPolicy, "--audit-log-path", c.AuditLog,
-		"--audit-log-mode", "blocking",
+		"--audit-log-mode", "blocking", "--audit-log-maxsize", "0", // 0: never rotated (readers hold byte offsets)
 		"--endpoint-reconciler-type", "none", "--allow-privileged"); err != nil {
 		return nil, err
 	}
@@ -202,6 +202,14 @@ func (c *Cluster) writePKI() (pkiFiles, error) {
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
+# configstamp's PATCHes of Deployments with their bodies (a few hundred bytes): the
+# nudge marker's value tells a nudge ("true") from a record write ("record"), test/soak.
+- level: Request
+  users: ["` + ConfigstampUser + `"]
+  verbs: ["patch"]
+  resources:
+  - group: apps
+    resources: ["deployments"]
 # Every request configstamp makes, to count them.
 - level: Metadata
   users: ["` + ConfigstampUser + `"]

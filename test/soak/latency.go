@@ -6,11 +6,12 @@ import (
 	"time"
 )
 
-// latency is how long each edit waited for its nudge, from the audit log: the k-th
-// nudge of a Deployment answers the k-th edit of its ConfigMap (each edit is one nudge
-// when exactly-once holds; where it does not, the Deployment is left out). It includes
-// the debounce. A median that grows from the first half of the edits to the second is
-// a backlog building up.
+// latency is how long configstamp took from an edit to its nudge, from the audit log:
+// each nudge of a Deployment is paired with the latest edit of its ConfigMap before it
+// (so a nudge that came late, even after a second edit, still counts; an edit that
+// never got a nudge of its own is a violation the windows report). It includes the
+// debounce. A median that grows from the first half of the edits to the second is a
+// backlog building up.
 type latency struct {
 	n                     int
 	p50, p90, p99, max    time.Duration
@@ -24,12 +25,16 @@ func measureLatency(objs []object, edits, nudges map[string][]time.Time) latency
 	}
 	var pairs []pair
 	for _, o := range objs {
-		e, n := edits[o.configMapKey()], nudges[o.key()]
-		if len(e) != len(n) {
-			continue
-		}
-		for k := range e {
-			pairs = append(pairs, pair{at: e[k], lag: n[k].Sub(e[k])})
+		e := edits[o.configMapKey()]
+		for _, t := range nudges[o.key()] {
+			// The latest edit before the nudge (edits are in the audit log's order).
+			k := len(e) - 1
+			for k >= 0 && !e[k].Before(t) {
+				k--
+			}
+			if k >= 0 {
+				pairs = append(pairs, pair{at: e[k], lag: t.Sub(e[k])})
+			}
 		}
 	}
 	var l latency
@@ -58,6 +63,6 @@ func measureLatency(objs []object, edits, nudges map[string][]time.Time) latency
 
 func (l latency) String() string {
 	r := func(d time.Duration) string { return d.Round(10 * time.Millisecond).String() }
-	return fmt.Sprintf("p50 %s, p90 %s, p99 %s, max %s over %d edits; median %s in the first half of the edits, %s in the second",
+	return fmt.Sprintf("p50 %s, p90 %s, p99 %s, max %s over %d nudges; median %s in the first half of the edits, %s in the second",
 		r(l.p50), r(l.p90), r(l.p99), r(l.max), l.n, r(l.firstHalf), r(l.secondHalf))
 }

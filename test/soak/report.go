@@ -21,16 +21,54 @@ type results struct {
 	requests map[string]int
 	check    verdict
 
-	nudgesTotal float64 // configstamp_nudges_total at the end
-	alive       bool
-	panics      []string
-	starts      int
+	nudgesTotal    float64 // configstamp_nudges_total at the end (configstamp's nudges since it started)
+	nudgesTotalErr error
+	alive          bool
+	panics         []string
+	starts         int
 }
 
-// failed reports an exactly-once violation, a panic or a restart: the soak exits
-// non-zero. Suspected leaks are reported, not failed.
+// failed reports an exactly-once violation, a run that proved nothing, a panic or a
+// restart: the soak exits non-zero. Suspected leaks are reported, not failed.
 func (r *results) failed() bool {
-	return len(r.check.problems) > 0 || len(r.panics) > 0 || r.restarted()
+	return len(r.check.problems) > 0 || len(r.runProblems()) > 0 || len(r.panics) > 0 || r.restarted()
+}
+
+// runProblems are what makes the run as a whole fail, apart from the Deployments'
+// violations: a run that checked nothing or less than it claims, and audit-log evidence
+// that contradicts configstamp's own count.
+func (r *results) runProblems() []string {
+	var out []string
+	e, v := r.editing, r.check
+	if e.made == 0 {
+		out = append(out, "no edits made: nothing was checked")
+	}
+	if e.failed > 0 {
+		out = append(out, fmt.Sprintf("%d edits failed: what the ConfigMaps owe is uncertain", e.failed))
+	}
+	if v.tallyOff > 0 {
+		out = append(out, fmt.Sprintf("%d ConfigMaps' revisions differ from the edits the editor counted", v.tallyOff))
+	}
+	if v.edits != e.made {
+		out = append(out, fmt.Sprintf("the ConfigMaps' revisions add up to %d edits, the editor made %d", v.edits, e.made))
+	}
+	if len(v.unclassified) > 0 {
+		out = append(out, fmt.Sprintf("%d PATCHes of Deployments by configstamp neither a nudge nor a record write by their body (audit level Request missing?), the first: %s",
+			len(v.unclassified), v.unclassified[0]))
+	}
+	if v.failedOpen > 0 {
+		out = append(out, fmt.Sprintf("%d PATCHes of Deployments by configstamp admitted with its webhook failed open", v.failedOpen))
+	}
+	if v.unstampedNudges > 0 {
+		out = append(out, fmt.Sprintf("%d nudges admitted without the webhook stamping them (its config-hash audit annotation and the API server's mutation annotation with mutated true)", v.unstampedNudges))
+	}
+	switch {
+	case r.nudgesTotalErr != nil:
+		out = append(out, fmt.Sprintf("configstamp_nudges_total not read: %v", r.nudgesTotalErr))
+	case r.nudgesTotal != float64(v.nudges):
+		out = append(out, fmt.Sprintf("the audit log shows %d nudges since configstamp started, configstamp_nudges_total %.0f", v.nudges, r.nudgesTotal))
+	}
+	return out
 }
 
 // restarted reports whether configstamp did not run as one process throughout.
@@ -68,34 +106,46 @@ func (r *results) summary(cfg config) string {
 		}
 		row("configstamp's requests per edit", fmt.Sprintf("%.2f", float64(total)/float64(e.made)))
 	}
-	row("edit to nudge (audit log: the ConfigMap's PATCH to configstamp's PATCH of its Deployment; includes the debounce)", r.check.latency.String())
+	row("edit to nudge (audit log: each nudge of a Deployment from the latest edit of its ConfigMap before it; includes the debounce)", r.check.latency.String())
 	row("every Deployment current after the last edit", r.current.Round(time.Second).String())
 	v := r.check
-	row("stamp (or record, adopted and never edited) = hash of the ConfigMap's content (docs/hash.md)", count(v.deployments-v.wrongHash, v.deployments))
-	row("nudges (audit: configstamp's PATCHes with the config-hash annotation) = edits, per Deployment (no second nudge, none missing)", count(v.deployments-v.wrongNudges, v.deployments))
+	row("stamp = hash of the ConfigMap's content (docs/hash.md), and the record holds that hash; an adopted Deployment never edited carries no stamp, only the record", count(v.deployments-v.wrongHash, v.deployments))
+	row("edit windows (an edit of a ConfigMap to its next edit, or to the check) with exactly one nudge of its Deployment (audit: configstamp's PATCHes whose body sets the marker to \"true\")",
+		fmt.Sprintf("%d of %d; with two or more: %d; empty, configstamp shown behind (excused): %d; empty, not shown behind (lost): %d", v.windowsOne, v.edits, v.windowsDouble, v.windowsExcused, v.windowsLost))
+	row("Deployments with every window right and no nudge outside one", count(v.deployments-v.wrongNudges, v.deployments))
 	row("generation = 1 + nudges + configstamp's record writes (each nudge one template change; a Deployment's generation moves with its annotations too; nothing else wrote it)", count(v.deployments-v.wrongGeneration, v.deployments))
-	row("edits answered together with the next edit of their ConfigMap (configstamp lagged by more than the cooldown; the latest content landed; not a violation)", fmt.Sprint(v.coalesced))
-	row("configstamp's PATCHes of Deployments: nudges / record writes / failed", fmt.Sprintf("%d / %d / %d (edits by the ConfigMaps' revisions: %d; configstamp_nudges_total: %.0f)",
-		v.nudges, v.records, v.failedPatches, v.edits, r.nudgesTotal))
-	row("record written once on each adopted Deployment, never on one stamped on creation (no rollout either way)", count(v.deployments-v.unexpectedRecords, v.deployments))
-	if v.tallyOff > 0 {
-		row("ConfigMaps whose revision differs from the edits counted (a failed edit that landed)", fmt.Sprint(v.tallyOff))
+	row("record writes (body: marker \"record\") to edited Deployments during the edits", fmt.Sprint(v.editPhaseRecords))
+	row("configstamp's PATCHes of Deployments: nudges / record writes / failed nudges / failed record writes / neither by their body", fmt.Sprintf("%d / %d / %d / %d / %d",
+		v.nudges, v.records, v.failedNudges, v.failedRecords, len(v.unclassified)))
+	nudgesTotal := fmt.Sprintf("%.0f", r.nudgesTotal)
+	if r.nudgesTotalErr != nil {
+		nudgesTotal = "not read"
 	}
+	row("nudges in the audit log since configstamp started = configstamp_nudges_total", fmt.Sprintf("%d, %s", v.nudges, nudgesTotal))
+	row("of those PATCHes: admitted with a webhook failed open; nudges the webhook did not stamp (no config-hash audit annotation, or no mutation annotation with mutated true)", fmt.Sprintf("%d; %d", v.failedOpen, v.unstampedNudges))
+	row("edits by the ConfigMaps' revisions; ConfigMaps whose revision differs from the edits counted", fmt.Sprintf("%d; %d", v.edits, v.tallyOff))
+	row("record written once on each adopted Deployment, never on one stamped on creation (reported: no rollout either way)", count(v.deployments-v.unexpectedRecords, v.deployments))
 	row("panics in configstamp's output", lines(r.panics))
 	restarts := fmt.Sprintf("none (pid %d ran throughout)", r.pid)
 	if r.restarted() {
 		restarts = fmt.Sprintf("RESTARTED (alive at the end: %v; \"Starting configstamp\" logged %d times)", r.alive, r.starts)
 	}
 	row("process restarts", restarts)
-	verdict := "exactly once: every edit one rollout and one nudge"
-	if len(v.problems) > 0 {
+	run := r.runProblems()
+	verdict := "exactly once: every edit one nudge, none lost, none doubled"
+	switch {
+	case len(v.problems) > 0 && len(run) > 0:
+		verdict = fmt.Sprintf("VIOLATED for %d Deployments; RUN FAILED: %s", len(v.problems), strings.Join(run, "; "))
+	case len(v.problems) > 0:
 		verdict = fmt.Sprintf("VIOLATED for %d Deployments", len(v.problems))
+	case len(run) > 0:
+		verdict = "RUN FAILED: " + strings.Join(run, "; ")
 	}
 	row("verdict", verdict)
 
 	fmt.Fprintf(&b, "\nResources, sampled every %s over the edits; slopes are least-squares fits to the samples after the first %s (%d samples); a slope above %.0f%% of the mean per hour (and above a floor of 1 MiB or 5 per hour) is a suspected leak.\n\n",
 		cfg.every, cfg.warmup, len(r.samples), cfg.tolerance)
-	b.WriteString("| resource | min | max | first | last | slope per hour | |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("| resource | min | max | first | last | slope per hour | reported above (per hour; over the judged window) | samples (not read) | |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, t := range trends(r.samples, cfg.warmup, cfg.tolerance) {
 		flag := "no leak seen"
 		if t.suspected {
@@ -114,21 +164,28 @@ func (r *results) summary(cfg config) string {
 			return fmt.Sprintf("%.0f", x)
 		}
 		per := fmt.Sprintf("%+.1f", t.perHour)
+		limit := fmt.Sprintf("%.1f; %.2f", t.tolerancePerH, t.tolerancePerH*t.window.Hours())
 		if t.bytes {
 			per = fmt.Sprintf("%+.1f MiB", t.perHour/(1<<20))
+			limit = fmt.Sprintf("%.1f MiB; %.2f MiB", t.tolerancePerH/(1<<20), t.tolerancePerH*t.window.Hours()/(1<<20))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", t.name, f(t.min), f(t.max), f(t.first), f(t.last), per, flag)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %d (%d) | %s |\n", t.name, f(t.min), f(t.max), f(t.first), f(t.last), per, limit, t.samples, t.missing, flag)
 	}
-	if len(v.problems) > 0 {
-		b.WriteString("\nExactly-once violations (the first 50):\n\n")
-		for i, p := range v.problems {
-			if i == 50 {
-				break
-			}
-			fmt.Fprintf(&b, "- %s\n", p)
-		}
-	}
+	list(&b, "The run failed", run, len(run))
+	list(&b, "Exactly-once violations (the first 50 Deployments)", v.problems, 50)
+	list(&b, "Empty edit windows excused (configstamp shown behind), the first 20", v.excused, 20)
 	return b.String()
+}
+
+// list writes a titled bullet list of the first most items (nothing when empty).
+func list(b *strings.Builder, title string, items []string, most int) {
+	if len(items) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n%s:\n\n", title)
+	for _, x := range items[:min(most, len(items))] {
+		fmt.Fprintf(b, "- %s\n", x)
+	}
 }
 
 func count(ok, of int) string {

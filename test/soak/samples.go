@@ -44,7 +44,7 @@ func (s *sampler) run(ctx context.Context, every time.Duration) {
 		s.samples = append(s.samples, x)
 		s.mu.Unlock()
 		fmt.Printf("  %6s  RSS %s  heap %s  goroutines %.0f  open files %.0f  nudges %.0f\n", x.at.Round(time.Second),
-			bench.MiB(int64(x.rss)), bench.MiB(int64(x.heap)), x.goroutines, x.files, x.nudges)
+			mib(x.rss), mib(x.heap), x.goroutines, x.files, x.nudges)
 		select {
 		case <-ctx.Done():
 			return
@@ -53,8 +53,11 @@ func (s *sampler) run(ctx context.Context, every time.Duration) {
 	}
 }
 
+// take reads one sample. A value that could not be read (a failed scrape, /proc not
+// readable) is NaN: left out of the trends, not taken for a zero.
 func (s *sampler) take(at time.Duration) sample {
-	x := sample{at: at, alive: s.p.Alive()}
+	nan := math.NaN()
+	x := sample{at: at, alive: s.p.Alive(), rss: nan, heap: nan, goroutines: nan, files: nan, nudges: nan}
 	pid := s.p.PID()
 	if r, err := bench.RSS(pid); err == nil {
 		x.rss = float64(r)
@@ -62,9 +65,17 @@ func (s *sampler) take(at time.Duration) sample {
 	if n, err := bench.OpenFiles(pid); err == nil {
 		x.files = float64(n)
 	}
-	x.heap, _ = bench.Metric(s.metrics, "go_memstats_heap_inuse_bytes")
-	x.goroutines, _ = bench.Metric(s.metrics, "go_goroutines")
-	x.nudges, _ = bench.Metric(s.metrics, "configstamp_nudges_total")
+	metric := func(name string) float64 {
+		v, err := bench.Metric(s.metrics, name)
+		if err != nil {
+			fmt.Printf("  %6s  %s not read: %v\n", at.Round(time.Second), name, err)
+			return nan
+		}
+		return v
+	}
+	x.heap = metric("go_memstats_heap_inuse_bytes")
+	x.goroutines = metric("go_goroutines")
+	x.nudges = metric("configstamp_nudges_total")
 	return x
 }
 
@@ -76,8 +87,9 @@ type trend struct {
 	first, last    float64
 	perHour        float64 // least-squares slope
 	suspected      bool
-	samples        int
-	tolerancePerH  float64 // the slope above which a leak is suspected
+	samples        int     // after the warm-up, with a value
+	missing        int     // after the warm-up, without one (not read)
+	tolerancePerH  float64 // the slope above which a leak is suspected: the least detectable
 	window         time.Duration
 }
 
@@ -104,28 +116,38 @@ var resources = []struct {
 // slope above tolerance percent of the mean per hour (and above the resource's floor)
 // as a suspected leak.
 func trends(samples []sample, warmup time.Duration, tolerance float64) []trend {
-	var kept []sample
-	for _, x := range samples {
-		if x.at >= warmup {
-			kept = append(kept, x)
-		}
-	}
 	var out []trend
 	for _, r := range resources {
-		t := trend{name: r.name, bytes: r.bytes, samples: len(kept), min: math.Inf(1), max: math.Inf(-1)}
-		if len(kept) < 3 {
+		t := trend{name: r.name, bytes: r.bytes, min: math.Inf(1), max: math.Inf(-1)}
+		var xs, ys []float64
+		var first, last time.Duration
+		for _, x := range samples {
+			if x.at < warmup {
+				continue
+			}
+			y := r.value(x)
+			if math.IsNaN(y) {
+				t.missing++
+				continue
+			}
+			if len(xs) == 0 {
+				first = x.at
+			}
+			last = x.at
+			xs, ys = append(xs, x.at.Hours()), append(ys, y)
+		}
+		t.samples = len(xs)
+		if len(xs) < 3 {
 			out = append(out, t)
 			continue
 		}
-		xs, ys := make([]float64, len(kept)), make([]float64, len(kept))
-		for i, x := range kept {
-			xs[i], ys[i] = x.at.Hours(), r.value(x)
-			t.min, t.max = min(t.min, ys[i]), max(t.max, ys[i])
-			t.mean += ys[i] / float64(len(kept))
+		for _, y := range ys {
+			t.min, t.max = min(t.min, y), max(t.max, y)
+			t.mean += y / float64(len(ys))
 		}
 		t.first, t.last = ys[0], ys[len(ys)-1]
 		t.perHour = slope(xs, ys)
-		t.window = kept[len(kept)-1].at - kept[0].at
+		t.window = last - first
 		t.tolerancePerH = max(tolerance/100*t.mean, r.floor)
 		t.suspected = t.perHour > t.tolerancePerH && t.window >= minWindow
 		out = append(out, t)
@@ -151,4 +173,12 @@ func slope(xs, ys []float64) float64 {
 		return 0
 	}
 	return cov / vx
+}
+
+// mib formats a byte count that may be missing (NaN).
+func mib(b float64) string {
+	if math.IsNaN(b) {
+		return "-"
+	}
+	return bench.MiB(int64(b))
 }
