@@ -51,7 +51,8 @@ func (c *Cluster) StopAPIServer() error {
 }
 
 // StartAPIServer starts kube-apiserver again with the same flags (same port, same
-// etcd, same certificates) and waits until it is ready.
+// etcd, same certificates) and waits until it is ready. A process that exits early (its
+// port still taken for a moment after the last one) is started again, up to five times.
 func (c *Cluster) StartAPIServer(ctx context.Context) error {
 	for i, p := range c.procs {
 		if p.name != "kube-apiserver" {
@@ -62,14 +63,43 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 		default:
 			return fmt.Errorf("kube-apiserver (pid %d) still runs", p.cmd.Process.Pid)
 		}
-		np, err := c.start(p.name, p.args)
-		if err != nil {
-			return err
+		var err error
+		for attempt := 1; ; attempt++ {
+			var np *proc
+			if np, err = c.start(p.name, p.args); err != nil {
+				return err
+			}
+			c.procs[i] = np
+			if err = c.waitReady(ctx, 2*time.Minute); err == nil {
+				return nil
+			}
+			select {
+			case <-np.done:
+			default:
+				return err // still running, not ready: no second process on its port
+			}
+			if attempt == 5 || ctx.Err() != nil {
+				return fmt.Errorf("kube-apiserver exited early %d times: %w", attempt, err)
+			}
+			c.opts.Log("kube-apiserver exited early (attempt %d), starting it again", attempt)
+			time.Sleep(time.Second)
 		}
-		c.procs[i] = np
-		return c.waitReady(ctx, 2*time.Minute)
 	}
 	return fmt.Errorf("no kube-apiserver in this cluster")
+}
+
+// APIServerRunning reports whether the kube-apiserver process runs (ready or not).
+func (c *Cluster) APIServerRunning() bool {
+	p, err := c.process("kube-apiserver")
+	if err != nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
 }
 
 // RestartAPIServer stops kube-apiserver and starts it again on the same port, waiting

@@ -18,9 +18,10 @@ import (
 	"github.com/configstamp/configstamp/test/hashdoc"
 )
 
-// settle is how long the final state must hold: past the debounce, a check, and the
-// first retries of a rollout that should not happen.
-const settle = 10 * time.Second
+// settle is how long the final state must still hold once every configstamp is idle
+// (nothing debouncing, queued, running, or waiting out a retry or a deferred rollout):
+// a late write would have been made by then.
+const settle = 5 * time.Second
 
 // wantHash is the config hash of the fleet's ConfigMap as its pods see it (a volume of
 // all its keys), recomputed from the encoding in docs/hash.md, not by configstamp's code.
@@ -175,10 +176,12 @@ func rolledOut(t *testing.T, fleets []*fleet, rollouts int, want map[*fleet]stri
 
 // exactlyOnce is every scenario's end: every Deployment of every fleet is stamped with
 // the hash of its ConfigMap's current content and has rolled exactly rollouts times
-// (ReplicaSets, revision, pods), and still so after settle, with no write to any
-// Deployment's spec meanwhile (a late second rollout, or a late nudge that changed the
-// template). It logs how long after since every stamp was right (time to heal).
-func exactlyOnce(t *testing.T, fleets []*fleet, rollouts int, since time.Time, after string) {
+// (ReplicaSets, revision, pods), and that holds, with no write to any Deployment's spec
+// (a late second rollout, or a late nudge that changed the template), until every
+// configstamp of procs is idle (see cs.idle: longer than its own retry and rollout
+// delays) and for settle after. It logs how long after since every stamp was right
+// (time to heal).
+func exactlyOnce(t *testing.T, fleets []*fleet, rollouts int, since time.Time, after string, procs ...*cs) {
 	t.Helper()
 	want := wants(t, fleets)
 	framework.Eventually(t, 4*time.Minute, "every Deployment stamped", func() error {
@@ -191,5 +194,35 @@ func exactlyOnce(t *testing.T, fleets []*fleet, rollouts int, since time.Time, a
 		return errors.Join(errs...)
 	})
 	t.Logf("all %d Deployments stamped %.1fs after %s", total(fleets), time.Since(since).Seconds(), after)
-	framework.Consistently(t, settle, "exactly once", rolledOut(t, fleets, rollouts, want))
+	held := rolledOut(t, fleets, rollouts, want)
+	began := time.Now()
+	var idleAt time.Time
+	for {
+		if err := held(); err != nil {
+			t.Fatalf("exactly once: %v", err)
+		}
+		busy := ""
+		for _, c := range procs {
+			if why := c.idle(); why != "" {
+				busy = fmt.Sprintf("configstamp (pid %d): %s", c.PID(), why)
+				break
+			}
+		}
+		switch {
+		case busy != "":
+			if !idleAt.IsZero() {
+				t.Logf("busy again after %.1fs idle: %s", time.Since(idleAt).Seconds(), busy)
+			}
+			idleAt = time.Time{}
+			if time.Since(began) > 3*time.Minute {
+				t.Fatalf("configstamp not idle within 3m of the rollouts: %s", busy)
+			}
+		case idleAt.IsZero():
+			idleAt = time.Now()
+		case time.Since(idleAt) >= settle:
+			t.Logf("held for %.1fs after the rollouts, configstamp idle for the last %.1fs", time.Since(began).Seconds(), time.Since(idleAt).Seconds())
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }

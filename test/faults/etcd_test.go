@@ -13,16 +13,20 @@ const pause = 10 * time.Second
 // TestEtcdPaused stops etcd (SIGSTOP) for ten seconds in the middle of a fan-out: the
 // API server's writes and quorum reads hang, then go on.
 func TestEtcdPaused(t *testing.T) {
-	fleets := twoWays(t, 25, func() { start(t, framework.Options{}) })
+	var c *cs
+	fleets := twoWays(t, 25, func() { c = start(t, framework.Options{}) })
 	editAll(t, fleets, "2")
-	done := fanOutStarted(t, fleets)
+	fanOutStarted(t, c)
+	t.Cleanup(func() { _ = env.Cluster.Resume("etcd") }) // also if the test ends early
 	if err := env.Cluster.Pause("etcd"); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("etcd paused with %d of %d Deployments stamped", done, total(fleets))
+	at := c.nudges(t) // a nudge needs an etcd write
+	midFanOut(t, "etcd paused", at, total(fleets))
 	time.Sleep(pause)
 	if err := env.Cluster.Resume("etcd"); err != nil {
 		t.Fatal(err)
 	}
-	exactlyOnce(t, fleets, 2, time.Now(), "etcd resumed")
+	exactlyOnce(t, fleets, 2, time.Now(), "etcd resumed", c)
+	nudgedAfter(t, "etcd was paused", c.nudges(t)-at)
 }

@@ -36,9 +36,10 @@ type fleet struct {
 	mode string
 }
 
-// newFleet creates a fleet in a new namespace and waits for every first rollout. The
-// ConfigMap is written a second before the Deployments (the API server's times have
-// one-second resolution), as in a real release.
+// newFleet creates a fleet in a new namespace; it does not wait for the rollouts
+// (createAfter and rolledOut do). The ConfigMap is written a second before the
+// Deployments (the API server's times have one-second resolution), as in a real
+// release. The namespace is opted out when the test ends, after its configstamps stop.
 func newFleet(t *testing.T, mode string, n int) *fleet {
 	t.Helper()
 	f := &fleet{ns: env.NewNamespace(t, true), mode: mode}
@@ -51,7 +52,7 @@ func newFleet(t *testing.T, mode string, n int) *fleet {
 		f.names = append(f.names, fmt.Sprintf("app-%02d", i))
 	}
 	parallel(t, f.names, func(name string) error { return env.Client.Create(bg, deployment(f.ns, name)) })
-	t.Cleanup(func() { f.optOut(t) })
+	atEnd(t, func() { f.optOut(t) })
 	return f
 }
 

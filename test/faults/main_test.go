@@ -1,9 +1,11 @@
 // Package faults breaks the control plane under configstamp while it works, on a real
 // control plane whose Deployments really roll (kube-controller-manager, kwok): the API
-// server restarted, etcd paused, the leader killed, the webhook slower than its
-// timeout, configstamp's own requests answered with 429 and 5xx, and another
-// controller writing the same Deployments. Every scenario ends with the same check:
-// every change was stamped exactly once, nothing rolled twice, nothing was lost.
+// server restarted, etcd paused, the leader killed or paused past its Lease, the
+// webhook slower than its timeout, configstamp's own requests answered with 429 and
+// 5xx or their answers lost, and another controller writing the same Deployments.
+// Every scenario ends with the same check: every change was stamped exactly once,
+// nothing rolled twice, nothing was lost, and that still holds once configstamp has
+// nothing left to do.
 // Scenarios run one after another on one shared control plane (a fault hits the whole
 // cluster), each with its own configstamp, registration and namespaces.
 package faults

@@ -7,6 +7,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/stamp"
@@ -33,9 +34,11 @@ func TestSlowWebhook(t *testing.T) {
 		t.Fatal(err)
 	}
 	px := framework.NewProxy(t, fmt.Sprintf("127.0.0.1:%d", port))
+	var c *cs
+	var original int32
 	fleets := twoWays(t, 5, func() {
-		start(t, framework.Options{WebhookURL: "https://" + px.Addr, WebhookPort: port})
-		setTimeout(t, registrationName(t), timeoutSeconds)
+		c = start(t, framework.Options{WebhookURL: "https://" + px.Addr, WebhookPort: port})
+		original = setTimeout(t, registrationName(t), timeoutSeconds)
 	})
 	px.SetDelay(slow)
 	created := newFleet(t, "created while slow", 5)
@@ -56,23 +59,34 @@ func TestSlowWebhook(t *testing.T) {
 		return nil
 	})
 	px.SetDelay(0)
-	exactlyOnce(t, fleets, 2, time.Now(), "the webhook was fast again")
+	setTimeout(t, registrationName(t), original)
+	exactlyOnce(t, fleets, 2, time.Now(), "the webhook was fast again", c)
 }
 
 // setTimeout sets timeoutSeconds of every entry of the registration (dev mode applies
-// it once, at start).
-func setTimeout(t *testing.T, name string, seconds int32) {
+// it once, at start) and returns what the first entry had. The leader's coverage
+// runnable writes the registration too: a conflict is retried on a fresh read.
+func setTimeout(t *testing.T, name string, seconds int32) int32 {
 	t.Helper()
-	var reg admissionregistrationv1.MutatingWebhookConfiguration
-	if err := env.Client.Get(bg, client.ObjectKey{Name: name}, &reg); err != nil {
-		t.Fatal(err)
+	var had int32
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var reg admissionregistrationv1.MutatingWebhookConfiguration
+		if err := env.Client.Get(bg, client.ObjectKey{Name: name}, &reg); err != nil {
+			return err
+		}
+		if len(reg.Webhooks) == 0 || reg.Webhooks[0].TimeoutSeconds == nil {
+			return fmt.Errorf("registration %s: no timeoutSeconds", name)
+		}
+		had = *reg.Webhooks[0].TimeoutSeconds
+		for i := range reg.Webhooks {
+			reg.Webhooks[i].TimeoutSeconds = &seconds
+		}
+		return env.Client.Update(bg, &reg)
+	})
+	if err != nil {
+		t.Fatalf("set timeoutSeconds of %s to %d: %v", name, seconds, err)
 	}
-	for i := range reg.Webhooks {
-		reg.Webhooks[i].TimeoutSeconds = &seconds
-	}
-	if err := env.Client.Update(bg, &reg); err != nil {
-		t.Fatal(err)
-	}
+	return had
 }
 
 // rolledOutUnstamped waits for the first rollout of a fleet admitted unstamped.

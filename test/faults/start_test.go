@@ -3,6 +3,7 @@ package faults
 import (
 	"fmt"
 	"hash/fnv"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,10 +14,10 @@ import (
 	"github.com/configstamp/configstamp/test/framework"
 )
 
-// registration names the test's own dev-mode registration (and Lease): each scenario
-// installs configstamp afresh, so Deployments made before its first start are really
-// installed over. The registration is deleted when the test ends (after its
-// configstamps stop), so no stale one sends later scenarios' admissions to a dead URL.
+// registration names the test's own dev-mode registration: each scenario installs
+// configstamp afresh, so Deployments made before its first start are really installed
+// over. The registration is deleted when the test ends (after its configstamps stop),
+// so no stale one sends later scenarios' admissions to a dead URL.
 func registration(t *testing.T) string {
 	name := registrationName(t)
 	t.Cleanup(func() {
@@ -35,21 +36,56 @@ func registrationName(t *testing.T) string {
 	return fmt.Sprintf("faults-%08x", h.Sum32())
 }
 
-// start runs one configstamp with its own registration.
-func start(t *testing.T, o framework.Options) *framework.Configstamp {
+// start runs one configstamp with its own registration and its metrics served.
+func start(t *testing.T, o framework.Options) *cs {
 	t.Helper()
-	o.Args = append(o.Args, "--dev-registration-name", registration(t))
-	return env.Start(t, o)
+	o.Args = append(append([]string(nil), o.Args...), "--dev-registration-name", registration(t))
+	o, addr := withMetrics(t, o)
+	return watch(t, env.Start(t, o), addr)
 }
 
-// twoWays creates a fleet of n Deployments, calls start (configstamp's first start in
-// this scenario), waits until that fleet is adopted (recorded, not rolled), and creates
-// a second fleet of n while configstamp runs. Both fleets are then at one rollout.
-func twoWays(t *testing.T, n int, start func()) []*fleet {
+var (
+	endsMu sync.Mutex
+	ends   = map[*testing.T]*[]func(){}
+)
+
+// atEnd runs f when the test ends, after every cleanup registered after the test's
+// first atEnd (its configstamps stop first), in reverse order of the atEnd calls.
+func atEnd(t *testing.T, f func()) {
+	endsMu.Lock()
+	defer endsMu.Unlock()
+	list, ok := ends[t]
+	if !ok {
+		list = new([]func())
+		ends[t] = list
+		t.Cleanup(func() {
+			endsMu.Lock()
+			fs := *list
+			delete(ends, t)
+			endsMu.Unlock()
+			for i := len(fs) - 1; i >= 0; i-- {
+				fs[i]()
+			}
+		})
+	}
+	*list = append(*list, f)
+}
+
+// installOver creates a fleet of n Deployments, calls start with it (configstamp's
+// first start in this scenario) and waits until that fleet is adopted (recorded, not
+// rolled).
+func installOver(t *testing.T, n int, start func(before *fleet)) *fleet {
 	t.Helper()
 	before := newFleet(t, "installed over", n)
-	start()
+	start(before)
 	before.waitRecords(t)
+	return before
+}
+
+// createAfter creates a second fleet of n while configstamp runs and waits until both
+// are at one rollout (the adopted one unstamped).
+func createAfter(t *testing.T, before *fleet, n int) []*fleet {
+	t.Helper()
 	fleets := []*fleet{before, newFleet(t, "created after", n)}
 	want := wants(t, fleets)
 	want[before] = "" // adopted without a stamp
@@ -57,24 +93,63 @@ func twoWays(t *testing.T, n int, start func()) []*fleet {
 	return fleets
 }
 
-// fanOutStarted waits until the first Deployment of the fan-out that follows an edit
-// is stamped with the new hash (polling fast, so a fault can land in the middle of the
-// fan-out), and returns how many of all were stamped by then.
-func fanOutStarted(t *testing.T, fleets []*fleet) int {
+// twoWays is installOver then createAfter.
+func twoWays(t *testing.T, n int, start func()) []*fleet {
 	t.Helper()
-	want := wants(t, fleets)
+	return createAfter(t, installOver(t, n, func(*fleet) { start() }), n)
+}
+
+// inDebounce waits until c's watcher holds the edits of n ConfigMaps in their
+// debounce (configstamp_debounce_pending{source="configmap"} is n) with no nudge yet:
+// the change is pending, a fault now lands in the debounce window.
+func inDebounce(t *testing.T, c *cs, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pending := int(c.metric(t, `configstamp_debounce_pending{source="configmap"}`))
+		if nudged := c.nudges(t); nudged > 0 {
+			t.Fatalf("%d nudges before %d ConfigMaps were seen pending: the debounce window was missed", nudged, n)
+		}
+		if pending == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d ConfigMaps pending in the debounce, want %d", pending, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// fanOutStarted waits until c has nudged a first Deployment after an edit (polling
+// fast, so a fault can land in the middle of the fan-out), and returns its nudges.
+func fanOutStarted(t *testing.T, c *cs) int {
+	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
-		done := 0
-		for _, f := range fleets {
-			n, _ := f.stamped(want[f])
-			done += n
+		if n := c.nudges(t); n > 0 {
+			return n
 		}
-		if done > 0 {
-			return done
-		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatal("fan-out did not start within a minute")
 	return 0
+}
+
+// midFanOut fails the test unless a fault landed in the middle of the fan-out of
+// total Deployments: at, the nudges done when it landed, is neither none nor all.
+func midFanOut(t *testing.T, fault string, at, total int) {
+	t.Helper()
+	t.Logf("%s with %d of %d Deployments nudged", fault, at, total)
+	if at == 0 || at >= total {
+		t.Fatalf("%s with %d of %d Deployments nudged: not in the middle of the fan-out", fault, at, total)
+	}
+}
+
+// nudgedAfter fails the test unless some Deployments were nudged after the fault.
+func nudgedAfter(t *testing.T, fault string, n int) {
+	t.Helper()
+	t.Logf("%d Deployments nudged after %s", n, fault)
+	if n <= 0 {
+		t.Errorf("no Deployment nudged after %s: the fault did not cut the fan-out", fault)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -26,22 +28,61 @@ import (
 // (configstamp, through Kubeconfig). While faults are on, it answers every request
 // itself with the chosen status codes in turn (429 Too Many Requests with Retry-After:
 // 1, 500, 503), as an overloaded or failing API server does, and counts what it was
-// asked.
+// asked, phase by phase. It can also lose responses: forward a request, then answer
+// 503 in place of the API server's answer.
 type FaultProxy struct {
 	URL string
 	// Kubeconfig is the configstamp user's kubeconfig with the proxy as its server.
 	Kubeconfig string
 
-	srv *http.Server
+	srv       *http.Server
+	transport *http.Transport
 
 	mu       sync.Mutex
 	faulting bool
 	codes    []int
 	next     int
-	// faulted counts the requests answered with a fault, by verb and path shape.
-	faulted map[string]int
+	// phase counts the requests answered with a fault since the last StartFaults;
+	// phases holds the earlier phases of this run of faults.
+	phase  *FaultPhase
+	phases []FaultPhase
 	// inflight cancels the requests being forwarded (watches last): a fault cuts them.
 	inflight map[*http.Request]context.CancelFunc
+	// lose selects the requests whose response is lost; lost records them.
+	lose func(*http.Request) bool
+	lost []LostResponse
+}
+
+// FaultPhase is what the proxy answered with faults while one set of codes was on.
+type FaultPhase struct {
+	Codes      []int
+	Start, End time.Time
+	// Total counts every request answered with a fault; Check those of the watcher's
+	// checks: reads and writes of one named ConfigMap or Deployment (GET or PATCH
+	// .../configmaps/NAME, .../deployments/NAME), not lists or watches.
+	Total, Check int
+	// ByShape counts them by verb and path, names left out.
+	ByShape map[string]int
+}
+
+// Duration is how long the phase lasted.
+func (f FaultPhase) Duration() time.Duration { return f.End.Sub(f.Start) }
+
+// Summary lists the phase's counts by verb and path, most frequent first.
+func (f FaultPhase) Summary() string {
+	var lines []string
+	for k, n := range f.ByShape {
+		lines = append(lines, fmt.Sprintf("%5d %s", n, k))
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(lines)))
+	return strings.Join(lines, "\n")
+}
+
+// LostResponse is a request the proxy forwarded and then answered with 503: Code is
+// what the API server had answered.
+type LostResponse struct {
+	Method, Path string
+	Code         int
 }
 
 // NewFaultProxy starts a proxy in front of the cluster's API server, serving with the
@@ -64,10 +105,11 @@ func NewFaultProxy(t testing.TB, c *cluster.Cluster) *FaultProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &FaultProxy{URL: "https://" + ln.Addr().String(), faulted: map[string]int{}, inflight: map[*http.Request]context.CancelFunc{}}
+	p := &FaultProxy{URL: "https://" + ln.Addr().String(), inflight: map[*http.Request]context.CancelFunc{}}
+	p.transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}
 	forward := &httputil.ReverseProxy{
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target) },
-		Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true},
+		Transport:     p.transport,
 		FlushInterval: -1, // watches stream
 		// A cut request (a fault began) is the client's to retry.
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
@@ -75,24 +117,24 @@ func NewFaultProxy(t testing.TB, c *cluster.Cluster) *FaultProxy {
 		},
 	}
 	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if code, ok := p.fault(r); ok {
+		r, code, lose, done := p.admit(r)
+		if code != 0 {
 			if code == http.StatusTooManyRequests {
 				w.Header().Set("Retry-After", "1")
 			}
 			http.Error(w, fmt.Sprintf(`{"kind":"Status","apiVersion":"v1","status":"Failure","code":%d}`, code), code)
 			return
 		}
-		ctx, cancel := context.WithCancel(r.Context())
-		r = r.WithContext(ctx)
-		p.mu.Lock()
-		p.inflight[r] = cancel
-		p.mu.Unlock()
-		defer func() {
+		defer done()
+		if lose {
+			rec := httptest.NewRecorder()
+			forward.ServeHTTP(rec, r)
 			p.mu.Lock()
-			delete(p.inflight, r)
+			p.lost = append(p.lost, LostResponse{Method: r.Method, Path: r.URL.Path, Code: rec.Code})
 			p.mu.Unlock()
-			cancel()
-		}()
+			http.Error(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","code":503}`, http.StatusServiceUnavailable)
+			return
+		}
 		forward.ServeHTTP(w, r)
 	})}
 	go func() {
@@ -100,7 +142,10 @@ func NewFaultProxy(t testing.TB, c *cluster.Cluster) *FaultProxy {
 			fmt.Fprintln(os.Stderr, "fault proxy:", err)
 		}
 	}()
-	t.Cleanup(func() { _ = p.srv.Close() })
+	t.Cleanup(func() {
+		_ = p.srv.Close()
+		p.transport.CloseIdleConnections()
+	})
 
 	cfg, err := clientcmd.LoadFromFile(c.ConfigstampKubeconfig)
 	if err != nil {
@@ -116,17 +161,59 @@ func NewFaultProxy(t testing.TB, c *cluster.Cluster) *FaultProxy {
 	return p
 }
 
-// fault decides whether to answer r with a fault, and counts it.
-func (p *FaultProxy) fault(r *http.Request) (int, bool) {
+// admit decides, under one lock with StartFaults, whether to answer r with a fault
+// (code, counted) or to forward it: then r is returned with a context a fault cancels,
+// registered as in flight, and done unregisters it. lose tells that its response is to
+// be lost.
+func (p *FaultProxy) admit(r *http.Request) (_ *http.Request, code int, lose bool, done func()) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.faulting {
-		return 0, false
+	if p.faulting {
+		code = p.codes[p.next%len(p.codes)]
+		p.next++
+		p.phase.Total++
+		if checkPath(r) {
+			p.phase.Check++
+		}
+		p.phase.ByShape[r.Method+" "+pathShape(r)]++
+		return r, code, false, nil
 	}
-	code := p.codes[p.next%len(p.codes)]
-	p.next++
-	p.faulted[r.Method+" "+pathShape(r)]++
-	return code, true
+	ctx, cancel := context.WithCancel(r.Context())
+	r = r.WithContext(ctx)
+	p.inflight[r] = cancel
+	return r, 0, p.lose != nil && p.lose(r), func() {
+		p.mu.Lock()
+		delete(p.inflight, r)
+		p.mu.Unlock()
+		cancel()
+	}
+}
+
+// named splits a namespaced resource path (.../namespaces/NS/RESOURCE/NAME) into its
+// resource and name; ok is false for anything else (a list, a subresource, ...).
+func named(r *http.Request) (resource, name string, ok bool) {
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	for i, s := range parts {
+		if s == "namespaces" && len(parts) == i+4 {
+			return parts[i+2], parts[i+3], true
+		}
+	}
+	return "", "", false
+}
+
+// checkPath tells the requests of the watcher's checks: GET or PATCH of one named
+// ConfigMap or Deployment, not a watch.
+func checkPath(r *http.Request) bool {
+	res, _, ok := named(r)
+	return ok && (res == "configmaps" || res == "deployments") &&
+		(r.Method == http.MethodGet || r.Method == http.MethodPatch) && r.URL.Query().Get("watch") != "true"
+}
+
+// DeploymentPatch selects configstamp's PATCHes of one Deployment (nudges, record
+// writes): for LoseResponses.
+func DeploymentPatch(r *http.Request) bool {
+	res, _, ok := named(r)
+	return ok && res == "deployments" && r.Method == http.MethodPatch
 }
 
 // pathShape is the request's resource path with names left out, and watch marked.
@@ -147,31 +234,54 @@ func pathShape(r *http.Request) string {
 
 // StartFaults answers every request from now on with codes in turn; when faults were
 // off, it first cuts every request being forwarded (open watches too). Called again, it
-// changes the codes and keeps counting.
+// ends the current phase and begins another with the new codes.
 func (p *FaultProxy) StartFaults(codes ...int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	now := time.Now()
 	if !p.faulting {
 		for _, cancel := range p.inflight {
 			cancel()
 		}
+	} else {
+		p.phase.End = now
+		p.phases = append(p.phases, *p.phase)
 	}
 	p.faulting, p.codes, p.next = true, codes, 0
+	p.phase = &FaultPhase{Codes: codes, Start: now, ByShape: map[string]int{}}
 }
 
-// StopFaults forwards requests again. It returns how many requests were answered with a
-// fault since StartFaults, and a summary by verb and path, most frequent first.
-func (p *FaultProxy) StopFaults() (int, string) {
+// StopFaults forwards requests again. It returns the phases since faults were off, in
+// order.
+func (p *FaultProxy) StopFaults() []FaultPhase {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.faulting = false
-	total := 0
-	var lines []string
-	for k, n := range p.faulted {
-		total += n
-		lines = append(lines, fmt.Sprintf("%5d %s", n, k))
+	if !p.faulting {
+		return nil
 	}
-	sort.Sort(sort.Reverse(sort.StringSlice(lines)))
-	p.faulted = map[string]int{}
-	return total, strings.Join(lines, "\n")
+	p.faulting = false
+	p.phase.End = time.Now()
+	out := append(p.phases, *p.phase)
+	p.phases, p.phase = nil, nil
+	return out
+}
+
+// LoseResponses forwards every request that match selects and then answers it with
+// 503 in place of the API server's response (the write happened; its client cannot
+// know), until StopLosing.
+func (p *FaultProxy) LoseResponses(match func(*http.Request) bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lose = match
+}
+
+// StopLosing passes responses through again and returns the requests whose response
+// was lost (those still in flight are recorded when they end).
+func (p *FaultProxy) StopLosing() []LostResponse {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lose = nil
+	out := p.lost
+	p.lost = nil
+	return out
 }
