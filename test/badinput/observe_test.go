@@ -2,15 +2,14 @@ package badinput
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/configstamp/configstamp/test/bench"
 	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/test/framework"
 )
@@ -83,47 +82,19 @@ func (s *suite) logRises(t *testing.T, before int, msg string, kv ...string) map
 	return recs[len(recs)-1]
 }
 
-// auditEvent is what the tests read of an API server audit event.
-type auditEvent struct {
-	Verb      string
-	User      struct{ Username string }
-	ObjectRef struct{ Resource, Namespace, Name string }
-	Received  time.Time `json:"requestReceivedTimestamp"`
-	Completed time.Time `json:"stageTimestamp"`
-}
-
 // auditMark is where the audit log ends now: events after it belong to what follows.
-func auditMark(t *testing.T) int64 {
-	t.Helper()
-	fi, err := os.Stat(env.Cluster.AuditLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fi.Size()
-}
+func auditMark() bench.AuditMark { return bench.MarkAudit(env.Cluster.AuditLog) }
 
 // reads returns configstamp's reads (get) of resource in ns logged after mark.
-func reads(t *testing.T, mark int64, resource, ns string) []auditEvent {
+func reads(t *testing.T, mark bench.AuditMark, resource, ns string) []bench.AuditEvent {
 	t.Helper()
-	f, err := os.Open(env.Cluster.AuditLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.Seek(mark, 0); err != nil {
-		t.Fatal(err)
-	}
-	var out []auditEvent
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var ev auditEvent
-		if json.Unmarshal(sc.Bytes(), &ev) != nil {
-			continue
-		}
+	var out []bench.AuditEvent
+	if err := bench.ReadAudit(env.Cluster.AuditLog, mark, func(ev *bench.AuditEvent) {
 		if ev.User.Username == cluster.ConfigstampUser && ev.Verb == "get" && ev.ObjectRef.Resource == resource && ev.ObjectRef.Namespace == ns {
-			out = append(out, ev)
+			out = append(out, *ev)
 		}
+	}); err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
@@ -131,12 +102,12 @@ func reads(t *testing.T, mark int64, resource, ns string) []auditEvent {
 // maxOverlap is the largest number of events whose [received, completed] intervals
 // overlap: a lower bound of the reads the client had in flight at once (each request is
 // received after the client sent it and completed before the client has the answer).
-func maxOverlap(evs []auditEvent) int {
+func maxOverlap(evs []bench.AuditEvent) int {
 	best := 0
 	for _, a := range evs {
 		n := 0
 		for _, b := range evs {
-			if !b.Received.After(a.Received) && !b.Completed.Before(a.Received) {
+			if !b.RequestReceivedTimestamp.After(a.RequestReceivedTimestamp) && !b.StageTimestamp.Before(a.RequestReceivedTimestamp) {
 				n++
 			}
 		}

@@ -82,7 +82,7 @@ func testOneConfigMapHundredTimes(t *testing.T, s *suite) {
 			ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "one"}, Key: fmt.Sprintf("k%d", 49-i)}}})
 	}
 	d := deployment(ns, "app", spec)
-	mark := auditMark(t)
+	mark := auditMark()
 	want := s.docHash(t, ns, cmSource("one"))
 	if got := hashOf(dryRun(t, d)); got != want {
 		t.Fatalf("dry run: hash %q, want %q", got, want)
@@ -134,7 +134,7 @@ func testFiveHundredConfigMaps(t *testing.T, s *suite) {
 			t.Fatalf("%s: hash %q, want %q", what, got, want)
 		}
 	}
-	mark := auditMark(t)
+	mark := auditMark()
 	readErrors, logged := s.scrape(t)[admissions("read_error")], len(s.logs(logReadError, "namespace", ns, "name", "app"))
 	stamped := hashOf(dryRun(t, d))
 	evs := reads(t, mark, "configmaps", ns)

@@ -24,7 +24,7 @@ func TestSecretConsumedWithSecretsOff(t *testing.T) {
 	c.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "sec"}}}}
 	c.Env = []corev1.EnvVar{{Name: "P", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 		LocalObjectReference: corev1.LocalObjectReference{Name: "sec"}, Key: "password"}}}}
-	mark := auditMark(t)
+	mark := auditMark()
 	create(t, deployment(ns, "app", spec))
 	waitStamp(t, ns, "app", s.docHash(t, ns, cmSource("cfg")))
 	if evs := reads(t, mark, "secrets", ns); len(evs) != 0 {

@@ -56,8 +56,9 @@ type AuditEvent struct {
 	// PATCH: the patch as sent).
 	RequestObject json.RawMessage
 	// StageTimestamp is when the event's stage was reached (ResponseComplete: when the
-	// response was sent).
-	StageTimestamp time.Time
+	// response was sent); RequestReceivedTimestamp when the API server received it.
+	StageTimestamp           time.Time
+	RequestReceivedTimestamp time.Time
 }
 
 // ReadAudit calls f with every event in the audit log after mark, in the order logged.
