@@ -15,12 +15,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/configstamp/configstamp/internal/decide"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
 
 // coverageSecrets is the coverage key of Secrets (the others are workload resources).
-const coverageSecrets = "secrets"
+const coverageSecrets = decide.CoverageSecrets
 
 // coverageInterval is how often the leader checks the registration's coverage entries
 // (they are lost when the registration is replaced whole: helm upgrade --force,
@@ -77,15 +78,7 @@ func (c *coverage) of(ctx context.Context, key string) (time.Time, error) {
 	if err != nil || reg == nil {
 		return time.Time{}, err
 	}
-	created := reg.CreationTimestamp.Time
-	if key == workload.Deployment.Resource {
-		return created, nil
-	}
-	t, ok := entries(ctx, reg)[key]
-	if !ok {
-		return time.Time{}, nil
-	}
-	return later(t, created), nil
+	return decide.CoveredSince(reg.CreationTimestamp.Time, entries(ctx, reg), key), nil
 }
 
 func (c *coverage) get(ctx context.Context) (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
@@ -220,11 +213,4 @@ func (c *coverage) Start(ctx context.Context) error {
 			retry.Reset(2 * time.Second)
 		}
 	}
-}
-
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/configstamp/configstamp/internal/configread"
+	"github.com/configstamp/configstamp/internal/decide"
 	"github.com/configstamp/configstamp/internal/scope"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
@@ -235,7 +236,14 @@ func (r *workloadReconciler) judge(ctx context.Context, obj client.Object, tr tr
 		checks.WithLabelValues("error").Inc()
 		return reconcile.Result{}, err
 	}
-	if basis == want.Hash {
+	d, err := decide.Decide(decide.Input{Template: tmpl, Refs: refs, Basis: basis, Certain: certain, Record: rec.Hash,
+		Want: want, ChangedLive: tr.changed, RollStale: r.rollStale}, r.evidence.forWorkload(ctx, r.kind, obj, refs))
+	if err != nil {
+		checks.WithLabelValues("error").Inc()
+		return reconcile.Result{}, err
+	}
+	switch d.Action {
+	case decide.Current:
 		r.resetBypasses(key)
 		if !certain && !r.triggers.changedSince(key) {
 			// A stamp without a record (made by a version that wrote none, or the
@@ -245,24 +253,19 @@ func (r *workloadReconciler) judge(ctx context.Context, obj client.Object, tr tr
 		log.V(1).Info("Config current", "hash", basis)
 		checks.WithLabelValues("current").Inc()
 		return reconcile.Result{}, nil
-	}
-	if unmet := want.Unmet(); len(unmet) > 0 {
+	case decide.Held:
 		// Rolling now would start pods that cannot start: wait for the config to return
 		// (unchanged: nothing rolls; changed: one rollout).
 		checks.WithLabelValues("held").Inc()
 		r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonConfigMissing, "Hold",
-			"Not rolling: %s; new pods could not start. Waiting for it to return", strings.Join(unmet, "; "))
-		log.Info("Held a rollout: required config is missing", "missing", unmet, "basis", basis)
+			"Not rolling: %s; new pods could not start. Waiting for it to return", strings.Join(d.Unmet, "; "))
+		log.Info("Held a rollout: required config is missing", "missing", d.Unmet, "basis", basis)
 		return reconcile.Result{}, nil
 	}
-
-	log.V(1).Info("Config differs from the basis", "basis", basis, "certain", certain, "want", want.Hash, "changedLive", tr.changed, "liveRead", live)
-	roll, err := r.shouldRoll(ctx, obj, refs, basis, certain, tr)
-	if err != nil {
-		checks.WithLabelValues("error").Inc()
-		return reconcile.Result{}, err
-	}
-	if !roll {
+	log.V(1).Info("Config differs from the basis", "basis", basis, "certain", certain, "want", want.Hash, "changedLive", tr.changed,
+		"liveRead", live, "decision", string(d.Action), "why", string(d.Why))
+	switch d.Action {
+	case decide.Record:
 		if r.triggers.changedSince(key) {
 			// A live change arrived while this check ran (its ConfigMap's burst ended
 			// meanwhile): the check it queued rolls; recording now would hide it.
@@ -274,41 +277,21 @@ func (r *workloadReconciler) judge(ctx context.Context, obj client.Object, tr tr
 			return reconcile.Result{RequeueAfter: time.Second}, err
 		}
 		return reconcile.Result{}, r.record(ctx, obj, tmpl, want, stamp.HasSecrets(refs))
-	}
-	restart := stamp.NeedsRestart(stored, want.Hash, certain, rec.Hash)
-	if !stamp.AnnotationsFit(tmpl.Annotations, stamp.TemplateAnnotations(want.Hash, want.SourcesAnnotation(), restartPlaceholder(restart))) {
+	case decide.TooLarge:
 		// The webhook would leave it unstamped (the API server would refuse the
 		// template with the stamp in it): a nudge would change nothing.
 		return reconcile.Result{}, r.tooLarge(ctx, obj, "pod template", want.Hash)
+	case decide.Roll:
+	default:
+		checks.WithLabelValues("error").Inc()
+		return reconcile.Result{}, fmt.Errorf("%s %s: no decision (%s)", r.kind, key, d.Action)
 	}
 	if wait := r.untilNextRoll(key); wait > 0 {
 		log.V(1).Info("Rollout deferred: minimum interval between rollouts", "wait", wait.String())
 		checks.WithLabelValues("deferred").Inc()
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
-	return reconcile.Result{}, r.nudge(ctx, obj, want, basis, storedSources, restart)
-}
-
-// shouldRoll decides, for a workload whose basis differs from its config, whether its
-// pods run older config (roll) or already run it (record). A certain basis (a record for
-// this template) or a change seen live always rolls. Otherwise the times decide: config
-// written at or after its current pods began to be created. An unstamped workload that
-// predates configstamp is only recorded, unless rollStale.
-func (r *workloadReconciler) shouldRoll(ctx context.Context, obj client.Object, refs []stamp.Source, basis string, certain bool, tr trigger) (bool, error) {
-	if certain || tr.changed {
-		return true, nil
-	}
-	if basis == "" && !r.rollStale {
-		bypassed, err := r.evidence.bypassed(ctx, r.kind, obj, refs)
-		if err != nil || !bypassed {
-			return false, err
-		}
-	}
-	since, ok, err := r.kind.PodsSince(ctx, r.live, obj)
-	if err != nil || !ok {
-		return false, err
-	}
-	return r.evidence.configNewer(ctx, obj.GetNamespace(), refs, since, r.kind.Template(obj).Annotations[stamp.SourcesAnnotation])
+	return reconcile.Result{}, r.nudge(ctx, obj, want, basis, storedSources, d.Restart)
 }
 
 // record writes the config the pods run into the workload's metadata (no rollout),
@@ -461,14 +444,6 @@ func (r *workloadReconciler) isOversize(key types.NamespacedName) bool {
 	defer r.mu.Unlock()
 	_, ok := r.oversize[key]
 	return ok
-}
-
-// restartPlaceholder stands for the restart time the webhook would set (same length).
-func restartPlaceholder(restart bool) string {
-	if !restart {
-		return ""
-	}
-	return time.Time{}.UTC().Format(time.RFC3339)
 }
 
 func (r *workloadReconciler) resetBypasses(key types.NamespacedName) {

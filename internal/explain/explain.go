@@ -15,8 +15,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/configstamp/configstamp/internal/decide"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
@@ -53,6 +55,8 @@ const (
 	// watcher then decides from could not all be read; Evidence shows those read and
 	// Reason what the watcher does with each outcome.
 	VerdictDependsOnTimes = "depends-on-times"
+	// VerdictDeleting: it is being deleted: configstamp leaves it alone.
+	VerdictDeleting = "deleting"
 	// VerdictUnknownScope: the namespace could not be read, and the workload does not
 	// opt in by its own label: whether it is in scope is not known.
 	VerdictUnknownScope = "unknown-scope"
@@ -83,7 +87,9 @@ type Report struct {
 	// Verdict is one of the Verdict codes; Reason says it in words.
 	Verdict string `json:"verdict"`
 	Reason  string `json:"reason"`
-	// Roll is true when the watcher would roll the workload now.
+	// Roll is true when the watcher rolls the workload: after its debounce (the
+	// sources quiet) and its minimum interval between rollouts, which are its own
+	// state, not shown here.
 	Roll bool `json:"roll"`
 	// InScope: the namespace or the workload opts in.
 	InScope bool `json:"inScope"`
@@ -106,7 +112,12 @@ type Report struct {
 	// (no valid record); nil when it has one.
 	Evidence *Evidence `json:"evidence,omitempty"`
 	Sources  []Source  `json:"sources"`
-	Events   []Event   `json:"events"`
+	// SourcesNote says what the sources' statuses compare with when it is not what
+	// the pods run.
+	SourcesNote string `json:"sourcesNote,omitempty"`
+	// Problems are entries of configstamp.io/extra-sources configstamp ignores.
+	Problems []string `json:"problems,omitempty"`
+	Events   []Event  `json:"events"`
 }
 
 // Evidence is what the watcher decides from without a certain basis: when the pods of
@@ -119,6 +130,8 @@ type Evidence struct {
 	ConfigWritten  *time.Time `json:"configWritten,omitempty"`
 	ConfigDeleted  bool       `json:"configDeleted,omitempty"`
 	CreatedCovered *bool      `json:"createdCovered,omitempty"`
+	// podsErr is why PodsSince could not be read.
+	podsErr string
 }
 
 // StampInfo is a config hash and its per-source digests.
@@ -144,8 +157,10 @@ type Source struct {
 	// Unconsumed lists the keys it holds that the pods do not see: changing them rolls
 	// nothing.
 	Unconsumed []string `json:"unconsumed,omitempty"`
-	// WrittenSince: written after the workload's last write (a change that, with an
-	// unchanged digest, touched no key the pods see).
+	// WrittenSince: written after its pods began to be created (Evidence.PodsSince;
+	// when that is not known, after the workload's last write): with an unchanged
+	// digest, a change that touched no key the pods see. The times have one-second
+	// resolution: a write in the same second as the pods started is not counted.
 	WrittenSince bool   `json:"writtenSince,omitempty"`
 	Note         string `json:"note,omitempty"`
 }
@@ -258,6 +273,13 @@ func Explain(in Input) Report {
 		r.Basis, r.BasisHash = "stamp", r.Stamp.Hash
 	}
 	r.Sources = sources(in, tmpl, refs)
+	if r.Basis == "record" && r.Record != r.Stamp.Hash && r.Stamp.Hash != "" {
+		r.SourcesNote = fmt.Sprintf("statuses compare the config now with the stamp (%s); its pods run config recorded after it (%s), whose per-source digests are not kept",
+			prefix(r.Stamp.Hash), prefix(r.Record))
+	}
+	if v, ok := obj.GetAnnotations()[stamp.ExtraSourcesAnnotation]; ok {
+		_, r.Problems = stamp.ExtraSources(v, in.Options)
+	}
 	r.SecretsCompared = in.Live.Complete || !stamp.HasSecrets(refs)
 	if in.Live.Complete {
 		r.Current = StampInfo{Hash: in.Live.Stamp.Hash, Sources: in.Live.Stamp.SourcesAnnotation()}
@@ -266,12 +288,14 @@ func Explain(in Input) Report {
 	return r
 }
 
-// verdict mirrors the watcher's decision (watcher/workloads.go, judge and shouldRoll;
-// watcher/evidence.go).
+// verdict is the watcher's decision (decide.Decide, as watcher/workloads.go makes it)
+// in words.
 func verdict(in Input, r *Report, refs []stamp.Source) (code, reason string, roll bool) {
 	switch {
 	case r.Skipped:
 		return VerdictSkipped, "skipped: annotation " + stamp.SkipAnnotation + "=true", false
+	case in.Object.GetDeletionTimestamp() != nil:
+		return VerdictDeleting, "being deleted: configstamp leaves it alone", false
 	case in.KindNotCovered:
 		return VerdictNotInScope, fmt.Sprintf("configstamp does not cover %ss: the server runs without --argo-rollouts (the registration's %s has no %s)",
 			r.Kind, stamp.CoverageAnnotation, in.Kind.Resource), false
@@ -284,180 +308,182 @@ func verdict(in Input, r *Report, refs []stamp.Source) (code, reason string, rol
 	case len(refs) == 0:
 		return VerdictNoSources, "consumes no ConfigMap" + map[bool]string{true: " or Secret", false: ""}[in.Options.Secrets] + ": nothing to stamp", false
 	}
-	changed := r.ids(StatusChanged, StatusAdded, StatusRemoved)
+	dIn := decide.Input{Template: in.Kind.Template(in.Object), Refs: refs, Basis: r.BasisHash, Certain: r.Basis == "record",
+		Record: r.Record, Want: in.Live.Stamp, RollStale: in.RollStale}
+	ev := &gathered{in: in, r: r, refs: refs}
 	if !in.Live.Complete {
-		if len(changed) == 0 {
-			return VerdictUnknown, "Secret digests can't be compared (no readable --secret-hash-key); no ConfigMap changed", false
-		}
-		if unmet := in.Live.Stamp.Unmet(); len(unmet) > 0 {
-			return VerdictHeld, strings.Join(unmet, "; ") + ", rollout held (new pods could not start); it rolls when the config returns (Secret digests not compared: no hash key)", false
-		}
-		if r.Basis != "record" {
-			if code, reason, roll := byTimes(in, r, refs); !roll {
-				return code, reason, roll
-			}
-		}
-		return VerdictWouldRoll, strings.Join(changed, ", ") + " changed since the last rollout (Secret digests not compared: no hash key)", true
+		return incomplete(dIn, ev, r)
 	}
+	d, _ := decide.Decide(dIn, ev) // gathered evidence fails only with decide.ErrUnknown
 	want := in.Live.Stamp
-	if r.BasisHash == want.Hash {
-		if want.Hash == "" {
+	switch d.Action {
+	case decide.Current:
+		switch {
+		case want.Hash == "":
 			return VerdictUpToDate, "up to date: every source it consumes is ignored (" + stamp.IgnoreAnnotation + ")", false
-		}
-		if r.Stamp.Hash == "" {
+		case r.Stamp.Hash == "":
 			return VerdictNotStamped, "not stamped yet (created before configstamp; adopted, not rolled): its pods run the current config", false
 		}
 		if since := r.ids(""); len(since) > 0 {
-			return VerdictUpToDate, "up to date: " + strings.Join(since, ", ") + " changed since, but none of the keys its pods see did", false
+			return VerdictUpToDate, "up to date: " + strings.Join(since, ", ") + " changed since its pods started, but none of the keys they see did", false
 		}
 		return VerdictUpToDate, "up to date", false
-	}
-	if unmet := want.Unmet(); len(unmet) > 0 {
-		return VerdictHeld, strings.Join(unmet, "; ") + ", rollout held (new pods could not start); it rolls when the config returns", false
-	}
-	code, reason, roll = VerdictWouldRoll, strings.Join(changed, ", ")+" changed since the last rollout", true
-	switch {
-	case want.Hash == "":
-		reason = "every source it consumes is now ignored (" + stamp.IgnoreAnnotation + "): it rolls once, to drop the stamp"
-	case len(changed) == 0:
-		reason = fmt.Sprintf("config changed since the last rollout (%s -> %s)", prefix(r.BasisHash), prefix(want.Hash))
-	}
-	certain := r.Basis == "record"
-	if !certain {
-		if code, reason, roll = byTimes(in, r, refs); !roll {
-			return code, reason, roll
-		}
-	}
-	tmpl := in.Kind.Template(in.Object)
-	restart := stamp.NeedsRestart(r.Stamp.Hash, want.Hash, certain, r.Record)
-	if !stamp.AnnotationsFit(tmpl.Annotations, stamp.TemplateAnnotations(want.Hash, want.SourcesAnnotation(), restartPlaceholder(restart))) {
+	case decide.Held:
+		return VerdictHeld, strings.Join(d.Unmet, "; ") + ", rollout held (new pods could not start); it rolls when the config returns", false
+	case decide.TooLarge:
 		return VerdictTooLarge, fmt.Sprintf("would roll, but configstamp's annotations would take the pod template's annotations past the API server's limit of %d bytes: left alone (not stamped, not rolled) until they are smaller",
 			stamp.AnnotationSizeLimit), false
+	case decide.Roll:
+		if d.Why != decide.WhyCertain {
+			return byTimes(d, r)
+		}
+		changed := r.ids(StatusChanged, StatusAdded, StatusRemoved)
+		switch {
+		case want.Hash == "":
+			return VerdictWouldRoll, "every source it consumes is now ignored (" + stamp.IgnoreAnnotation + "): it rolls once, to drop the stamp", true
+		case len(changed) == 0 || r.Record != r.Stamp.Hash:
+			// The stamp's per-source digests don't describe what the pods run (its
+			// record does, as a whole hash only).
+			return VerdictWouldRoll, fmt.Sprintf("config changed since the config its pods run was recorded (%s -> %s)", prefix(r.BasisHash), prefix(want.Hash)), true
+		}
+		return VerdictWouldRoll, strings.Join(changed, ", ") + " changed since the last rollout", true
+	}
+	return byTimes(d, r)
+}
+
+// incomplete decides without the Secrets' digests (no hash key): from the ConfigMaps'
+// digests against the stamp's, when those describe what the pods run.
+func incomplete(dIn decide.Input, ev *gathered, r *Report) (code, reason string, roll bool) {
+	const noKey = " (Secret digests not compared: no hash key)"
+	if r.Basis == "record" && r.Record != r.Stamp.Hash {
+		return VerdictUnknown, fmt.Sprintf("Secret digests can't be compared (no readable --secret-hash-key), and its pods run config recorded after its stamp (record %s, stamp %s): the stamp's per-source digests do not describe it",
+			prefix(r.Record), prefix(r.Stamp.Hash)), false
+	}
+	changed := r.ids(StatusChanged, StatusAdded, StatusRemoved)
+	if len(changed) == 0 && r.BasisHash != "" {
+		return VerdictUnknown, "Secret digests can't be compared (no readable --secret-hash-key); no ConfigMap changed", false
+	}
+	if unmet := dIn.Want.Unmet(); len(unmet) > 0 {
+		return VerdictHeld, strings.Join(unmet, "; ") + ", rollout held (new pods could not start); it rolls when the config returns" + noKey, false
+	}
+	d, _ := decide.ShouldRoll(dIn, ev)
+	if d.Action == decide.Roll && d.Why == decide.WhyCertain {
+		return VerdictWouldRoll, strings.Join(changed, ", ") + " changed since the last rollout" + noKey, true
+	}
+	code, reason, roll = byTimes(d, r)
+	if code == VerdictWouldRoll {
+		reason += noKey
 	}
 	return code, reason, roll
 }
 
-// restartPlaceholder stands for the restart time the webhook would set (same length),
-// as the watcher's does.
-func restartPlaceholder(restart bool) string {
-	if !restart {
-		return ""
-	}
-	return time.Time{}.UTC().Format(time.RFC3339)
-}
-
-// byTimes mirrors the watcher's decision without a certain basis (shouldRoll; a change
-// it sees live rolls in any case, and is written after the pods started): an unstamped
-// workload rolls only if created after configstamp covered it (or with
-// --roll-stale-at-install), and then, like one whose stamp is not certain, only if its
-// config was written at or after its pods began to be created. Otherwise the watcher
-// records the config as the one the pods run.
-func byTimes(in Input, r *Report, refs []stamp.Source) (code, reason string, roll bool) {
-	ev := &Evidence{}
-	r.Evidence = ev
+// byTimes says in words a decision made without a certain basis (decide.ShouldRoll):
+// from the times of its pods and its config and, for an unstamped workload, whether it
+// was created after configstamp covered it.
+func byTimes(d decide.Decision, r *Report) (code, reason string, roll bool) {
 	kept, keptReason := VerdictUpToDate, "the stamp is not certain (no valid record)"
 	if r.BasisHash == "" {
 		kept, keptReason = VerdictNotStamped, "not stamped yet"
 	}
-	t := in.Times
-	if t == nil {
-		return VerdictDependsOnTimes, keptReason + ": the watcher decides from times, not read here: it rolls if the config was written at or after its pods started, else records the config as the one they run", false
-	}
-	bypassKnown := true
-	if r.BasisHash == "" && !in.RollStale {
-		b, known := bypassed(in, refs)
-		bypassKnown = known
-		if known {
-			ev.CreatedCovered = &b
-			if !b {
-				return kept, keptReason + " (created before configstamp covered it, or opted in by its own label): adopted, not rolled; the watcher records the config as the one its pods run (--roll-stale-at-install rolls it when the config was written after its pods started)", false
-			}
+	ev := r.Evidence
+	at := func(t *time.Time) string { return t.UTC().Format(time.RFC3339) }
+	switch d.Action {
+	case decide.Roll:
+		return VerdictWouldRoll, fmt.Sprintf("config written at or after its pods started (%s), and no certain record of what they run: the watcher rolls it", at(ev.PodsSince)), true
+	case decide.Record:
+		switch d.Why {
+		case decide.WhyInstalledOver:
+			return kept, keptReason + " (created before configstamp covered it, or opted in by its own label): adopted, not rolled; the watcher records the config as the one its pods run (--roll-stale-at-install rolls it when the config was written after its pods started; a change the watcher sees while it runs rolls it)", false
+		case decide.WhyPodsPending:
+			return kept, keptReason + ": its controller has not taken the current template in yet, so its pods will read the config as it is; the watcher records it, no rollout", false
 		}
+		return kept, fmt.Sprintf("%s: its pods started (%s) after the config was last written: they run it; the watcher records it, no rollout", keptReason, at(ev.PodsSince)), false
+	}
+	switch {
+	case slices.Contains(d.Unknown, decide.EvidencePods) && r.Evidence.podsErr == "":
+		return VerdictDependsOnTimes, keptReason + ": the watcher decides from times, not read here: it rolls if the config was written at or after its pods started, else records the config as the one they run", false
+	case slices.Contains(d.Unknown, decide.EvidencePods):
+		return VerdictDependsOnTimes, keptReason + ": when its pods started can't be read (" + r.Evidence.podsErr + "): the watcher rolls it if the config was written at or after then, else records it", false
+	case slices.Contains(d.Unknown, decide.EvidenceConfig):
+		return VerdictDependsOnTimes, fmt.Sprintf("%s: the watcher rolls it if a source was written at or after its pods started (%s), else records it; some sources could not be read", keptReason, at(ev.PodsSince)), false
+	}
+	return VerdictDependsOnTimes, fmt.Sprintf("not stamped yet, config written at or after its pods started (%s): the watcher rolls it if it was created after configstamp began to cover its kind (registration's %s) and after its namespace's last write, else records it (the registration could not be read)",
+		at(ev.PodsSince), stamp.CoverageAnnotation), false
+}
+
+// gathered is the evidence Explain was given (Input.Times and Input.Live), as the
+// decision reads it; what it reads is shown in Report.Evidence. What was not read is
+// decide.ErrUnknown.
+type gathered struct {
+	in   Input
+	r    *Report
+	refs []stamp.Source
+}
+
+func (g *gathered) evidence() *Evidence {
+	if g.r.Evidence == nil {
+		g.r.Evidence = &Evidence{}
+	}
+	return g.r.Evidence
+}
+
+// Bypassed: as the watcher's, from the registration's coverage and the namespace
+// Gather read; not known when either could not be read.
+func (g *gathered) Bypassed() (bool, error) {
+	ev, t := g.evidence(), g.in.Times
+	if t == nil || t.Coverage == nil {
+		return false, decide.ErrUnknown
+	}
+	hasSecrets := stamp.HasSecrets(g.refs)
+	kindSince, secretsSince := t.Coverage[g.in.Kind.Resource], t.Coverage[decide.CoverageSecrets]
+	b := false
+	switch {
+	case kindSince.IsZero() || hasSecrets && secretsSince.IsZero():
+		// Not covered: known without the namespace.
+	case t.Namespace == nil:
+		return false, decide.ErrUnknown
+	case t.NamespaceIncluded:
+		b = decide.CreatedCovered(g.in.Object.GetCreationTimestamp().Time, kindSince, secretsSince, hasSecrets, workload.LastWrite(t.Namespace))
+	}
+	ev.CreatedCovered = &b
+	return b, nil
+}
+
+func (g *gathered) PodsSince() (time.Time, bool, error) {
+	ev, t := g.evidence(), g.in.Times
+	if t == nil {
+		return time.Time{}, false, decide.ErrUnknown
 	}
 	if t.PodsErr != "" {
-		return VerdictDependsOnTimes, keptReason + ": when its pods started can't be read (" + t.PodsErr + "): the watcher rolls it if the config was written at or after then, else records it", false
+		ev.podsErr = t.PodsErr
+		return time.Time{}, false, decide.ErrUnknown
 	}
-	if !t.PodsKnown {
-		return kept, keptReason + ": its controller has not taken the current template in yet, so its pods will read the config as it is; the watcher records it, no rollout", false
+	if t.PodsKnown {
+		since := t.PodsSince
+		ev.PodsSince = &since
 	}
-	since := t.PodsSince
-	ev.PodsSince = &since
-	newer, known := configNewer(in, r, refs, since, ev)
-	switch {
-	case !known:
-		return VerdictDependsOnTimes, fmt.Sprintf("%s: the watcher rolls it if a source was written at or after its pods started (%s), else records it; some sources could not be read", keptReason, since.UTC().Format(time.RFC3339)), false
-	case !newer:
-		return kept, fmt.Sprintf("%s: its pods started (%s) after the config was last written: they run it; the watcher records it, no rollout", keptReason, since.UTC().Format(time.RFC3339)), false
-	case !bypassKnown:
-		return VerdictDependsOnTimes, fmt.Sprintf("not stamped yet, config written at or after its pods started (%s): the watcher rolls it if it was created after configstamp began to cover its kind (registration's %s) and after its namespace's last write, else records it (the registration could not be read)",
-			since.UTC().Format(time.RFC3339), stamp.CoverageAnnotation), false
-	}
-	return VerdictWouldRoll, fmt.Sprintf("config written at or after its pods started (%s), and no certain record of what they run: the watcher rolls it", since.UTC().Format(time.RFC3339)), true
+	return t.PodsSince, t.PodsKnown, nil
 }
 
-// configNewer mirrors the watcher's evidence.configNewer: a source written at or after
-// since (a tie counts), or missing now but present in the stamp (deleted since);
-// ignored sources and those the stamp saw missing give no evidence. known is false
-// when a source could not be read.
-func configNewer(in Input, r *Report, refs []stamp.Source, since time.Time, ev *Evidence) (newer, known bool) {
-	stored := stamp.ParseSources(r.Stamp.Sources)
-	known = true
-	for _, src := range refs {
-		cm, read := in.Live.Content[src.ID()]
-		if !read {
-			known = false
-			continue
+// ConfigNewer reads the sources' metadata from the content Gather read.
+func (g *gathered) ConfigNewer(since time.Time) (bool, error) {
+	ev := g.evidence()
+	tmpl := g.in.Kind.Template(g.in.Object)
+	w, err := decide.Written(g.refs, tmpl.Annotations[stamp.SourcesAnnotation], since, func(src stamp.Source) (metav1.Object, error) {
+		cm, read := g.in.Live.Content[src.ID()]
+		switch {
+		case !read:
+			return nil, decide.ErrUnknown
+		case cm == nil:
+			return nil, nil
 		}
-		if cm == nil {
-			if d, ok := stored[src.ID()]; ok && d != "missing" {
-				ev.ConfigDeleted, newer = true, true
-			}
-			continue
-		}
-		if stamp.IsTrue(cm.Annotations[stamp.IgnoreAnnotation]) {
-			continue
-		}
-		w := workload.LastWrite(cm)
-		if ev.ConfigWritten == nil || w.After(*ev.ConfigWritten) {
-			ev.ConfigWritten = &w
-		}
-		if !w.Before(since) {
-			newer = true
-		}
+		return cm, nil
+	})
+	if !w.Latest.IsZero() {
+		ev.ConfigWritten = &w.Latest
 	}
-	return newer, known || newer
-}
-
-// bypassed mirrors the watcher's evidence.bypassed: created after configstamp covered
-// its kind (and Secrets, when it consumes one) and at or after its namespace's last
-// write, in a namespace that opts in. known is false when the registration or the
-// namespace could not be read.
-func bypassed(in Input, refs []stamp.Source) (b, known bool) {
-	t := in.Times
-	if t.Coverage == nil {
-		return false, false
-	}
-	covered := t.Coverage[in.Kind.Resource]
-	if covered.IsZero() {
-		return false, true
-	}
-	if stamp.HasSecrets(refs) {
-		secrets := t.Coverage["secrets"]
-		if secrets.IsZero() {
-			return false, true
-		}
-		if secrets.After(covered) {
-			covered = secrets
-		}
-	}
-	if t.Namespace == nil {
-		return false, false
-	}
-	if !t.NamespaceIncluded {
-		return false, true
-	}
-	created := in.Object.GetCreationTimestamp().Time
-	return created.After(covered) && !created.Before(workload.LastWrite(t.Namespace)), true
+	ev.ConfigDeleted = w.Deleted
+	return w.Newer, err
 }
 
 // ids lists the sources with one of the statuses; with "" alone, those written since
@@ -488,7 +514,12 @@ func sources(in Input, tmpl *corev1.PodTemplateSpec, refs []stamp.Source) []Sour
 		current[d.Kind+"/"+d.Name] = d
 	}
 	how := via(obj.GetAnnotations(), &tmpl.Spec, in.Options)
-	lastWrite := workload.LastWrite(obj)
+	// "Written since" is since its pods began to be created when that is known, else
+	// since the workload's last write.
+	since := workload.LastWrite(obj)
+	if t := in.Times; t != nil && t.PodsKnown && t.PodsErr == "" {
+		since = t.PodsSince
+	}
 	out := make([]Source, 0, len(refs))
 	seen := map[string]bool{}
 	for _, ref := range refs {
@@ -517,7 +548,7 @@ func sources(in Input, tmpl *corev1.PodTemplateSpec, refs []stamp.Source) []Sour
 		}
 		if cm != nil {
 			s.Unconsumed = unconsumed(ref, cm)
-			s.WrittenSince = workload.LastWrite(cm).After(lastWrite)
+			s.WrittenSince = workload.LastWrite(cm).After(since)
 		}
 		s.Note = note(s)
 		out = append(out, s)
@@ -543,7 +574,7 @@ func note(s Source) string {
 		}
 		return s.ID() + " changed since the last rollout"
 	case StatusAdded:
-		return "consumed since the last stamp"
+		return "not in the stamp: consumed since it was made, or counted since (Secrets turned on)"
 	case StatusRemoved:
 		return "no longer consumed"
 	case StatusIgnored:

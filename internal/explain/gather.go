@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/internal/configread"
+	"github.com/configstamp/configstamp/internal/decide"
 	"github.com/configstamp/configstamp/internal/hashkey"
 	"github.com/configstamp/configstamp/internal/scope"
 	"github.com/configstamp/configstamp/internal/workload"
@@ -138,15 +140,12 @@ func (c *Cluster) readCoverage(ctx context.Context) map[string]time.Time {
 			m = map[string]time.Time{}
 		}
 	}
-	// As the watcher's coverage.of: Deployments since the registration's creation,
-	// the others never before it.
-	created := reg.CreationTimestamp.Time
-	for k, t := range m {
-		if created.After(t) {
-			m[k] = created
-		}
+	// Since when each is covered, as the watcher reads it (decide.CoveredSince).
+	cov := map[string]time.Time{}
+	for _, k := range append(slices.Collect(maps.Keys(m)), workload.Deployment.Resource) {
+		cov[k] = decide.CoveredSince(reg.CreationTimestamp.Time, m, k)
 	}
-	m[workload.Deployment.Resource] = created
+	m = cov
 	c.coverage = m
 	return m
 }

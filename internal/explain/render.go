@@ -16,7 +16,13 @@ func WriteReport(w io.Writer, r Report) error {
 	fmt.Fprintf(tw, "%s/%s in namespace %s\n", r.Kind, r.Name, r.Namespace)
 	fmt.Fprintf(tw, "Verdict:\t%s\n", r.Verdict)
 	fmt.Fprintf(tw, "Why:\t%s\n", r.Reason)
-	fmt.Fprintf(tw, "Rolls now:\t%s\n", yesNo(r.Roll))
+	rolls := "no"
+	if r.Roll {
+		// The watcher's debounce and minimum interval between rollouts are its own
+		// state: the rollout comes after them.
+		rolls = "yes, once its sources are quiet (--debounce) and not sooner than --min-rollout-interval after its last rollout by configstamp"
+	}
+	fmt.Fprintf(tw, "Rolls:\t%s\n", rolls)
 	fmt.Fprintf(tw, "Stamp:\t%s\n", or(r.Stamp.Hash, "none"))
 	if r.Record != "" {
 		fmt.Fprintf(tw, "Record:\t%s\n", r.Record)
@@ -40,8 +46,14 @@ func WriteReport(w io.Writer, r Report) error {
 			fmt.Fprintf(tw, "Created after coverage:\t%s\n", yesNo(*e.CreatedCovered))
 		}
 	}
+	for _, p := range r.Problems {
+		fmt.Fprintf(tw, "Ignored:\t%s: %s\n", stamp.ExtraSourcesAnnotation, p)
+	}
 	if len(r.Sources) > 0 {
 		fmt.Fprintln(tw)
+		if r.SourcesNote != "" {
+			fmt.Fprintf(tw, "Note: %s\n", r.SourcesNote)
+		}
 		fmt.Fprintln(tw, "SOURCE\tKEYS\tVIA\tOPTIONAL\tSTAMPED\tCURRENT\tSTATUS\tNOTE")
 		for _, s := range r.Sources {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID(), keys(s.AllKeys, s.Keys), or(strings.Join(s.Via, ","), "-"),

@@ -1,0 +1,200 @@
+// Package decide holds the watcher's decision for one workload as a function of what
+// it reads: the watcher (watcher/workloads.go) acts on it, and `configstamp explain`
+// reports it, from the same code. The reads themselves are the caller's: the
+// watcher's from the API server, explain's from what it gathered; evidence explain
+// could not read is ErrUnknown, which the watcher never returns.
+package decide
+
+import (
+	"errors"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/configstamp/configstamp/stamp"
+)
+
+// ErrUnknown marks evidence that could not be read. Decide then goes on with the rest:
+// a later known answer may decide alone (Record does not depend on it); otherwise the
+// decision is Unknown, and Decision.Unknown names what was missing.
+var ErrUnknown = errors.New("not known")
+
+// Action is what the watcher does.
+type Action string
+
+const (
+	// Current: the basis is the current config; nothing rolls (the watcher records
+	// it when the basis is not certain, so later decisions are).
+	Current Action = "current"
+	// Held: the config differs, but required config is missing: new pods could not
+	// start; nothing rolls until it returns.
+	Held Action = "held"
+	// Record: the config differs from the basis, but the pods run it already: the
+	// watcher records it as the config they run, no rollout.
+	Record Action = "record"
+	// Roll: the pods run older config: the watcher nudges the workload.
+	Roll Action = "roll"
+	// TooLarge: it would roll, but the stamp would take the pod template's annotations
+	// past the API server's limit: the webhook would leave it unstamped, so it is
+	// left alone.
+	TooLarge Action = "too-large"
+	// Unknown: evidence it needs could not be read (explain only).
+	Unknown Action = "unknown"
+)
+
+// Why names what decided a Record or Roll.
+type Why string
+
+const (
+	// WhyCertain: a record made for this template says what the pods run.
+	WhyCertain Why = "certain"
+	// WhyLive: the change was seen live (its pods cannot have read it).
+	WhyLive Why = "live"
+	// WhyInstalledOver: unstamped and created before configstamp covered it (or opted
+	// in by its own label): installing configstamp rolls nothing.
+	WhyInstalledOver Why = "installed-over"
+	// WhyPodsPending: its controller has not taken the current template in: its pods
+	// are still to be created and will read the config as it is.
+	WhyPodsPending Why = "pods-pending"
+	// WhyConfigOlder: every source was last written before its pods began to be
+	// created: they read it.
+	WhyConfigOlder Why = "config-older"
+	// WhyConfigNewer: a source was written at or after its pods began to be created,
+	// or deleted since the stamp.
+	WhyConfigNewer Why = "config-newer"
+)
+
+// Evidence names, in Decision.Unknown.
+const (
+	EvidenceCoverage = "coverage" // Evidence.Bypassed
+	EvidencePods     = "pods"     // Evidence.PodsSince
+	EvidenceConfig   = "config"   // Evidence.ConfigNewer
+)
+
+// Input is what the decision is made on besides Evidence.
+type Input struct {
+	// Template is the workload's pod template (its stamp, and room for a new one).
+	Template *corev1.PodTemplateSpec
+	// Refs are the sources it consumes (stamp.Consumed).
+	Refs []stamp.Source
+	// Basis is the config hash its pods are judged to run: its record's when Certain
+	// (stamp.ObservedFor and Observed.Certain), else its stamp's ("" when unstamped).
+	Basis   string
+	Certain bool
+	// Record is the hash of its record for this template, certain or not ("": none).
+	Record string
+	// Want is the stamp of its config as it is now.
+	Want stamp.Stamp
+	// ChangedLive: a change of one of its sources was seen live.
+	ChangedLive bool
+	// RollStale: unstamped workloads that predate configstamp roll too
+	// (--roll-stale-at-install).
+	RollStale bool
+}
+
+// Evidence is what the decision reads, only when the basis is not certain and only as
+// far as it needs: each method is called at most once.
+type Evidence interface {
+	// Bypassed reports whether an unstamped workload was created while the webhook
+	// covered it (it should have been stamped then): see CreatedCovered.
+	Bypassed() (bool, error)
+	// PodsSince is when the pods of its current template began to be created; ok is
+	// false when its controller has not taken the template in yet
+	// (workload.Kind.PodsSince).
+	PodsSince() (since time.Time, ok bool, err error)
+	// ConfigNewer reports whether a source was written at or after since, or deleted
+	// since the stamp (see Written).
+	ConfigNewer(since time.Time) (bool, error)
+}
+
+// Decision is what the watcher does, and why.
+type Decision struct {
+	Action Action
+	// Why is set for Record and Roll (and for Current, when the basis is certain).
+	Why Why
+	// Restart: the nudge needs the webhook to set a restart time (the template
+	// already carries the wanted stamp but its pods run other config).
+	Restart bool
+	// Unmet is the required config that is missing (Held).
+	Unmet []string
+	// Unknown lists the evidence that could not be read (EvidenceCoverage, ...).
+	Unknown []string
+}
+
+// Decide decides for a workload in scope that consumes Refs, in the watcher's order:
+// the basis current; required config missing; whether the pods run older config
+// (ShouldRoll); room for the stamp.
+func Decide(in Input, ev Evidence) (Decision, error) {
+	if in.Basis == in.Want.Hash {
+		return Decision{Action: Current}, nil
+	}
+	if unmet := in.Want.Unmet(); len(unmet) > 0 {
+		return Decision{Action: Held, Unmet: unmet}, nil
+	}
+	d, err := ShouldRoll(in, ev)
+	if err != nil || d.Action != Roll {
+		return d, err
+	}
+	stored := in.Template.Annotations[stamp.HashAnnotation]
+	d.Restart = stamp.NeedsRestart(stored, in.Want.Hash, in.Certain, in.Record)
+	if !stamp.AnnotationsFit(in.Template.Annotations, stamp.TemplateAnnotations(in.Want.Hash, in.Want.SourcesAnnotation(), RestartPlaceholder(d.Restart))) {
+		d.Action = TooLarge
+	}
+	return d, nil
+}
+
+// ShouldRoll decides, for a workload whose basis differs from its config, whether its
+// pods run older config (Roll) or already run it (Record). A certain basis or a change
+// seen live always rolls. Otherwise the times decide: config written at or after its
+// current pods began to be created rolls. An unstamped workload that predates
+// configstamp is only recorded, unless RollStale.
+func ShouldRoll(in Input, ev Evidence) (Decision, error) {
+	switch {
+	case in.Certain:
+		return Decision{Action: Roll, Why: WhyCertain}, nil
+	case in.ChangedLive:
+		return Decision{Action: Roll, Why: WhyLive}, nil
+	}
+	var unknown []string
+	if in.Basis == "" && !in.RollStale {
+		bypassed, err := ev.Bypassed()
+		switch {
+		case errors.Is(err, ErrUnknown):
+			unknown = append(unknown, EvidenceCoverage)
+		case err != nil:
+			return Decision{}, err
+		case !bypassed:
+			return Decision{Action: Record, Why: WhyInstalledOver}, nil
+		}
+	}
+	since, ok, err := ev.PodsSince()
+	switch {
+	case errors.Is(err, ErrUnknown):
+		return Decision{Action: Unknown, Unknown: append(unknown, EvidencePods)}, nil
+	case err != nil:
+		return Decision{}, err
+	case !ok:
+		return Decision{Action: Record, Why: WhyPodsPending}, nil
+	}
+	newer, err := ev.ConfigNewer(since)
+	switch {
+	case errors.Is(err, ErrUnknown):
+		return Decision{Action: Unknown, Unknown: append(unknown, EvidenceConfig)}, nil
+	case err != nil:
+		return Decision{}, err
+	case !newer:
+		return Decision{Action: Record, Why: WhyConfigOlder}, nil
+	case len(unknown) > 0:
+		// Rolls only if it bypassed the webhook, which is not known.
+		return Decision{Action: Unknown, Why: WhyConfigNewer, Unknown: unknown}, nil
+	}
+	return Decision{Action: Roll, Why: WhyConfigNewer}, nil
+}
+
+// RestartPlaceholder stands for the restart time the webhook would set (same length).
+func RestartPlaceholder(restart bool) string {
+	if !restart {
+		return ""
+	}
+	return time.Time{}.UTC().Format(time.RFC3339)
+}

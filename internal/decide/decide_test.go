@@ -1,0 +1,215 @@
+package decide
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configstamp/configstamp/stamp"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// fakeEvidence answers from fields and counts what was asked.
+type fakeEvidence struct {
+	bypassed    bool
+	bypassedErr error
+	since       time.Time
+	podsOK      bool
+	podsErr     error
+	newer       bool
+	newerErr    error
+	asked       []string
+}
+
+func (f *fakeEvidence) Bypassed() (bool, error) {
+	f.asked = append(f.asked, EvidenceCoverage)
+	return f.bypassed, f.bypassedErr
+}
+
+func (f *fakeEvidence) PodsSince() (time.Time, bool, error) {
+	f.asked = append(f.asked, EvidencePods)
+	return f.since, f.podsOK, f.podsErr
+}
+
+func (f *fakeEvidence) ConfigNewer(since time.Time) (bool, error) {
+	f.asked = append(f.asked, EvidenceConfig)
+	if !since.Equal(f.since) {
+		return false, errors.New("asked about another time than PodsSince's")
+	}
+	return f.newer, f.newerErr
+}
+
+func want(hash string, digests ...stamp.Digest) stamp.Stamp {
+	return stamp.Stamp{Hash: hash, Sources: digests}
+}
+
+func TestDecide(t *testing.T) {
+	boom := errors.New("boom")
+	tmpl := &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{stamp.HashAnnotation: "old"}}}
+	full := &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"big": strings.Repeat("x", stamp.AnnotationSizeLimit-10)}}}
+	missing := stamp.Digest{Kind: stamp.KindConfigMap, Name: "app", Missing: true, Unmet: "configmap/app is missing"}
+	for _, tc := range []struct {
+		name    string
+		in      Input
+		ev      fakeEvidence
+		action  Action
+		why     Why
+		unknown []string
+		asked   []string
+		restart bool
+		err     bool
+	}{
+		{name: "current", in: Input{Template: tmpl, Basis: "h", Want: want("h")}, action: Current},
+		{name: "held before any evidence", in: Input{Template: tmpl, Basis: "old", Want: want("new", missing)}, action: Held},
+		{name: "certain rolls without evidence", in: Input{Template: tmpl, Basis: "rec", Certain: true, Record: "rec", Want: want("new")}, action: Roll, why: WhyCertain, restart: false},
+		{name: "certain, stamp already wanted: restart", in: Input{Template: &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{stamp.HashAnnotation: "new"}}},
+			Basis: "rec", Certain: true, Record: "rec", Want: want("new")}, action: Roll, why: WhyCertain, restart: true},
+		{name: "live change rolls", in: Input{Template: tmpl, Basis: "old", Want: want("new"), ChangedLive: true}, action: Roll, why: WhyLive},
+		{name: "stamp, config newer", in: Input{Template: tmpl, Basis: "old", Want: want("new")}, ev: fakeEvidence{since: t0, podsOK: true, newer: true},
+			action: Roll, why: WhyConfigNewer, asked: []string{EvidencePods, EvidenceConfig}},
+		{name: "stamp, config older", in: Input{Template: tmpl, Basis: "old", Want: want("new")}, ev: fakeEvidence{since: t0, podsOK: true},
+			action: Record, why: WhyConfigOlder, asked: []string{EvidencePods, EvidenceConfig}},
+		{name: "pods pending", in: Input{Template: tmpl, Basis: "old", Want: want("new")}, ev: fakeEvidence{},
+			action: Record, why: WhyPodsPending, asked: []string{EvidencePods}},
+		{name: "unstamped installed over: nothing else read", in: Input{Template: tmpl, Want: want("new")}, ev: fakeEvidence{since: t0, podsOK: true, newer: true},
+			action: Record, why: WhyInstalledOver, asked: []string{EvidenceCoverage}},
+		{name: "unstamped bypassed, config newer", in: Input{Template: tmpl, Want: want("new")}, ev: fakeEvidence{bypassed: true, since: t0, podsOK: true, newer: true},
+			action: Roll, why: WhyConfigNewer, asked: []string{EvidenceCoverage, EvidencePods, EvidenceConfig}},
+		{name: "unstamped, roll stale: coverage not read", in: Input{Template: tmpl, Want: want("new"), RollStale: true}, ev: fakeEvidence{since: t0, podsOK: true, newer: true},
+			action: Roll, why: WhyConfigNewer, asked: []string{EvidencePods, EvidenceConfig}},
+		{name: "too large", in: Input{Template: full, Basis: "old", Want: want("new"), Certain: true, Record: "old"}, action: TooLarge, why: WhyCertain},
+		// Unknown evidence (explain): a later known answer that records decides alone.
+		{name: "coverage unknown, config older: record", in: Input{Template: tmpl, Want: want("new")}, ev: fakeEvidence{bypassedErr: ErrUnknown, since: t0, podsOK: true},
+			action: Record, why: WhyConfigOlder, asked: []string{EvidenceCoverage, EvidencePods, EvidenceConfig}},
+		{name: "coverage unknown, config newer: unknown", in: Input{Template: tmpl, Want: want("new")}, ev: fakeEvidence{bypassedErr: ErrUnknown, since: t0, podsOK: true, newer: true},
+			action: Unknown, why: WhyConfigNewer, unknown: []string{EvidenceCoverage}, asked: []string{EvidenceCoverage, EvidencePods, EvidenceConfig}},
+		{name: "pods unknown", in: Input{Template: tmpl, Basis: "old", Want: want("new")}, ev: fakeEvidence{podsErr: ErrUnknown},
+			action: Unknown, unknown: []string{EvidencePods}, asked: []string{EvidencePods}},
+		{name: "config unknown", in: Input{Template: tmpl, Basis: "old", Want: want("new")}, ev: fakeEvidence{since: t0, podsOK: true, newerErr: ErrUnknown},
+			action: Unknown, unknown: []string{EvidenceConfig}, asked: []string{EvidencePods, EvidenceConfig}},
+		// Errors (the watcher's) stop the decision.
+		{name: "coverage error", in: Input{Template: tmpl, Want: want("new")}, ev: fakeEvidence{bypassedErr: boom}, err: true, asked: []string{EvidenceCoverage}},
+		{name: "pods error", in: Input{Template: tmpl, Basis: "old", Want: want("new")}, ev: fakeEvidence{podsErr: boom}, err: true, asked: []string{EvidencePods}},
+		{name: "config error", in: Input{Template: tmpl, Basis: "old", Want: want("new")}, ev: fakeEvidence{since: t0, podsOK: true, newerErr: boom}, err: true,
+			asked: []string{EvidencePods, EvidenceConfig}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := tc.ev
+			d, err := Decide(tc.in, &ev)
+			if (err != nil) != tc.err {
+				t.Fatalf("error %v, want error: %v", err, tc.err)
+			}
+			if !slices.Equal(ev.asked, tc.asked) {
+				t.Errorf("asked %v, want %v", ev.asked, tc.asked)
+			}
+			if tc.err {
+				return
+			}
+			if d.Action != tc.action || d.Why != tc.why || d.Restart != tc.restart || !slices.Equal(d.Unknown, tc.unknown) {
+				t.Errorf("decision %+v, want action %s why %q restart %v unknown %v", d, tc.action, tc.why, tc.restart, tc.unknown)
+			}
+		})
+	}
+}
+
+func meta(at time.Time, ann map[string]string) metav1.Object {
+	return &metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(at), Annotations: ann}
+}
+
+func TestWritten(t *testing.T) {
+	a := stamp.Source{Kind: stamp.KindConfigMap, Name: "a"}
+	b := stamp.Source{Kind: stamp.KindConfigMap, Name: "b"}
+	s := stamp.Source{Kind: stamp.KindSecret, Name: "s"}
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		name   string
+		stored string
+		metas  map[string]metav1.Object
+		errs   map[string]error
+		since  time.Time
+		want   Writes
+		err    error
+	}{
+		{name: "older", metas: map[string]metav1.Object{"configmap/a": meta(t0, nil), "configmap/b": meta(t0.Add(time.Second), nil)}, since: t0.Add(time.Minute),
+			want: Writes{Latest: t0.Add(time.Second)}},
+		{name: "a tie counts as newer", metas: map[string]metav1.Object{"configmap/a": meta(t0, nil), "configmap/b": meta(t0.Add(time.Minute), nil)}, since: t0.Add(time.Minute),
+			want: Writes{Newer: true, Latest: t0.Add(time.Minute)}},
+		{name: "ignored source gives no evidence", metas: map[string]metav1.Object{"configmap/a": meta(t0.Add(time.Hour), map[string]string{stamp.IgnoreAnnotation: "true"}), "configmap/b": meta(t0, nil)},
+			since: t0.Add(time.Minute), want: Writes{Latest: t0}},
+		{name: "deleted since the stamp", stored: "configmap/a=abc,configmap/b=def", metas: map[string]metav1.Object{"configmap/b": meta(t0, nil)}, since: t0.Add(time.Minute),
+			want: Writes{Newer: true, Deleted: true, Latest: t0}},
+		{name: "missing in the stamp too", stored: "configmap/a=missing", metas: map[string]metav1.Object{"configmap/b": meta(t0, nil)}, since: t0.Add(time.Minute),
+			want: Writes{Latest: t0}},
+		{name: "not in the stamp (Secrets were off)", stored: "configmap/a=abc", metas: map[string]metav1.Object{"configmap/a": meta(t0, nil)}, since: t0.Add(time.Minute),
+			want: Writes{Latest: t0}},
+		{name: "unknown, none newer", metas: map[string]metav1.Object{"configmap/a": meta(t0, nil)}, errs: map[string]error{"configmap/b": ErrUnknown}, since: t0.Add(time.Minute),
+			want: Writes{Latest: t0}, err: ErrUnknown},
+		{name: "unknown, one newer", metas: map[string]metav1.Object{"configmap/b": meta(t0.Add(time.Hour), nil)}, errs: map[string]error{"configmap/a": ErrUnknown}, since: t0.Add(time.Minute),
+			want: Writes{Newer: true, Latest: t0.Add(time.Hour)}},
+		{name: "error stops", metas: map[string]metav1.Object{"configmap/a": meta(t0.Add(time.Hour), nil)}, errs: map[string]error{"configmap/b": boom}, since: t0,
+			err: boom},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Written([]stamp.Source{a, b, s}[:2], tc.stored, tc.since, func(src stamp.Source) (metav1.Object, error) {
+				if err := tc.errs[src.ID()]; err != nil {
+					return nil, err
+				}
+				m, ok := tc.metas[src.ID()]
+				if !ok {
+					return nil, nil
+				}
+				return m, nil
+			})
+			if !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
+				t.Fatalf("error %v, want %v", err, tc.err)
+			}
+			if tc.err != boom && got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCreatedCovered(t *testing.T) {
+	for _, tc := range []struct {
+		name                       string
+		created, kind, secrets, ns time.Time
+		hasSecrets                 bool
+		want                       bool
+	}{
+		{name: "after coverage and namespace", created: t0.Add(time.Minute), kind: t0, ns: t0, want: true},
+		{name: "kind not covered", created: t0.Add(time.Minute), ns: t0},
+		{name: "tie with coverage predates", created: t0, kind: t0, ns: t0.Add(-time.Hour)},
+		{name: "tie with namespace counts as after", created: t0.Add(time.Minute), kind: t0, ns: t0.Add(time.Minute), want: true},
+		{name: "before the namespace's last write", created: t0.Add(time.Minute), kind: t0, ns: t0.Add(time.Hour)},
+		{name: "Secrets not covered", created: t0.Add(time.Minute), kind: t0, ns: t0, hasSecrets: true},
+		{name: "before Secrets were covered", created: t0.Add(time.Minute), kind: t0, secrets: t0.Add(time.Hour), ns: t0, hasSecrets: true},
+		{name: "after Secrets were covered", created: t0.Add(2 * time.Hour), kind: t0, secrets: t0.Add(time.Hour), ns: t0, hasSecrets: true, want: true},
+		{name: "Secrets coverage irrelevant without a Secret", created: t0.Add(time.Minute), kind: t0, ns: t0, want: true},
+	} {
+		if got := CreatedCovered(tc.created, tc.kind, tc.secrets, tc.hasSecrets, tc.ns); got != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestCoveredSince(t *testing.T) {
+	entries := map[string]time.Time{"statefulsets": t0.Add(-time.Hour), "daemonsets": t0.Add(time.Hour), CoverageSecrets: t0.Add(2 * time.Hour)}
+	for key, want := range map[string]time.Time{
+		"deployments":   t0,                    // since the registration's creation, entry or not
+		"statefulsets":  t0,                    // never before the registration
+		"daemonsets":    t0.Add(time.Hour),     // its entry
+		CoverageSecrets: t0.Add(2 * time.Hour), // its entry
+		"rollouts":      {},                    // not covered
+	} {
+		if got := CoveredSince(t0, entries, key); !got.Equal(want) {
+			t.Errorf("%s: got %v, want %v", key, got, want)
+		}
+	}
+}

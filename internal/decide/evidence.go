@@ -1,0 +1,109 @@
+package decide
+
+import (
+	"errors"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configstamp/configstamp/internal/workload"
+	"github.com/configstamp/configstamp/stamp"
+)
+
+// Writes is what the sources' metadata says about when the config was last written.
+type Writes struct {
+	// Newer: a source was written at or after the time asked about, or deleted since
+	// the stamp.
+	Newer bool
+	// Latest is the last write of the sources read (zero: none read).
+	Latest time.Time
+	// Deleted: a source the stamp saw present does not exist now.
+	Deleted bool
+}
+
+// Written reads when the sources were last written, relative to since (the API server's
+// times have one-second resolution: a tie counts as newer, so a change is never lost).
+// meta returns a source's metadata, nil when it does not exist, or an error (ErrUnknown:
+// not readable, the others are still read).
+// A source missing now counts as newer only when the stored stamp's sources annotation
+// (storedSources) shows it present: it was deleted since (a deletion carries no time).
+// A source the stored stamp did not count (Secrets were off) or saw missing too, and a
+// source annotated configstamp.io/ignore, give no evidence.
+// The error is ErrUnknown when a source could not be read and none was newer.
+func Written(refs []stamp.Source, storedSources string, since time.Time, meta func(stamp.Source) (metav1.Object, error)) (Writes, error) {
+	stored := stamp.ParseSources(storedSources)
+	var w Writes
+	unknown := false
+	for _, src := range refs {
+		m, err := meta(src)
+		switch {
+		case errors.Is(err, ErrUnknown):
+			unknown = true
+			continue
+		case err != nil:
+			return Writes{}, err
+		case m == nil:
+			if d, ok := stored[src.ID()]; ok && d != "missing" {
+				w.Deleted, w.Newer = true, true
+			}
+			continue
+		case stamp.IsTrue(m.GetAnnotations()[stamp.IgnoreAnnotation]):
+			continue
+		}
+		last := workload.LastWrite(m)
+		if last.After(w.Latest) {
+			w.Latest = last
+		}
+		if !last.Before(since) {
+			w.Newer = true
+		}
+	}
+	if unknown && !w.Newer {
+		return w, ErrUnknown
+	}
+	return w, nil
+}
+
+// CreatedCovered reports whether a workload created at created was created while the
+// registration already sent its admissions to configstamp, so it should have been
+// stamped at creation: after configstamp began to cover its kind (kindSince) and, when
+// it consumes a Secret, Secrets (secretsSince), and not before its namespace's last
+// write (nsWritten: the opt-in label). Zero coverage times mean not covered. A
+// workload that predates either is one configstamp was installed over.
+//
+// The times have one-second resolution. A tie with the coverage counts as predating: a
+// workload created as configstamp was being installed was admitted without a stamp,
+// and its new pods read the config as it was then. A tie with the namespace's last
+// write counts as after: a namespace is written when it is created, often with its
+// label, just before its workloads.
+func CreatedCovered(created, kindSince, secretsSince time.Time, hasSecrets bool, nsWritten time.Time) bool {
+	if kindSince.IsZero() || hasSecrets && secretsSince.IsZero() {
+		return false
+	}
+	covered := kindSince
+	if hasSecrets && secretsSince.After(covered) {
+		covered = secretsSince
+	}
+	return created.After(covered) && !created.Before(nsWritten)
+}
+
+// CoverageSecrets is the coverage key of Secrets (the others are resources).
+const CoverageSecrets = "secrets"
+
+// CoveredSince is since when key (a resource, or CoverageSecrets) has been covered, from
+// the registration's creation time and its coverage entries
+// (stamp.CoverageAnnotation): Deployments since its creation, the others since their
+// entry but never before its creation; zero when not covered.
+func CoveredSince(created time.Time, entries map[string]time.Time, key string) time.Time {
+	if key == workload.Deployment.Resource {
+		return created
+	}
+	t, ok := entries[key]
+	if !ok {
+		return time.Time{}
+	}
+	if created.After(t) {
+		return created
+	}
+	return t
+}
