@@ -589,7 +589,7 @@ func note(s Source) string {
 		parts = append(parts, "missing (optional)")
 	}
 	if s.WrittenSince && s.Status == StatusUnchanged {
-		parts = append(parts, "changed since, but not in a key the pods see")
+		parts = append(parts, "changed since its pods started, but not in a key they see")
 	}
 	if len(s.Unconsumed) > 0 {
 		parts = append(parts, "key "+strings.Join(s.Unconsumed, ", ")+": pods do not see it, changes roll nothing")

@@ -57,7 +57,7 @@ func TestExplain(t *testing.T) {
 	}{
 		{name: "current", kind: workload.Deployment, args: []string{"deployment/current"}, verdict: explain.VerdictUpToDate, reason: "up to date"},
 		{name: "partial", kind: workload.Deployment, args: []string{"deploy/partial"}, verdict: explain.VerdictUpToDate,
-			reason: "up to date: configmap/app2 changed since, but none of the keys its pods see did"},
+			reason: "up to date: configmap/app2 changed since its pods started, but none of the keys they see did"},
 		{name: "changed", kind: workload.Deployment, args: []string{"deployment/changed"}, verdict: explain.VerdictWouldRoll,
 			reason: "configmap/cfg changed since the last rollout", roll: true},
 		{name: "skipped", kind: workload.Deployment, args: []string{"deployment/skipped"}, verdict: explain.VerdictSkipped,

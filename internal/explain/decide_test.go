@@ -1,0 +1,94 @@
+package explain
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configstamp/configstamp/internal/workload"
+	"github.com/configstamp/configstamp/stamp"
+)
+
+// Without the Secret hash key, the ConfigMaps' digests are compared with the stamp's;
+// when the pods run config recorded after the stamp (a certain record that differs
+// from it), those digests do not describe what they run: unknown, not would-roll.
+func TestNoHashKeyRecordAfterStamp(t *testing.T) {
+	d := deployment()
+	d.Spec.Template.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}}}}
+	opts := stamp.Options{Secrets: true}
+	refs := stamp.Consumed(d.Annotations, &d.Spec.Template.Spec, opts)
+	content := map[string]*corev1.ConfigMap{"configmap/app": cm("app", map[string]string{"a": "1"}), "configmap/files": cm("files", nil), "secret/creds": cm("creds", map[string]string{"p": "x"})}
+	read := func(_ context.Context, kind, name string) (*corev1.ConfigMap, error) {
+		return content[kind+"/"+name], nil
+	}
+	full, _ := stamp.Compute(t.Context(), refs, read, make([]byte, 32))
+	d.Spec.Template.Annotations = map[string]string{stamp.HashAnnotation: full.Hash, stamp.SourcesAnnotation: full.SourcesAnnotation()}
+	var cms []stamp.Source
+	for _, r := range refs {
+		if r.Kind != stamp.KindSecret {
+			cms = append(cms, r)
+		}
+	}
+	// configmap/app changed after the stamp; the watcher recorded that the pods run it.
+	content["configmap/app"] = cm("app", map[string]string{"a": "2"})
+	recorded, _ := stamp.Compute(t.Context(), refs, read, make([]byte, 32))
+	partial, _ := stamp.Compute(t.Context(), cms, read, nil)
+	explain := func(record string) Report {
+		d.Annotations[stamp.ObservedAnnotation] = stamp.Observed{Hash: record, Template: stamp.TemplateFingerprint(&d.Spec.Template), Secrets: true}.String()
+		return Explain(Input{Kind: workload.Deployment, Object: d, InScope: true, Options: opts, Live: Live{Stamp: partial, Content: content}})
+	}
+	if r := explain(full.Hash); r.Verdict != VerdictWouldRoll || !r.Roll {
+		t.Errorf("record equals the stamp, configmap/app changed: got %s %q, want would-roll", r.Verdict, r.Reason)
+	}
+	r := explain(recorded.Hash)
+	if r.Verdict != VerdictUnknown || r.Roll {
+		t.Errorf("record after the stamp: got %s %q roll=%v, want unknown", r.Verdict, r.Reason, r.Roll)
+	}
+	if !strings.Contains(r.SourcesNote, "stamp") {
+		t.Errorf("the sources table does not say its statuses are against the stamp: %q", r.SourcesNote)
+	}
+}
+
+// A workload being deleted is left alone by the watcher.
+func TestDeleting(t *testing.T) {
+	old := map[string]*corev1.ConfigMap{"configmap/app": cm("app", map[string]string{"a": "1"}), "configmap/files": cm("files", nil)}
+	now := map[string]*corev1.ConfigMap{"configmap/app": cm("app", map[string]string{"a": "2"}), "configmap/files": cm("files", nil)}
+	d := deployment()
+	stamped(t, d, old)
+	gone := metav1.Now()
+	d.DeletionTimestamp = &gone
+	if r := Explain(Input{Kind: workload.Deployment, Object: d, InScope: true, Live: live(t, d, now)}); r.Verdict != VerdictDeleting || r.Roll {
+		t.Errorf("got %s %q roll=%v, want deleting", r.Verdict, r.Reason, r.Roll)
+	}
+}
+
+// "Changed since, but not in a key the pods see" counts writes after the pods started
+// (not after the workload's last write, which a scale or label edit moves).
+func TestWrittenSincePods(t *testing.T) {
+	old := map[string]*corev1.ConfigMap{"configmap/app": written(cm("app", map[string]string{"a": "1", "b": "1"}), t0), "configmap/files": written(cm("files", nil), t0)}
+	now := map[string]*corev1.ConfigMap{"configmap/app": written(cm("app", map[string]string{"a": "1", "b": "2"}), t0.Add(time.Hour)), "configmap/files": old["configmap/files"]}
+	for _, tc := range []struct {
+		name  string
+		pods  time.Time
+		since bool
+	}{
+		{name: "written after the pods started", pods: t0.Add(time.Minute), since: true},
+		{name: "written before the pods started", pods: t0.Add(2 * time.Hour)},
+		{name: "same second: not counted", pods: t0.Add(time.Hour)},
+	} {
+		d := deployment()
+		d.CreationTimestamp = metav1.NewTime(t0.Add(3 * time.Hour)) // a later write of the workload does not hide it
+		stamped(t, d, old)
+		r := Explain(Input{Kind: workload.Deployment, Object: d, InScope: true, Live: live(t, d, now), Times: &Times{PodsSince: tc.pods, PodsKnown: true}})
+		if r.Verdict != VerdictUpToDate {
+			t.Fatalf("%s: got %s %q", tc.name, r.Verdict, r.Reason)
+		}
+		if got := r.Sources[0].WrittenSince; got != tc.since || strings.Contains(r.Reason, "changed since") != tc.since {
+			t.Errorf("%s: writtenSince %v, reason %q; want %v", tc.name, got, r.Reason, tc.since)
+		}
+	}
+}
