@@ -31,26 +31,49 @@ import (
 // pluginName is the name kubectl finds the binary under as a plugin.
 const pluginName = "kubectl-configstamp"
 
-// cliCommands are the first arguments that run the command-line tools, not the server.
-var cliCommands = []string{"explain", "impact", "hash", "help", "completion"}
+// pluginCompletionName is the name kubectl runs the binary under to complete the
+// plugin's arguments: "kubectl configstamp explain d<TAB>" runs
+// "kubectl_complete-configstamp explain d", without cobra's request command.
+const pluginCompletionName = "kubectl_complete-configstamp"
+
+// cliCommands are the first arguments that run the command-line tools, not the server:
+// the commands, and cobra's hidden ones the shell completion scripts run
+// (configstamp __complete explain "").
+var cliCommands = []string{"explain", "impact", "hash", "help", "completion", cobra.ShellCompRequestCmd, cobra.ShellCompNoDescRequestCmd}
 
 // isCLI reports whether args (os.Args) ask for the command-line tools: the binary runs
-// as the kubectl plugin, or its first argument is one of cliCommands. Anything else is
-// the server, exactly as before.
+// as the kubectl plugin (or its completion), or its first argument is one of
+// cliCommands. Anything else is the server, exactly as before.
 func isCLI(args []string) bool {
 	if len(args) == 0 {
 		return false
 	}
-	return isPlugin(args[0]) || len(args) > 1 && slices.Contains(cliCommands, args[1])
+	return isPlugin(args[0]) || isPluginCompletion(args[0]) || len(args) > 1 && slices.Contains(cliCommands, args[1])
 }
 
 // isPlugin reports whether the binary runs under the kubectl plugin's name.
-func isPlugin(arg0 string) bool {
+func isPlugin(arg0 string) bool { return baseName(arg0) == pluginName }
+
+// isPluginCompletion reports whether the binary runs under the name kubectl runs to
+// complete the plugin's arguments.
+func isPluginCompletion(arg0 string) bool { return baseName(arg0) == pluginCompletionName }
+
+// cliArgs are the arguments of the command-line tools given os.Args: run as the
+// plugin's completion, a request for completions of the plugin's arguments.
+func cliArgs(args []string) []string {
+	if isPluginCompletion(args[0]) {
+		return append([]string{cobra.ShellCompRequestCmd}, args[1:]...)
+	}
+	return args[1:]
+}
+
+// baseName is the name of the binary of arg0, without a directory or ".exe".
+func baseName(arg0 string) string {
 	base := filepath.Base(arg0)
 	if n := len(base) - len(".exe"); n > 0 && strings.EqualFold(base[n:], ".exe") {
 		base = base[:n]
 	}
-	return base == pluginName
+	return base
 }
 
 // checkServerFlags parses args as the server would, on a throwaway flag set, and on an
@@ -144,6 +167,19 @@ func newCLI(plugin bool, stdout, stderr io.Writer) *cobra.Command {
 	// take --kubeconfig for the value of --help.
 	root.InitDefaultHelpFlag()
 	root.AddCommand(c.explainCmd(), c.impactCmd(), c.hashCmd())
+	if plugin {
+		// cobra would write the script for the command's first word, kubectl: sourced,
+		// it would replace kubectl's own completion. kubectl completes a plugin itself,
+		// running pluginCompletionName (__complete stays).
+		root.CompletionOptions.DisableDefaultCmd = true
+		root.AddCommand(&cobra.Command{
+			Use: "completion", Hidden: true, Args: cobra.ArbitraryArgs,
+			RunE: func(*cobra.Command, []string) error {
+				return fmt.Errorf("kubectl completes its plugins' arguments itself: put this binary on your PATH as %s too (a symlink to it); "+
+					"for the configstamp command, run configstamp completion SHELL", pluginCompletionName)
+			},
+		})
+	}
 	return root
 }
 
@@ -347,8 +383,9 @@ func (c *cli) explainCmd() *cobra.Command {
 		Long: "For each ConfigMap and Secret the workload consumes (which keys, and how): the digest in its stamp, the digest of " +
 			"the content now (computed with the webhook's code), and whether it would roll now and why; then configstamp's latest " +
 			"Events about it. KIND is deployment (deploy), statefulset (sts), daemonset (ds) or rollout.",
-		Example: "  configstamp explain -n shop deployment/web\n  kubectl configstamp explain deploy/web -o json",
-		Args:    cobra.RangeArgs(1, 2),
+		Example:           "  configstamp explain -n shop deployment/web\n  kubectl configstamp explain deploy/web -o json",
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: completeKinds("deployment", "statefulset", "daemonset", "rollout"),
 	}
 	cmd.RunE = func(_ *cobra.Command, args []string) error {
 		kind, name, err := parseWorkload(args)
@@ -378,6 +415,23 @@ func (c *cli) explainCmd() *cobra.Command {
 	return cmd
 }
 
+// completeKinds completes the first argument, KIND/NAME, with "KIND/" for each of
+// kinds (names are not read from the cluster).
+func completeKinds(kinds ...string) cobra.CompletionFunc {
+	return func(_ *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 0 || strings.Contains(toComplete, "/") {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var out []cobra.Completion
+		for _, k := range kinds {
+			if strings.HasPrefix(k, toComplete) {
+				out = append(out, k+"/")
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
+	}
+}
+
 // cluster returns the reader of the cluster of the flags, and the namespace.
 func (c *cli) cluster(sf *scopeFlags) (*explain.Cluster, string, error) {
 	sc, err := scope.New(sf.label, strings.Split(sf.excluded, ","))
@@ -404,8 +458,9 @@ func (c *cli) impactCmd() *cobra.Command {
 		Short: "Which workloads a change of a ConfigMap or Secret (or of one key) rolls",
 		Long: "Lists the workloads of every supported kind in the namespace that consume the ConfigMap or Secret, which keys and " +
 			"how, and whether a change of it (with --key, of that key) would roll each. KIND is configmap (cm) or secret.",
-		Example: "  configstamp impact -n shop configmap/web-config --key routes.yaml",
-		Args:    cobra.RangeArgs(1, 2),
+		Example:           "  configstamp impact -n shop configmap/web-config --key routes.yaml",
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: completeKinds("configmap", "secret"),
 	}
 	cmd.RunE = func(_ *cobra.Command, args []string) error {
 		kind, name, err := parseSource(args)

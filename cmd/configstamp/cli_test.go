@@ -82,6 +82,60 @@ func TestDispatchUsability(t *testing.T) {
 	}
 }
 
+// Shell completion runs cobra's hidden __complete (and __completeNoDesc) as the first
+// argument: they are the command-line tool's, not the server's, under either name.
+// kubectl completes a plugin's arguments by running kubectl_complete-configstamp with
+// them alone.
+func TestCompletion(t *testing.T) {
+	for _, args := range [][]string{
+		{"configstamp", "__complete", "explain", ""},
+		{"configstamp", "__completeNoDesc", "explain", ""},
+		{"/usr/bin/kubectl-configstamp", "__complete", "explain", ""},
+		{"/usr/bin/kubectl_complete-configstamp", "explain", ""},
+	} {
+		if !isCLI(args) {
+			t.Errorf("isCLI(%q) = false", args)
+		}
+	}
+	if got := cliArgs([]string{"/usr/bin/kubectl_complete-configstamp", "explain", "d"}); strings.Join(got, " ") != "__complete explain d" {
+		t.Errorf("as the plugin's completion: args %q", got)
+	}
+	if got := cliArgs([]string{"configstamp", "explain", "d"}); strings.Join(got, " ") != "explain d" {
+		t.Errorf("args %q", got)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"__complete", ""}, "explain\t"},
+		{[]string{"__completeNoDesc", ""}, "explain\nhash\nhelp\nimpact\n"},
+		{[]string{"__complete", "explain", "d"}, "deployment/\ndaemonset/\n:6\n"},
+		{[]string{"__complete", "impact", ""}, "configmap/\nsecret/\n:6\n"},
+		{[]string{"__complete", "explain", "deploy/x", ""}, ":4\n"},
+		{[]string{"__complete", "explain", "--kube"}, "--kubeconfig\t"},
+	} {
+		var out, errOut bytes.Buffer
+		if code := runCLI(false, tc.args, &out, &errOut); code != 0 || !strings.Contains(out.String(), tc.want) {
+			t.Errorf("%q: exit %d, stdout %q (want %q), stderr %q", tc.args, code, out.String(), tc.want, errOut.String())
+		}
+		// The same as the plugin.
+		out.Reset()
+		if code := runCLI(true, tc.args, &out, &errOut); code != 0 || !strings.Contains(out.String(), tc.want) {
+			t.Errorf("plugin %q: exit %d, stdout %q (want %q), stderr %q", tc.args, code, out.String(), tc.want, errOut.String())
+		}
+	}
+	// The plugin writes no completion script: cobra's would be kubectl's (the command's
+	// first word) and replace kubectl's own completion.
+	var out, errOut bytes.Buffer
+	if code := runCLI(true, []string{"completion", "bash"}, &out, &errOut); code == 0 || out.Len() > 0 || !strings.Contains(errOut.String(), "kubectl_complete-configstamp") {
+		t.Errorf("plugin completion bash: exit %d, stdout %.200q, stderr %q", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	if code := runCLI(false, []string{"completion", "bash"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "-F __start_configstamp configstamp") {
+		t.Errorf("completion bash: exit %d, stdout %.200q", code, out.String())
+	}
+}
+
 // -o is checked before anything is read: with a kubeconfig that does not exist, the
 // error is about -o.
 func TestOutputCheckedFirst(t *testing.T) {

@@ -1,6 +1,8 @@
 // Command configstamp serves the stamping admission webhook and runs the ConfigMap
-// watcher in one process. Run as kubectl-configstamp, or with explain, impact or hash
-// as its first argument, it is the command-line tool that explains rollouts instead.
+// watcher in one process. Run as kubectl-configstamp (or kubectl_complete-configstamp,
+// kubectl's completion of the plugin), or with explain, impact, hash, help, completion
+// or cobra's __complete as its first argument, it is the command-line tool that
+// explains rollouts instead.
 package main
 
 import (
@@ -12,7 +14,7 @@ import (
 
 func main() {
 	if isCLI(os.Args) {
-		os.Exit(runCLI(isPlugin(os.Args[0]), os.Args[1:], os.Stdout, os.Stderr))
+		os.Exit(runCLI(isPlugin(os.Args[0]) || isPluginCompletion(os.Args[0]), cliArgs(os.Args), os.Stdout, os.Stderr))
 	}
 	flag.CommandLine.Usage = serverUsage(flag.CommandLine)
 	if !checkServerFlags(os.Args[1:], os.Stderr) {
