@@ -3,6 +3,7 @@ package stamp
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // ChangeCauseAnnotation is the workload annotation `kubectl rollout history` shows for a
@@ -37,26 +38,117 @@ func ChangedSources(before, after string) []string {
 	return out
 }
 
-// ChangeCause describes a rollout configstamp causes, from the sources annotations of
-// the stamp before and after: each source that changed with its old and new digest
-// ("none": not consumed before, or no longer).
-func ChangeCause(before, after string) string {
-	b, a := ParseSources(before), ParseSources(after)
-	var parts []string
-	for _, src := range ChangedSources(before, after) {
-		parts = append(parts, fmt.Sprintf("%s changed (digest %s -> %s)", src, orNone(b[src]), orNone(a[src])))
-	}
-	if len(parts) == 0 {
-		// The stamp is unchanged: the pods ran other config than it says (the
-		// template was changed while the webhook was bypassed) and are restarted.
-		return causePrefix + "pods restarted onto the config their stamp names"
-	}
-	return causePrefix + strings.Join(parts, "; ")
+// MaxChangeCause bounds the bytes of a change cause configstamp writes, so that one
+// annotation (copied onto every revision) stays small however many sources changed.
+const MaxChangeCause = 1024
+
+// causeSources is how many sources a change cause names; more are counted ("and N more").
+const causeSources = 3
+
+// Rollout is what the change cause of a rollout configstamp causes is written from.
+type Rollout struct {
+	// StoredHash and StoredSources are the stamp the template carried (empty: none).
+	StoredHash, StoredSources string
+	// Hash and Sources are the stamp it gets (empty: no config counted any more).
+	Hash, Sources string
+	// Ran is the config hash the pods run per a valid, certain record (Observed);
+	// empty without one.
+	Ran string
+	// Restart tells that the template keeps its stamp and a restart time rolls it.
+	Restart bool
 }
 
-func orNone(d string) string {
-	if d == "" {
-		return "none"
+// ChangeCause describes a rollout configstamp causes, for `kubectl rollout history`.
+//
+// It says only what configstamp knows. When a certain record says the pods ran other
+// config than the template's stamp names (Ran differs from StoredHash: a stamp made for
+// another template, or none, and the record the watcher kept of the pods' config), the
+// stamp's per-source digests are not what the pods ran, and the record keeps only the
+// config hash: the cause gives that hash and the new one ("config changed (config hash
+// A -> B)"), naming no source as changed (the sources that differ from the stale stamp
+// need not be those that changed for the pods). Otherwise it compares the stamps source
+// by source: a digest that changed (old and new), a source newly counted (absent from
+// the stamp: Secrets turned on, an ignore annotation removed) or no longer counted. A
+// template without a stamp before gets "first stamp" with its sources' digests. At most
+// causeSources sources are named ("and N more"), and the whole is cut to MaxChangeCause
+// bytes.
+func ChangeCause(r Rollout) string {
+	var body string
+	switch {
+	case r.Restart:
+		body = fmt.Sprintf("pods restarted onto the config their stamp names (config hash %s -> %s)", ShortHash(r.Ran), ShortHash(r.Hash))
+	case r.Ran != "" && r.Ran != r.StoredHash:
+		body = fmt.Sprintf("config changed (config hash %s -> %s)", ShortHash(r.Ran), ShortHash(r.Hash))
+		if r.StoredHash == "" && r.Sources != "" {
+			body += "; first stamp (" + firstStamp(r.Sources) + ")"
+		}
+	case r.StoredHash == "":
+		body = "first stamp (" + firstStamp(r.Sources) + ")"
+	case r.StoredSources == "":
+		// A stamp without its sources list: no per-source digests to compare.
+		body = fmt.Sprintf("config changed (config hash %s -> %s)", ShortHash(r.StoredHash), ShortHash(r.Hash))
+	default:
+		b, a := ParseSources(r.StoredSources), ParseSources(r.Sources)
+		var parts []string
+		for _, src := range ChangedSources(r.StoredSources, r.Sources) {
+			switch {
+			case b[src] == "":
+				parts = append(parts, fmt.Sprintf("%s newly counted (digest %s)", src, a[src]))
+			case a[src] == "":
+				parts = append(parts, fmt.Sprintf("%s no longer counted (digest was %s)", src, b[src]))
+			default:
+				parts = append(parts, fmt.Sprintf("%s changed (digest %s -> %s)", src, b[src], a[src]))
+			}
+		}
+		if len(parts) == 0 {
+			// The same digests (the sources list does not tell the change).
+			body = fmt.Sprintf("config changed (config hash %s -> %s)", ShortHash(r.StoredHash), ShortHash(r.Hash))
+		} else {
+			body = strings.Join(capList(parts), "; ")
+		}
 	}
-	return d
+	return capBytes(causePrefix+body, MaxChangeCause)
+}
+
+// firstStamp lists the sources of a sources annotation with their digests.
+func firstStamp(sources string) string {
+	var parts []string
+	for _, e := range strings.Split(sources, ",") {
+		if k, d, ok := strings.Cut(e, "="); ok {
+			parts = append(parts, k+" "+d)
+		}
+	}
+	return strings.Join(capList(parts), ", ")
+}
+
+// capList keeps the first causeSources items, and counts the rest.
+func capList(parts []string) []string {
+	if len(parts) <= causeSources {
+		return parts
+	}
+	return append(parts[:causeSources:causeSources], fmt.Sprintf("and %d more", len(parts)-causeSources))
+}
+
+// capBytes cuts s to at most n bytes (on a UTF-8 boundary), ending in "..." when cut.
+func capBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n - len("...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+// ShortHash is the first 12 hex digits of a config hash, as Events and logs show it
+// ("none": no stamp).
+func ShortHash(h string) string {
+	switch {
+	case h == "":
+		return "none"
+	case len(h) > 12:
+		return h[:12]
+	}
+	return h
 }

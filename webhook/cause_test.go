@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -19,7 +20,8 @@ func causeAfter(t *testing.T, req *appsv1.Deployment, old *appsv1.Deployment, op
 // The change cause `kubectl rollout history` shows: configstamp's on the rollouts it
 // causes, and never left on someone else's.
 func TestChangeCause(t *testing.T) {
-	ours := stamp.ChangeCause("configmap/cfg=111111111111", "configmap/cfg=222222222222")
+	ours := stamp.ChangeCause(stamp.Rollout{StoredHash: strings.Repeat("1", 64), StoredSources: "configmap/cfg=111111111111",
+		Hash: strings.Repeat("2", 64), Sources: "configmap/cfg=222222222222"})
 	stored := dep(stamped(expected(t, "1")), "img:1", "cfg")
 	stored.Annotations = map[string]string{stamp.ChangeCauseAnnotation: ours}
 
@@ -52,9 +54,36 @@ func TestChangeCause(t *testing.T) {
 	stored.Annotations[stamp.ChangeCauseAnnotation] = "image 2"
 	nudge := stored.DeepCopy()
 	nudge.Annotations[stamp.NudgeAnnotation] = "true"
-	want := stamp.ChangeCause(expected(t, "1").SourcesAnnotation(), expected(t, "2").SourcesAnnotation())
+	digest := func(v string) string { return stamp.ParseSources(expected(t, v).SourcesAnnotation())["configmap/cfg"] }
+	want := "configstamp: configmap/cfg changed (digest " + digest("1") + " -> " + digest("2") + ")"
 	if got := causeAfter(t, nudge, stored, admissionv1.Update); got != want {
 		t.Errorf("configstamp's rollout has cause %q, want %q", got, want)
+	}
+	// ... the same with a record that agrees with the stamp.
+	recorded := withRecord(stored.DeepCopy(), "img:1", expected(t, "1").Hash)
+	nudge = recorded.DeepCopy()
+	nudge.Annotations[stamp.NudgeAnnotation] = "true"
+	if got := causeAfter(t, nudge, recorded, admissionv1.Update); got != want {
+		t.Errorf("configstamp's rollout (recorded) has cause %q, want %q", got, want)
+	}
+	// A record that says the pods run other config than the stamp names (the stamp
+	// was made for another template): the stamp's digests are not what they ran; the
+	// cause gives the record's config hash.
+	ran := expected(t, "0").Hash
+	stale := withRecord(stored.DeepCopy(), "img:1", ran)
+	nudge = stale.DeepCopy()
+	nudge.Annotations[stamp.NudgeAnnotation] = "true"
+	want = "configstamp: config changed (config hash " + ran[:12] + " -> " + expected(t, "2").Hash[:12] + ")"
+	if got := causeAfter(t, nudge, stale, admissionv1.Update); got != want {
+		t.Errorf("configstamp's rollout from a record has cause %q, want %q", got, want)
+	}
+	// An adopted workload (a record, no stamp) rolled: its first stamp.
+	adopted := withRecord(dep(nil, "img:1", "cfg"), "img:1", ran)
+	nudge = adopted.DeepCopy()
+	nudge.Annotations[stamp.NudgeAnnotation] = "true"
+	want += "; first stamp (configmap/cfg " + digest("2") + ")"
+	if got := causeAfter(t, nudge, adopted, admissionv1.Update); got != want {
+		t.Errorf("an adopted workload's first rollout has cause %q, want %q", got, want)
 	}
 	// A nudge that finds the stamp current rolls nothing: the cause stays.
 	current := dep(stamped(expected(t, "2")), "img:1", "cfg")

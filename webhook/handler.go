@@ -218,7 +218,7 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	want, err := s.reader().Stamp(ctx, namespace, srcs)
 	if err != nil {
 		log.Error(err, "Admitted with the stored config hash: could not read config", "namespace", namespace, "name", name, "storedHash", storedHash)
-		return respond(append(patches, keep()...), append(warnings, "configstamp: could not read config; the "+kind.Kind+" keeps its stored config hash ("+short(storedHash)+
+		return respond(append(patches, keep()...), append(warnings, "configstamp: could not read config; the "+kind.Kind+" keeps its stored config hash ("+stamp.ShortHash(storedHash)+
 			") and configstamp re-checks it shortly: "+err.Error())...), resultReadError
 	}
 	unmet := want.Unmet()
@@ -268,7 +268,12 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	// change cause `kubectl rollout history` shows.
 	cause, hasCause := annotations[stamp.ChangeCauseAnnotation], false
 	if nudged && !templateChanged && (want.Hash != storedHash || restartedAt != "") {
-		cause, hasCause = stamp.ChangeCause(stored.Annotations[stamp.SourcesAnnotation], want.SourcesAnnotation()), true
+		ran := ""
+		if certain {
+			ran = rec.Hash
+		}
+		cause, hasCause = stamp.ChangeCause(stamp.Rollout{StoredHash: storedHash, StoredSources: stored.Annotations[stamp.SourcesAnnotation],
+			Hash: want.Hash, Sources: want.SourcesAnnotation(), Ran: ran, Restart: restartedAt != ""}), true
 		if !stamp.AnnotationsFit(annotations, map[string]string{stamp.ObservedAnnotation: newRecord, stamp.NudgeAnnotation: "", stamp.ChangeCauseAnnotation: cause}) {
 			// No room for it: no cause rather than an earlier rollout's (removing one
 			// only shrinks).
@@ -370,16 +375,6 @@ func restoreStamp(stored, incoming *metav1.ObjectMeta) []jsonpatch.JsonPatchOper
 		return templatePatch(incoming, unstamped)
 	}
 	return templatePatch(incoming, want)
-}
-
-func short(h string) string {
-	if h == "" {
-		return "none"
-	}
-	if len(h) > 12 {
-		return h[:12]
-	}
-	return h
 }
 
 func (s *Stamper) readTimeout() time.Duration {

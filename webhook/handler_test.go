@@ -225,8 +225,8 @@ func TestHandleNudgeIsStrippedAndAdopts(t *testing.T) {
 		resp.Patches[3].Path != "/metadata/annotations/kubernetes.io~1change-cause" {
 		t.Fatalf("patches %+v", resp.Patches)
 	}
-	// The rollout is configstamp's: its cause names the source and its digests.
-	want := "configstamp: configmap/cfg changed (digest none -> " + stamp.ParseSources(expected(t, "1").SourcesAnnotation())["configmap/cfg"] + ")"
+	// The rollout is configstamp's: its cause names the first stamp, its source and digest.
+	want := "configstamp: first stamp (configmap/cfg " + stamp.ParseSources(expected(t, "1").SourcesAnnotation())["configmap/cfg"] + ")"
 	if got := resp.Patches[3].Value; got != want {
 		t.Fatalf("change cause %q, want %q", got, want)
 	}

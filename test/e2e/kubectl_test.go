@@ -6,8 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/cluster"
+	"github.com/configstamp/configstamp/test/framework"
 )
 
 const kubectlManifests = `apiVersion: v1
@@ -119,27 +122,72 @@ func TestNoFightsWithDeployTools(t *testing.T) {
 
 // TestRolloutHistory: `kubectl rollout history` names configstamp's rollout and its
 // cause (the source, its old and new digest), and not the next rollout, made by someone
-// else.
+// else. A Deployment adopted while running (recorded, not stamped) and then rolled by a
+// config change gets its first stamp, from the config its record says its pods ran.
 func TestRolloutHistory(t *testing.T) {
 	t.Parallel()
-	ns, kubectl := kubectlApp(t)
-	kubectl("apply", "-f", "app.yaml")
-	first := expectReplicaSets(t, ns, "svc", 1)
-	kubectl("patch", "configmap", "settings", "--type", "merge", "-p", `{"data":{"mode":"green"}}`)
-	edited := expectReplicaSets(t, ns, "svc", 2)
-	kubectl("set", "image", "deployment/svc", "svc=registry.example/svc:2.0")
-	expectReplicaSets(t, ns, "svc", 3)
+	t.Run("stamped", func(t *testing.T) {
+		t.Parallel()
+		ns, kubectl := kubectlApp(t)
+		kubectl("apply", "-f", "app.yaml")
+		first := expectReplicaSets(t, ns, "svc", 1)
+		kubectl("patch", "configmap", "settings", "--type", "merge", "-p", `{"data":{"mode":"green"}}`)
+		edited := expectReplicaSets(t, ns, "svc", 2)
+		kubectl("set", "image", "deployment/svc", "svc=registry.example/svc:2.0")
+		expectReplicaSets(t, ns, "svc", 3)
+		expectCauses(t, kubectl, map[string]string{
+			"1": "<none>",
+			"2": fmt.Sprintf("configstamp: configmap/settings changed (digest %s -> %s)", sourcesOf(first)["configmap/settings"], sourcesOf(edited)["configmap/settings"]),
+			"3": "<none>",
+		})
+	})
+	t.Run("adopted", func(t *testing.T) {
+		t.Parallel()
+		ns, kubectl := kubectlAppIn(t, false)
+		kubectl("apply", "-f", "app.yaml")
+		expectReplicaSets(t, ns, "svc", 1)
+		// Past the ConfigMap's creation burst (a workload that comes into scope while a
+		// write of its config is pending is rolled when the burst ends), the running
+		// Deployment is opted in: recorded, not stamped, not rolled.
+		framework.Eventually(t, 30*time.Second, "ConfigMap settings quiet", func() error {
+			for _, rec := range cs.Logs() {
+				if rec["msg"] == "Source quiet; checking its dependents" && rec["namespace"] == ns && rec["name"] == "settings" && rec["kind"] == "Deployment" {
+					return nil
+				}
+			}
+			return fmt.Errorf("no hand-on logged")
+		})
+		kubectl("label", "deployment/svc", stamp.InjectLabel+"="+stamp.InjectValue)
+		var ran string
+		framework.Eventually(t, time.Minute, "record of svc", func() error {
+			d := deployment(t, ns, "svc")
+			rec, ok := stamp.ObservedFor(d.Annotations, &d.Spec.Template)
+			if !ok || hashOf(d) != "" {
+				return fmt.Errorf("record %q, stamp %q: want a record and no stamp", d.Annotations[stamp.ObservedAnnotation], hashOf(d))
+			}
+			ran = rec.Hash
+			return nil
+		})
+		expectReplicaSets(t, ns, "svc", 1)
+		kubectl("patch", "configmap", "settings", "--type", "merge", "-p", `{"data":{"mode":"green"}}`)
+		edited := expectReplicaSets(t, ns, "svc", 2)
+		expectCauses(t, kubectl, map[string]string{
+			"1": "<none>",
+			"2": fmt.Sprintf("configstamp: config changed (config hash %s -> %s); first stamp (configmap/settings %s)",
+				short(ran), short(hashOf(edited)), sourcesOf(edited)["configmap/settings"]),
+		})
+	})
+}
 
+// expectCauses compares the change causes `kubectl rollout history` shows for
+// deployment/svc, by revision, with want.
+func expectCauses(t *testing.T, kubectl func(args ...string) string, want map[string]string) {
+	t.Helper()
 	causes := map[string]string{} // by revision
 	for _, line := range strings.Split(kubectl("rollout", "history", "deployment/svc"), "\n") {
 		if f := strings.Fields(line); len(f) >= 2 && f[0] != "REVISION" {
 			causes[f[0]] = strings.Join(f[1:], " ")
 		}
-	}
-	want := map[string]string{
-		"1": "<none>",
-		"2": fmt.Sprintf("configstamp: configmap/settings changed (digest %s -> %s)", sourcesOf(first)["configmap/settings"], sourcesOf(edited)["configmap/settings"]),
-		"3": "<none>",
 	}
 	if !maps.Equal(causes, want) {
 		t.Fatalf("rollout history causes %v, want %v", causes, want)
@@ -148,9 +196,12 @@ func TestRolloutHistory(t *testing.T) {
 
 // kubectlApp gives a test an opted-in namespace and kubectl in a directory holding
 // app.yaml (kubectlManifests).
-func kubectlApp(t *testing.T) (string, func(args ...string) string) {
+func kubectlApp(t *testing.T) (string, func(args ...string) string) { return kubectlAppIn(t, true) }
+
+// kubectlAppIn is kubectlApp in a namespace opted in or not.
+func kubectlAppIn(t *testing.T, optIn bool) (string, func(args ...string) string) {
 	dir := t.TempDir()
-	ns := env.NewNamespace(t, true)
+	ns := env.NewNamespace(t, optIn)
 	writeFile(t, filepath.Join(dir, "app.yaml"), kubectlManifests)
 	return ns, func(args ...string) string {
 		return tool(t, dir, nil, "kubectl", append([]string{"--namespace", ns}, args...)...)
