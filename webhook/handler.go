@@ -230,6 +230,17 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 		return respond(append(patches, keep()...), append(warnings, "configstamp: kept the stored config hash, not rolling into missing config: "+strings.Join(unmet, "; "))...), resultHeld
 	}
 
+	if nudged && !templateChanged && certain && want.Hash == rec.Hash && want.Hash != storedHash {
+		// A nudge that finds the config as its pods run it (their record says so) while
+		// the stamp names other config: it changed back between the watcher's check and
+		// this nudge. A new stamp would roll pods onto the config they already run; keep
+		// what is stored (the record stays the basis: a later change to the stamp's
+		// config restarts them, NeedsRestart).
+		log.Info("Kept the stored config hash: the pods run the config as it is now (their record)", "namespace", namespace, "name", name,
+			"storedHash", storedHash, "recordHash", rec.Hash)
+		return respond(append(patches, keep()...), warnings...), resultUnchanged
+	}
+
 	restartedAt := ""
 	if nudged && !templateChanged && stamp.NeedsRestart(storedHash, want.Hash, certain, rec.Hash) {
 		// The template already carries the wanted stamp, but its pods run other config

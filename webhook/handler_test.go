@@ -377,3 +377,41 @@ func TestHandleReplaceKeepsTheRestartAnnotation(t *testing.T) {
 		t.Fatalf("restored %v", m)
 	}
 }
+
+// A nudge that finds the config as the pods' record says they run it, while the stamp
+// names other config (the config changed back between the watcher's check and the
+// nudge): nothing rolls. Only the marker goes; the stamp, record and cause stay.
+func TestHandleNudgeKeepsWhenThePodsRunTheConfig(t *testing.T) {
+	stale := expected(t, "1")
+	pods := expected(t, "2")
+	stored := withRecord(dep(stamped(stale), "img", "cfg"), "img", pods.Hash)
+	stored.Annotations[stamp.ChangeCauseAnnotation] = "image 2"
+	nudge := stored.DeepCopy()
+	nudge.Annotations[stamp.NudgeAnnotation] = "true"
+	o := admit(t, stamper(t, cm("cfg", "2")), request(t, admissionv1.Update, nudge, stored), nudge)
+	var got []string
+	for _, p := range o.resp.Patches {
+		got = append(got, p.Operation+" "+p.Path)
+	}
+	if want := "remove /metadata/annotations/configstamp.io~1nudge"; strings.Join(got, ",") != want || o.result != resultUnchanged {
+		t.Fatalf("patches %v (result %s), want only %s (unchanged)", got, o.result, want)
+	}
+	if !strings.Contains(strings.Join(o.logs, "\n"), "Kept the stored config hash: the pods run the config as it is now") {
+		t.Errorf("not logged: %q", o.logs)
+	}
+	// The same without a stamp (adopted: the watcher recorded what its pods run).
+	adopted := withRecord(dep(nil, "img", "cfg"), "img", pods.Hash)
+	nudge = adopted.DeepCopy()
+	nudge.Annotations[stamp.NudgeAnnotation] = "true"
+	if o := admit(t, stamper(t, cm("cfg", "2")), request(t, admissionv1.Update, nudge, adopted), nudge); len(o.resp.Patches) != 1 || o.result != resultUnchanged {
+		t.Fatalf("adopted: patches %+v (result %s), want only the marker removed", o.resp.Patches, o.result)
+	}
+	nudge = stored.DeepCopy()
+	nudge.Annotations[stamp.NudgeAnnotation] = "true"
+	// The config then changes to what the stamp names: the record still rules, the
+	// pods are restarted onto it.
+	o = admit(t, stamper(t, cm("cfg", "1")), request(t, admissionv1.Update, nudge, stored), nudge)
+	if o.result != resultStamped || o.stored.Spec.Template.Annotations[stamp.RestartedAnnotation] == "" {
+		t.Fatalf("result %s, template %v: want a restart", o.result, o.stored.Spec.Template.Annotations)
+	}
+}
