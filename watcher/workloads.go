@@ -358,6 +358,14 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 			checks.WithLabelValues("nudged").Inc()
 			return nil
 		}
+		if err == nil && runsNow(obj, tmpl, refs, again.Hash) {
+			// It changed back to what the pods run (their certain record says so): the
+			// webhook kept what is stored, a stale stamp included. Nothing rolled.
+			r.resetBypasses(key)
+			checks.WithLabelValues("current").Inc()
+			log.V(1).Info("Config changed back to what the pods run before the nudge: nothing rolled", "hash", again.Hash, "stamp", got)
+			return nil
+		}
 		if err == nil && !stamp.AnnotationsFit(tmpl.Annotations, stamp.TemplateAnnotations(again.Hash, again.SourcesAnnotation(), "")) {
 			// The config grew between our read and the webhook's: its stamp no longer
 			// fits, so the webhook left it (not a bypass).
@@ -383,6 +391,13 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 		"Config changed (%s): config hash %s -> %s", strings.Join(changed, ", "), short(basis), short(got))
 	log.Info("Nudged "+r.kind.Kind+" after a config change", "oldHash", basis, "newHash", got, "changed", changed)
 	return nil
+}
+
+// runsNow reports whether a certain record valid for tmpl says obj's pods run the config
+// of hash: the webhook then keeps a nudged workload as it is stored.
+func runsNow(obj client.Object, tmpl *corev1.PodTemplateSpec, refs []stamp.Source, hash string) bool {
+	rec, ok := stamp.ObservedFor(obj.GetAnnotations(), tmpl)
+	return ok && rec.Certain(refs) && rec.Hash == hash
 }
 
 // bypassed reports a nudge the webhook did not stamp, and retries it a bounded number of
