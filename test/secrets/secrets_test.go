@@ -42,7 +42,7 @@ func TestSecrets(t *testing.T) {
 	var dbHashA string
 
 	t.Run("secrets disabled", func(t *testing.T) {
-		mark := auditMark(t)
+		mark := auditMark()
 		cs := env.Start(t, framework.Options{})
 		runs = append(runs, cs)
 
@@ -92,7 +92,7 @@ func TestSecrets(t *testing.T) {
 	}
 
 	t.Run("secrets enabled, key A", func(t *testing.T) {
-		mark := auditMark(t)
+		mark := auditMark()
 		cs := env.Start(t, framework.Options{Args: []string{"--secrets", "--secret-hash-key", keyNS + "/key-a"}})
 		runs = append(runs, cs)
 		keyA = readKey(t, keyNS, "key-a")
