@@ -25,8 +25,15 @@ import (
 
 // A nudge the webhook answers by keeping what is stored (the config changed back, between
 // the check and the nudge, to what the pods' certain record says they run) leaves the
-// stale stamp in place: that is no bypass.
+// stale stamp in place: that is no bypass. Nor, when the nudge was for a restart (the
+// stamp already named the config the check read), an error to retry.
 func TestNudgeKeptByTheWebhookIsNoBypass(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		t.Run(map[bool]string{false: "stale stamp", true: "restart"}[restart], func(t *testing.T) { nudgeKept(t, restart) })
+	}
+}
+
+func nudgeKept(t *testing.T, restart bool) {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: map[string]string{stamp.InjectLabel: stamp.InjectValue}}}
@@ -40,11 +47,20 @@ func TestNudgeKeptByTheWebhookIsNoBypass(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	changed := cm.DeepCopy()
+	changed.Data["k"] = "2"          // what the watcher's check reads
 	stale := strings.Repeat("a", 64) // a stamp made for another template
+	if restart {
+		// The stamp names the config the check reads: the nudge asks for a restart.
+		read, err := (&configread.Reader{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(changed).Build()}).Stamp(context.Background(), "ns",
+			stamp.Consumed(nil, &dep.Spec.Template.Spec, stamp.Options{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stale = read.Hash
+	}
 	dep.Spec.Template.Annotations = map[string]string{stamp.HashAnnotation: stale}
 	dep.Annotations = map[string]string{stamp.ObservedAnnotation: stamp.Observed{Hash: ran.Hash, Template: stamp.TemplateFingerprint(&dep.Spec.Template)}.String()}
-	changed := cm.DeepCopy()
-	changed.Data["k"] = "2" // what the watcher's check reads
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ns, changed, dep).WithInterceptorFuncs(interceptor.Funcs{
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			// The config changes back before the nudge reaches the webhook, which keeps

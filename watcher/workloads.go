@@ -358,12 +358,7 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 			checks.WithLabelValues("nudged").Inc()
 			return nil
 		}
-		if err == nil && runsNow(obj, tmpl, refs, again.Hash) {
-			// It changed back to what the pods run (their certain record says so): the
-			// webhook kept what is stored, a stale stamp included. Nothing rolled.
-			r.resetBypasses(key)
-			checks.WithLabelValues("current").Inc()
-			log.V(1).Info("Config changed back to what the pods run before the nudge: nothing rolled", "hash", again.Hash, "stamp", got)
+		if err == nil && r.changedBack(ctx, obj, tmpl, refs, again.Hash) {
 			return nil
 		}
 		if err == nil && !stamp.AnnotationsFit(tmpl.Annotations, stamp.TemplateAnnotations(again.Hash, again.SourcesAnnotation(), "")) {
@@ -376,7 +371,12 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 	if restart && tmpl.Annotations[stamp.RestartedAnnotation] == restartedBefore {
 		// The template already carried the wanted stamp: only the restart time rolls the
 		// pods, and the webhook did not set it (it could not read config, or the config
-		// moved on meanwhile). Not rolled: check again.
+		// moved on meanwhile). Not rolled: check again, unless it changed back to what
+		// the pods run.
+		refs := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, r.sources)
+		if again, err := r.expected(ctx, obj, refs); err == nil && r.changedBack(ctx, obj, tmpl, refs, again.Hash) {
+			return nil
+		}
 		checks.WithLabelValues("error").Inc()
 		return fmt.Errorf("%s %s: nudged for a restart, but the webhook set no restart time; retrying", r.kind, key)
 	}
@@ -393,11 +393,20 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 	return nil
 }
 
-// runsNow reports whether a certain record valid for tmpl says obj's pods run the config
-// of hash: the webhook then keeps a nudged workload as it is stored.
-func runsNow(obj client.Object, tmpl *corev1.PodTemplateSpec, refs []stamp.Source, hash string) bool {
+// changedBack reports whether a certain record valid for tmpl says obj's pods run the
+// config of hash (read after the nudge): the config changed back to it, and the webhook
+// kept the nudged workload as it was stored (a stale stamp included). Nothing rolled,
+// and nothing needs to.
+func (r *workloadReconciler) changedBack(ctx context.Context, obj client.Object, tmpl *corev1.PodTemplateSpec, refs []stamp.Source, hash string) bool {
 	rec, ok := stamp.ObservedFor(obj.GetAnnotations(), tmpl)
-	return ok && rec.Certain(refs) && rec.Hash == hash
+	if !ok || !rec.Certain(refs) || rec.Hash != hash {
+		return false
+	}
+	r.resetBypasses(client.ObjectKeyFromObject(obj))
+	checks.WithLabelValues("current").Inc()
+	logf.FromContext(ctx).V(1).Info("Config changed back to what the pods run before the nudge: nothing rolled", "hash", hash,
+		"stamp", tmpl.Annotations[stamp.HashAnnotation])
+	return true
 }
 
 // bypassed reports a nudge the webhook did not stamp, and retries it a bounded number of

@@ -127,36 +127,45 @@ func TestWritten(t *testing.T) {
 	b := stamp.Source{Kind: stamp.KindConfigMap, Name: "b"}
 	s := stamp.Source{Kind: stamp.KindSecret, Name: "s"}
 	boom := errors.New("boom")
+	old := meta(t0, nil)
 	for _, tc := range []struct {
 		name   string
 		stored string
 		metas  map[string]metav1.Object
 		errs   map[string]error
 		since  time.Time
+		all    bool // read every source
 		want   Writes
+		reads  int
 		err    error
 	}{
-		{name: "older", metas: map[string]metav1.Object{"configmap/a": meta(t0, nil), "configmap/b": meta(t0.Add(time.Second), nil)}, since: t0.Add(time.Minute),
-			want: Writes{Latest: t0.Add(time.Second)}},
-		{name: "a tie counts as newer", metas: map[string]metav1.Object{"configmap/a": meta(t0, nil), "configmap/b": meta(t0.Add(time.Minute), nil)}, since: t0.Add(time.Minute),
-			want: Writes{Newer: true, Latest: t0.Add(time.Minute)}},
-		{name: "ignored source gives no evidence", metas: map[string]metav1.Object{"configmap/a": meta(t0.Add(time.Hour), map[string]string{stamp.IgnoreAnnotation: "true"}), "configmap/b": meta(t0, nil)},
-			since: t0.Add(time.Minute), want: Writes{Latest: t0}},
-		{name: "deleted since the stamp", stored: "configmap/a=abc,configmap/b=def", metas: map[string]metav1.Object{"configmap/b": meta(t0, nil)}, since: t0.Add(time.Minute),
-			want: Writes{Newer: true, Deleted: true, Latest: t0}},
-		{name: "missing in the stamp too", stored: "configmap/a=missing", metas: map[string]metav1.Object{"configmap/b": meta(t0, nil)}, since: t0.Add(time.Minute),
-			want: Writes{Latest: t0}},
-		{name: "not in the stamp (Secrets were off)", stored: "configmap/a=abc", metas: map[string]metav1.Object{"configmap/a": meta(t0, nil)}, since: t0.Add(time.Minute),
-			want: Writes{Latest: t0}},
-		{name: "unknown, none newer", metas: map[string]metav1.Object{"configmap/a": meta(t0, nil)}, errs: map[string]error{"configmap/b": ErrUnknown}, since: t0.Add(time.Minute),
-			want: Writes{Latest: t0}, err: ErrUnknown},
-		{name: "unknown, one newer", metas: map[string]metav1.Object{"configmap/b": meta(t0.Add(time.Hour), nil)}, errs: map[string]error{"configmap/a": ErrUnknown}, since: t0.Add(time.Minute),
-			want: Writes{Newer: true, Latest: t0.Add(time.Hour)}},
-		{name: "error stops", metas: map[string]metav1.Object{"configmap/a": meta(t0.Add(time.Hour), nil)}, errs: map[string]error{"configmap/b": boom}, since: t0,
-			err: boom},
+		{name: "older", metas: map[string]metav1.Object{"configmap/a": old, "configmap/b": meta(t0.Add(time.Second), nil), "secret/s": old}, since: t0.Add(time.Minute),
+			want: Writes{Latest: t0.Add(time.Second)}, reads: 3},
+		{name: "a tie counts as newer", metas: map[string]metav1.Object{"configmap/a": old, "configmap/b": meta(t0.Add(time.Minute), nil), "secret/s": old}, since: t0.Add(time.Minute),
+			all: true, want: Writes{Newer: true, Latest: t0.Add(time.Minute)}, reads: 3},
+		{name: "stops at the first newer", metas: map[string]metav1.Object{"configmap/a": meta(t0.Add(time.Hour), nil), "configmap/b": meta(t0.Add(2*time.Hour), nil)},
+			errs: map[string]error{"secret/s": boom}, since: t0, want: Writes{Newer: true, Latest: t0.Add(time.Hour)}, reads: 1},
+		{name: "all: reads past the first newer, an error stops", metas: map[string]metav1.Object{"configmap/a": meta(t0.Add(time.Hour), nil), "configmap/b": meta(t0.Add(2*time.Hour), nil)},
+			errs: map[string]error{"secret/s": boom}, since: t0, all: true, reads: 3, err: boom},
+		{name: "ignored source gives no evidence", metas: map[string]metav1.Object{"configmap/a": meta(t0.Add(time.Hour), map[string]string{stamp.IgnoreAnnotation: "true"}), "configmap/b": old, "secret/s": old},
+			since: t0.Add(time.Minute), want: Writes{Latest: t0}, reads: 3},
+		{name: "deleted since the stamp", stored: "configmap/a=abc,configmap/b=def", metas: map[string]metav1.Object{"configmap/b": old, "secret/s": old}, since: t0.Add(time.Minute),
+			all: true, want: Writes{Newer: true, Deleted: true, Latest: t0}, reads: 3},
+		{name: "missing in the stamp too", stored: "configmap/a=missing,configmap/b=def", metas: map[string]metav1.Object{"configmap/b": old, "secret/s": old}, since: t0.Add(time.Minute),
+			want: Writes{Latest: t0}, reads: 3},
+		{name: "missing, not in the stamp (Secrets were off)", stored: "configmap/a=abc,configmap/b=def", metas: map[string]metav1.Object{"configmap/a": old, "configmap/b": old},
+			since: t0.Add(time.Minute), want: Writes{Latest: t0}, reads: 3},
+		{name: "unknown, none newer", metas: map[string]metav1.Object{"configmap/a": old, "secret/s": old}, errs: map[string]error{"configmap/b": ErrUnknown}, since: t0.Add(time.Minute),
+			want: Writes{Latest: t0}, reads: 3, err: ErrUnknown},
+		{name: "unknown, one newer", metas: map[string]metav1.Object{"configmap/b": meta(t0.Add(time.Hour), nil), "secret/s": old}, errs: map[string]error{"configmap/a": ErrUnknown}, since: t0.Add(time.Minute),
+			all: true, want: Writes{Newer: true, Latest: t0.Add(time.Hour)}, reads: 3},
+		{name: "error stops", metas: map[string]metav1.Object{"configmap/a": old}, errs: map[string]error{"configmap/b": boom}, since: t0.Add(time.Minute),
+			reads: 2, err: boom},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Written([]stamp.Source{a, b, s}[:2], tc.stored, tc.since, func(src stamp.Source) (metav1.Object, error) {
+			reads := 0
+			got, err := Written([]stamp.Source{a, b, s}, tc.stored, tc.since, tc.all, func(src stamp.Source) (metav1.Object, error) {
+				reads++
 				if err := tc.errs[src.ID()]; err != nil {
 					return nil, err
 				}
@@ -169,7 +178,10 @@ func TestWritten(t *testing.T) {
 			if !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
 				t.Fatalf("error %v, want %v", err, tc.err)
 			}
-			if tc.err != boom && got != tc.want {
+			if reads != tc.reads {
+				t.Errorf("%d reads, want %d", reads, tc.reads)
+			}
+			if !errors.Is(tc.err, boom) && got != tc.want {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
 		})

@@ -30,11 +30,17 @@ type Writes struct {
 // A source the stored stamp did not count (Secrets were off) or saw missing too, and a
 // source annotated configstamp.io/ignore, give no evidence.
 // The error is ErrUnknown when a source could not be read and none was newer.
-func Written(refs []stamp.Source, storedSources string, since time.Time, meta func(stamp.Source) (metav1.Object, error)) (Writes, error) {
+// With all false it stops at the first newer source, as the watcher does: no more
+// reads than the answer needs, and a later source's error does not undo it; with all
+// true it reads every source, for Latest.
+func Written(refs []stamp.Source, storedSources string, since time.Time, all bool, meta func(stamp.Source) (metav1.Object, error)) (Writes, error) {
 	stored := stamp.ParseSources(storedSources)
 	var w Writes
 	unknown := false
 	for _, src := range refs {
+		if w.Newer && !all {
+			break
+		}
 		m, err := meta(src)
 		switch {
 		case errors.Is(err, ErrUnknown):

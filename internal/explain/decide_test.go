@@ -51,6 +51,26 @@ func TestNoHashKeyRecordAfterStamp(t *testing.T) {
 	if !strings.Contains(r.SourcesNote, "stamp") {
 		t.Errorf("the sources table does not say its statuses are against the stamp: %q", r.SourcesNote)
 	}
+
+	// A required Secret deleted since the stamp: whether it is missing needs no key.
+	// The watcher holds, with or without a ConfigMap change.
+	content["secret/creds"] = nil
+	partial, _ = stamp.Compute(t.Context(), cms, read, nil)
+	if r := explain(full.Hash); r.Verdict != VerdictHeld || r.Roll {
+		t.Errorf("secret deleted, configmap/app changed: got %s %q roll=%v, want held", r.Verdict, r.Reason, r.Roll)
+	}
+	content["configmap/app"] = cm("app", map[string]string{"a": "1"})
+	partial, _ = stamp.Compute(t.Context(), cms, read, nil)
+	if r := explain(full.Hash); r.Verdict != VerdictHeld || r.Roll {
+		t.Errorf("secret deleted, configmaps unchanged: got %s %q roll=%v, want held", r.Verdict, r.Reason, r.Roll)
+	}
+
+	// Adopted (a record, no stamp): no per-source digests to compare with.
+	delete(d.Spec.Template.Annotations, stamp.HashAnnotation)
+	delete(d.Spec.Template.Annotations, stamp.SourcesAnnotation)
+	if r := explain(full.Hash); r.Verdict != VerdictUnknown || !strings.Contains(r.Reason, "not stamped yet") {
+		t.Errorf("adopted, no key: got %s %q, want unknown, not stamped yet", r.Verdict, r.Reason)
+	}
 }
 
 // A workload being deleted is left alone by the watcher.

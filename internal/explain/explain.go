@@ -352,10 +352,14 @@ func verdict(in Input, r *Report, refs []stamp.Source) (code, reason string, rol
 }
 
 // incomplete decides without the Secrets' digests (no hash key): from the ConfigMaps'
-// digests against the stamp's, when those describe what the pods run.
+// digests against the stamp's, when those describe what the pods run. Whether required
+// config is missing needs no key: it is judged on every source read.
 func incomplete(dIn decide.Input, ev *gathered, r *Report) (code, reason string, roll bool) {
 	const noKey = " (Secret digests not compared: no hash key)"
-	if r.Basis == "record" && r.Record != r.Stamp.Hash {
+	switch {
+	case r.Basis == "record" && r.Stamp.Hash == "":
+		return VerdictUnknown, "Secret digests can't be compared (no readable --secret-hash-key), and it is not stamped yet: its record keeps one hash of the config its pods run, not per-source digests", false
+	case r.Basis == "record" && r.Record != r.Stamp.Hash:
 		return VerdictUnknown, fmt.Sprintf("Secret digests can't be compared (no readable --secret-hash-key), and its pods run config recorded after its stamp (record %s, stamp %s): the stamp's per-source digests do not describe it",
 			prefix(r.Record), prefix(r.Stamp.Hash)), false
 	}
@@ -363,7 +367,7 @@ func incomplete(dIn decide.Input, ev *gathered, r *Report) (code, reason string,
 	if len(changed) == 0 && r.BasisHash != "" {
 		return VerdictUnknown, "Secret digests can't be compared (no readable --secret-hash-key); no ConfigMap changed", false
 	}
-	if unmet := dIn.Want.Unmet(); len(unmet) > 0 {
+	if unmet := unmetNow(dIn.Refs, ev.in.Live.Content); len(unmet) > 0 {
 		return VerdictHeld, strings.Join(unmet, "; ") + ", rollout held (new pods could not start); it rolls when the config returns" + noKey, false
 	}
 	d, _ := decide.ShouldRoll(dIn, ev)
@@ -375,6 +379,23 @@ func incomplete(dIn decide.Input, ev *gathered, r *Report) (code, reason string,
 		reason += noKey
 	}
 	return code, reason, roll
+}
+
+// unmetNow is what required config the pods would lack (stamp.Stamp.Unmet) with the
+// content read, in source order; a source that could not be read (a Secret without
+// access) is left out.
+func unmetNow(refs []stamp.Source, content map[string]*corev1.ConfigMap) []string {
+	var out []string
+	for _, ref := range refs {
+		cm, read := content[ref.ID()]
+		if !read || stamp.Ignored(cm) {
+			continue
+		}
+		if u := ref.Unmet(cm); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // byTimes says in words a decision made without a certain basis (decide.ShouldRoll):
@@ -399,15 +420,20 @@ func byTimes(d decide.Decision, r *Report) (code, reason string, roll bool) {
 		}
 		return kept, fmt.Sprintf("%s: its pods started (%s) after the config was last written: they run it; the watcher records it, no rollout", keptReason, at(ev.PodsSince)), false
 	}
+	covered := ""
+	if slices.Contains(d.Unknown, decide.EvidenceCoverage) {
+		covered = fmt.Sprintf(" (and only if it was created after configstamp began to cover its kind, registration's %s, and after its namespace's last write: the registration or the namespace could not be read)",
+			stamp.CoverageAnnotation)
+	}
 	switch {
 	case slices.Contains(d.Unknown, decide.EvidencePods) && r.Evidence.podsErr == "":
-		return VerdictDependsOnTimes, keptReason + ": the watcher decides from times, not read here: it rolls if the config was written at or after its pods started, else records the config as the one they run", false
+		return VerdictDependsOnTimes, keptReason + ": the watcher decides from times, not read here: it rolls if the config was written at or after its pods started" + covered + ", else records the config as the one they run", false
 	case slices.Contains(d.Unknown, decide.EvidencePods):
-		return VerdictDependsOnTimes, keptReason + ": when its pods started can't be read (" + r.Evidence.podsErr + "): the watcher rolls it if the config was written at or after then, else records it", false
+		return VerdictDependsOnTimes, keptReason + ": when its pods started can't be read (" + r.Evidence.podsErr + "): the watcher rolls it if the config was written at or after then" + covered + ", else records it", false
 	case slices.Contains(d.Unknown, decide.EvidenceConfig):
-		return VerdictDependsOnTimes, fmt.Sprintf("%s: the watcher rolls it if a source was written at or after its pods started (%s), else records it; some sources could not be read", keptReason, at(ev.PodsSince)), false
+		return VerdictDependsOnTimes, fmt.Sprintf("%s: the watcher rolls it if a source was written at or after its pods started (%s)%s, else records it; some sources could not be read", keptReason, at(ev.PodsSince), covered), false
 	}
-	return VerdictDependsOnTimes, fmt.Sprintf("not stamped yet, config written at or after its pods started (%s): the watcher rolls it if it was created after configstamp began to cover its kind (registration's %s) and after its namespace's last write, else records it (the registration could not be read)",
+	return VerdictDependsOnTimes, fmt.Sprintf("not stamped yet, config written at or after its pods started (%s): the watcher rolls it if it was created after configstamp began to cover its kind (registration's %s) and after its namespace's last write, else records it (the registration or the namespace could not be read)",
 		at(ev.PodsSince), stamp.CoverageAnnotation), false
 }
 
@@ -469,7 +495,7 @@ func (g *gathered) PodsSince() (time.Time, bool, error) {
 func (g *gathered) ConfigNewer(since time.Time) (bool, error) {
 	ev := g.evidence()
 	tmpl := g.in.Kind.Template(g.in.Object)
-	w, err := decide.Written(g.refs, tmpl.Annotations[stamp.SourcesAnnotation], since, func(src stamp.Source) (metav1.Object, error) {
+	w, err := decide.Written(g.refs, tmpl.Annotations[stamp.SourcesAnnotation], since, true, func(src stamp.Source) (metav1.Object, error) {
 		cm, read := g.in.Live.Content[src.ID()]
 		switch {
 		case !read:
@@ -531,6 +557,9 @@ func sources(in Input, tmpl *corev1.PodTemplateSpec, refs []stamp.Source) []Sour
 		switch {
 		case read && stamp.Ignored(cm):
 			s.Status = StatusIgnored
+		case !digested && read && cm == nil && s.Stamped != "" && s.Stamped != "missing" && hasStamp:
+			// A Secret, not digested, deleted since the stamp: changed without a key.
+			s.Status, s.Current, s.Missing, s.Unmet = StatusChanged, "missing", true, ref.Unmet(nil)
 		case !digested:
 			s.Status = StatusUnknown
 		default:
