@@ -74,11 +74,23 @@ func (c *coverage) cover(keys ...string) {
 
 // of returns since when key has been covered (zero: unknown), read live.
 func (c *coverage) of(ctx context.Context, key string) (time.Time, error) {
+	t, err := c.ofAll(ctx, key)
+	return t[0], err
+}
+
+// ofAll returns since when each key has been covered (zero: unknown), from one live read
+// of the registration.
+func (c *coverage) ofAll(ctx context.Context, keys ...string) ([]time.Time, error) {
+	out := make([]time.Time, len(keys))
 	reg, err := c.get(ctx)
 	if err != nil || reg == nil {
-		return time.Time{}, err
+		return out, err
 	}
-	return decide.CoveredSince(reg.CreationTimestamp.Time, entries(ctx, reg), key), nil
+	m := entries(ctx, reg)
+	for i, k := range keys {
+		out[i] = decide.CoveredSince(reg.CreationTimestamp.Time, m, k)
+	}
+	return out, nil
 }
 
 func (c *coverage) get(ctx context.Context) (*admissionregistrationv1.MutatingWebhookConfiguration, error) {

@@ -47,22 +47,16 @@ type workloadEvidence struct {
 // counts: nothing tells when the label was added, so it is taken as installed over
 // (recorded, not rolled).
 func (w workloadEvidence) Bypassed() (bool, error) {
-	covered, err := w.e.coverage.of(w.ctx, w.kind.Resource)
-	if err != nil || covered.IsZero() {
+	since, err := w.e.coverage.ofAll(w.ctx, w.kind.Resource, decide.CoverageSecrets)
+	if err != nil || since[0].IsZero() {
 		return false, err
 	}
-	var secrets time.Time
 	hasSecrets := stamp.HasSecrets(w.refs)
-	if hasSecrets {
-		if secrets, err = w.e.coverage.of(w.ctx, decide.CoverageSecrets); err != nil {
-			return false, err
-		}
-	}
 	ns, err := namespaceMeta(w.ctx, w.e.cache, w.obj.GetNamespace())
 	if err != nil || ns == nil || !w.e.scope.Includes(ns.Name, ns.Labels) {
 		return false, err
 	}
-	return decide.CreatedCovered(w.obj.GetCreationTimestamp().Time, covered, secrets, hasSecrets, workload.LastWrite(ns)), nil
+	return decide.CreatedCovered(w.obj.GetCreationTimestamp().Time, since[0], since[1], hasSecrets, workload.LastWrite(ns)), nil
 }
 
 // PodsSince lists the workload's ReplicaSets or ControllerRevisions live.
