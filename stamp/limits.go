@@ -11,6 +11,23 @@ const AnnotationSizeLimit = apivalidation.TotalAnnotationSizeLimitB
 // empty value: the key removed), stay within AnnotationSizeLimit, counted as the API
 // server counts them.
 func AnnotationsFit(annotations, set map[string]string) bool {
+	return AnnotationsFitWithin(annotations, set, 0)
+}
+
+// CauseHeadroom is the room a change cause must leave under AnnotationSizeLimit for the
+// webhook to write it. The controllers copy a workload's annotations onto the revision
+// of a rollout: the Deployment controller onto the ReplicaSet (all but kubectl's
+// last-applied-configuration, and again on every sync of the current one), adding its
+// own deployment.kubernetes.io/revision, desired-replicas, max-replicas and
+// revision-history (up to about 2 KB); the StatefulSet and DaemonSet controllers onto a
+// ControllerRevision. A cause that took a workload up to the limit could leave the
+// revision no room: the controller's write is refused and the rollout stalls. The cause
+// is optional (the stamp and the record are not), so only it keeps this headroom.
+const CauseHeadroom = 4 << 10
+
+// AnnotationsFitWithin reports whether annotations, with set applied as AnnotationsFit
+// applies it, stay at least room bytes under AnnotationSizeLimit.
+func AnnotationsFitWithin(annotations, set map[string]string, room int) bool {
 	size := 0
 	for k, v := range annotations {
 		if _, ok := set[k]; !ok {
@@ -22,7 +39,7 @@ func AnnotationsFit(annotations, set map[string]string) bool {
 			size += len(k) + len(v)
 		}
 	}
-	return size <= AnnotationSizeLimit
+	return size <= AnnotationSizeLimit-room
 }
 
 // TemplateAnnotations are the pod-template annotations of a stamp: its hash and

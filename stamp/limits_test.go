@@ -37,3 +37,13 @@ func TestTemplateAnnotations(t *testing.T) {
 		t.Errorf("%v, want hash and sources only", got)
 	}
 }
+
+func TestAnnotationsFitWithin(t *testing.T) {
+	at := map[string]string{"a": strings.Repeat("x", AnnotationSizeLimit-CauseHeadroom-len("a"))} // CauseHeadroom bytes left
+	if !AnnotationsFitWithin(at, nil, CauseHeadroom) || AnnotationsFitWithin(at, map[string]string{"b": ""}, CauseHeadroom+1) {
+		t.Error("room counted wrong")
+	}
+	if AnnotationsFitWithin(at, map[string]string{"b": "c"}, CauseHeadroom) || !AnnotationsFit(at, map[string]string{"b": "c"}) {
+		t.Error("a set value within the headroom: fits the limit, not the headroom")
+	}
+}

@@ -94,3 +94,40 @@ func TestChangeCause(t *testing.T) {
 		t.Errorf("a nudge that rolled nothing changed the cause to %q", got)
 	}
 }
+
+// A cause leaves the controllers room (stamp.CauseHeadroom) for their own annotations on
+// the rollout's ReplicaSet: a Deployment near the limit rolls without one, still stamped
+// and recorded.
+func TestChangeCauseLeavesHeadroom(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		room      int
+		wantCause bool
+	}{
+		{"just under the limit", 3000, false},
+		{"within the headroom", stamp.CauseHeadroom, false},
+		{"room past the headroom", stamp.CauseHeadroom + 1000, true},
+	} {
+		stored := dep(stamped(expected(t, "1")), "img:1", "cfg")
+		stored.Annotations = full(nil, tc.room)
+		nudge := stored.DeepCopy()
+		nudge.Annotations[stamp.NudgeAnnotation] = "true"
+		o := admit(t, stamper(t, cm("cfg", "2")), request(t, admissionv1.Update, nudge, stored), nudge)
+		if o.result != resultStamped || hashOfStored(o) != expected(t, "2").Hash {
+			t.Errorf("%s: result %q, stamp %q: want the new stamp", tc.name, o.result, hashOfStored(o))
+		}
+		if o.stored.Annotations[stamp.ObservedAnnotation] == "" {
+			t.Errorf("%s: no record", tc.name)
+		}
+		if size := annotationSize(o.stored.Annotations); size > stamp.AnnotationSizeLimit {
+			t.Errorf("%s: %d bytes of annotations, past the limit", tc.name, size)
+		}
+		cause, ok := o.stored.Annotations[stamp.ChangeCauseAnnotation]
+		if ok != tc.wantCause {
+			t.Errorf("%s: cause %q (set: %v), want set: %v", tc.name, cause, ok, tc.wantCause)
+		}
+		if ok && stamp.AnnotationSizeLimit-annotationSize(o.stored.Annotations) < stamp.CauseHeadroom {
+			t.Errorf("%s: a cause that leaves %d bytes", tc.name, stamp.AnnotationSizeLimit-annotationSize(o.stored.Annotations))
+		}
+	}
+}

@@ -285,9 +285,11 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 		}
 		cause, hasCause = stamp.ChangeCause(stamp.Rollout{StoredHash: storedHash, StoredSources: stored.Annotations[stamp.SourcesAnnotation],
 			Hash: want.Hash, Sources: want.SourcesAnnotation(), Ran: ran, Restart: restartedAt != ""}), true
-		if !stamp.AnnotationsFit(annotations, map[string]string{stamp.ObservedAnnotation: newRecord, stamp.NudgeAnnotation: "", stamp.ChangeCauseAnnotation: cause}) {
-			// No room for it: no cause rather than an earlier rollout's (removing one
-			// only shrinks).
+		if !stamp.AnnotationsFitWithin(annotations, map[string]string{stamp.ObservedAnnotation: newRecord, stamp.NudgeAnnotation: "", stamp.ChangeCauseAnnotation: cause},
+			stamp.CauseHeadroom) {
+			// No room for it, leaving the controller room for its own annotations on the
+			// rollout's ReplicaSet (CauseHeadroom): no cause rather than an earlier
+			// rollout's (removing one only shrinks).
 			cause = ""
 		}
 	}
