@@ -72,7 +72,12 @@ type Rollout struct {
 // template without a stamp before gets "first stamp" with its sources' digests. At most
 // causeSources sources are named ("and N more"), and the whole is cut to MaxChangeCause
 // bytes.
-func ChangeCause(r Rollout) string {
+func ChangeCause(r Rollout) string { return causePrefix + ChangeReason(r) }
+
+// ChangeReason is ChangeCause without its "configstamp: " prefix, at most
+// MaxChangeCause-len("configstamp: ") bytes: the watcher's ConfigChanged Event gives it, so
+// the Event and `kubectl rollout history` say the same of one rollout.
+func ChangeReason(r Rollout) string {
 	var body string
 	switch {
 	case r.Restart:
@@ -107,7 +112,7 @@ func ChangeCause(r Rollout) string {
 			body = strings.Join(capList(parts), "; ")
 		}
 	}
-	return capBytes(causePrefix+body, MaxChangeCause)
+	return capBytes(body, MaxChangeCause-len(causePrefix))
 }
 
 // firstStamp lists the sources of a sources annotation with their digests.

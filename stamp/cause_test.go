@@ -68,6 +68,9 @@ func TestChangeCause(t *testing.T) {
 		if !IsOwnChangeCause(got) {
 			t.Errorf("%q not recognised as configstamp's", got)
 		}
+		if reason := ChangeReason(tt.r); causePrefix+reason != got {
+			t.Errorf("%s: ChangeReason = %q, not the cause %q without its prefix", tt.name, reason, got)
+		}
 	}
 	if IsOwnChangeCause("kubectl set image deployment/app app=app:2") {
 		t.Error("someone else's cause taken for configstamp's")
@@ -89,6 +92,15 @@ func TestChangeCauseBytes(t *testing.T) {
 		if got := ChangeCause(r); len(got) > MaxChangeCause || !strings.HasSuffix(got, "and 1 more") && !strings.HasSuffix(got, "and 1 more)") {
 			t.Errorf("%d bytes: %q", len(got), got)
 		}
+		if got := ChangeReason(r); causePrefix+got != ChangeCause(r) {
+			t.Errorf("ChangeReason %q, not the cause without its prefix", got)
+		}
+	}
+	// Cut, the reason is the cut cause without its prefix.
+	name := strings.Repeat("n", 1100)
+	r := Rollout{StoredHash: "1", StoredSources: "configmap/" + name + "=1", Hash: "2", Sources: "configmap/" + name + "=2"}
+	if cause, reason := ChangeCause(r), ChangeReason(r); len(cause) != MaxChangeCause || causePrefix+reason != cause || !strings.HasSuffix(reason, "n...") {
+		t.Errorf("cut: cause %d bytes, reason %d bytes (%q...)", len(cause), len(reason), reason[:20])
 	}
 	if got := capBytes(strings.Repeat("x", 2000), MaxChangeCause); len(got) != MaxChangeCause || !strings.HasSuffix(got, "x...") {
 		t.Errorf("cut to %d bytes: %q", len(got), got)

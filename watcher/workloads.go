@@ -327,9 +327,10 @@ func (r *workloadReconciler) record(ctx context.Context, obj client.Object, tmpl
 func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want stamp.Stamp, basis, before string, restart bool) error {
 	log := logf.FromContext(ctx)
 	key := client.ObjectKeyFromObject(obj)
-	restartedBefore := ""
+	restartedBefore, storedBefore := "", "" // obj is updated in place by the patch
 	if tmpl := r.kind.Template(obj); tmpl != nil {
 		restartedBefore = tmpl.Annotations[stamp.RestartedAnnotation]
+		storedBefore = tmpl.Annotations[stamp.HashAnnotation]
 	}
 	if err := r.client.Patch(ctx, obj, nudgePatch); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -383,13 +384,13 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 	r.resetBypasses(key)
 	r.rolled(key)
 	checks.WithLabelValues("nudged").Inc()
-	changed := stamp.ChangedSources(before, tmpl.Annotations[stamp.SourcesAnnotation])
-	if len(changed) == 0 {
-		changed = []string{"first stamp"}
-	}
-	r.recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonConfigChanged, "Nudge",
-		"Config changed (%s): config hash %s -> %s", strings.Join(changed, ", "), short(basis), short(got))
-	log.Info("Nudged "+r.kind.Kind+" after a config change", "oldHash", basis, "newHash", got, "changed", changed)
+	// The Event says what the change cause the webhook wrote says (stamp.ChangeCause). The
+	// basis is the certain record's hash when there is one, else the stored stamp's: as
+	// Ran, it counts only where it differs from the stamp, as a record's does.
+	reason := stamp.ChangeReason(stamp.Rollout{StoredHash: storedBefore, StoredSources: before,
+		Hash: got, Sources: tmpl.Annotations[stamp.SourcesAnnotation], Ran: basis, Restart: restart})
+	r.recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonConfigChanged, "Nudge", "Rolled: %s", reason)
+	log.Info("Nudged "+r.kind.Kind+" after a config change", "oldHash", basis, "newHash", got, "reason", reason)
 	return nil
 }
 

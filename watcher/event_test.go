@@ -1,0 +1,155 @@
+package watcher
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/configstamp/configstamp/internal/configread"
+	"github.com/configstamp/configstamp/internal/scope"
+	"github.com/configstamp/configstamp/internal/workload"
+	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/webhook"
+)
+
+// withWebhook makes the fake API server call configstamp's webhook on a Deployment's
+// patch, as the real one does: the patch applied, the webhook's JSON patch after it.
+func withWebhook(t *testing.T, s *webhook.Stamper) interceptor.Funcs {
+	return interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			old := &appsv1.Deployment{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), old); err != nil {
+				return err
+			}
+			if err := c.Patch(ctx, obj, patch, opts...); err != nil {
+				return err
+			}
+			raw := func(o client.Object) runtime.RawExtension {
+				b, err := json.Marshal(o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return runtime.RawExtension{Raw: b}
+			}
+			resp := s.Handle(ctx, admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+				UID: "uid", Kind: metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"},
+				Operation: admissionv1.Update, Namespace: obj.GetNamespace(), Name: obj.GetName(), Object: raw(obj), OldObject: raw(old),
+			}})
+			if !resp.Allowed || len(resp.Patches) == 0 {
+				t.Fatalf("webhook: allowed %v, patches %v", resp.Allowed, resp.Patches)
+			}
+			ops, err := json.Marshal(resp.Patches)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, ops))
+		},
+	}
+}
+
+// The ConfigChanged Event of a nudge says what the change cause the webhook writes says
+// (the Event without its "Rolled: ", the cause without its "configstamp: "): a restart is
+// no "first stamp", and a record that says the pods ran other config than the stamp
+// names gives the config hashes, naming no source diffed against the stale stamp.
+func TestNudgeEventSaysTheChangeCause(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: map[string]string{stamp.InjectLabel: stamp.InjectValue}}}
+	cfg := func(v string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cfg"}, Data: map[string]string{"k": v}}
+	}
+	tmpl := corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "img"}},
+		Volumes: []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}}}}
+	of := func(v string) stamp.Stamp {
+		c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(cfg(v)).Build()
+		st, err := (&configread.Reader{Client: c}).Stamp(context.Background(), "ns", stamp.Consumed(nil, &tmpl.Spec, stamp.Options{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	digest := func(v string) string { return stamp.ParseSources(of(v).SourcesAnnotation())["configmap/cfg"] }
+	h := func(v string) string { return stamp.ShortHash(of(v).Hash) }
+
+	for _, tc := range []struct {
+		name string
+		// stamped and ran: the config the stamp names and the record says the pods run
+		// ("": none); the config is "2" now.
+		stamped, ran string
+		want         string
+	}{
+		{"a source changed", "1", "1", "configmap/cfg changed (digest " + digest("1") + " -> " + digest("2") + ")"},
+		{"a source changed, no record", "1", "", "configmap/cfg changed (digest " + digest("1") + " -> " + digest("2") + ")"},
+		{"the record and the stamp disagree", "0", "1", "config changed (config hash " + h("1") + " -> " + h("2") + ")"},
+		{"restart", "2", "1", "pods restarted onto the config their stamp names (config hash " + h("1") + " -> " + h("2") + ")"},
+		{"adopted", "", "1", "config changed (config hash " + h("1") + " -> " + h("2") + "); first stamp (configmap/cfg " + digest("2") + ")"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app"}}
+			dep.Spec.Template = *tmpl.DeepCopy()
+			if tc.stamped != "" {
+				st := of(tc.stamped)
+				dep.Spec.Template.Annotations = map[string]string{stamp.HashAnnotation: st.Hash, stamp.SourcesAnnotation: st.SourcesAnnotation()}
+			}
+			if tc.ran != "" {
+				dep.Annotations = map[string]string{stamp.ObservedAnnotation: stamp.Observed{Hash: of(tc.ran).Hash,
+					Template: stamp.TemplateFingerprint(&dep.Spec.Template)}.String()}
+			}
+			base := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ns, cfg("2"), dep).Build()
+			c := interceptor.NewClient(base, withWebhook(t, &webhook.Stamper{Reader: base}))
+			key := types.NamespacedName{Namespace: "ns", Name: "app"}
+			rec := checkChanged(t, c, key)
+			got := getDep(t, c, key)
+			if got.Spec.Template.Annotations[stamp.HashAnnotation] != of("2").Hash {
+				t.Fatalf("not rolled: stamp %q", got.Spec.Template.Annotations[stamp.HashAnnotation])
+			}
+			cause := got.Annotations[stamp.ChangeCauseAnnotation]
+			if cause != "configstamp: "+tc.want {
+				t.Errorf("the webhook's cause %q, want %q", cause, "configstamp: "+tc.want)
+			}
+			var changed []string
+			for len(rec.Events) > 0 {
+				if e := <-rec.Events; strings.Contains(e, ReasonConfigChanged) {
+					changed = append(changed, e)
+				}
+			}
+			if want := "Normal " + ReasonConfigChanged + " Rolled: " + strings.TrimPrefix(cause, "configstamp: "); len(changed) != 1 || changed[0] != want {
+				t.Errorf("events %q, want %q", changed, want)
+			}
+		})
+	}
+}
+
+// checkChanged runs one check of the Deployment key after a live change of its config,
+// as the watcher of Deployments with the default flags does, and returns its Events.
+func checkChanged(t *testing.T, c client.Client, key types.NamespacedName) *events.FakeRecorder {
+	t.Helper()
+	sc, err := scope.New(stamp.InjectLabel, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := events.NewFakeRecorder(100)
+	r := &workloadReconciler{kind: workload.Deployment, client: c, live: c, recorder: rec, scope: sc, triggers: &triggers{},
+		config: &configread.Reader{Client: c}}
+	r.triggers.add(key, trigger{event: true, changed: true})
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: key}); err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	return rec
+}
