@@ -64,8 +64,10 @@ func TestExplain(t *testing.T) {
 			reason: "skipped: annotation configstamp.io/skip=true"},
 		{name: "held", kind: workload.Deployment, args: []string{"deployment/held", "--secret-hash-key", keyRef}, verdict: explain.VerdictHeld,
 			reason: "secret/db is missing, rollout held"},
-		{name: "held-nokey", kind: workload.Deployment, args: []string{"deployment/held"}, verdict: explain.VerdictUnknown,
-			reason: "Secret digests can't be compared"},
+		// Without the hash key, a required Secret deleted since the stamp still holds:
+		// whether it is missing needs no key.
+		{name: "held-nokey", kind: workload.Deployment, args: []string{"deployment/held"}, verdict: explain.VerdictHeld,
+			reason: "secret/db is missing, rollout held"},
 		{name: "adopted", kind: workload.Deployment, args: []string{"deployment/adopted"}, verdict: explain.VerdictNotStamped,
 			reason: "not stamped yet (created before configstamp; adopted, not rolled)"},
 		{name: "agent", kind: workload.DaemonSet, args: []string{"ds/agent"}, verdict: explain.VerdictUpToDate, reason: "up to date"},
