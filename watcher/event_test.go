@@ -8,11 +8,9 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -21,8 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configstamp/configstamp/internal/configread"
-	"github.com/configstamp/configstamp/internal/scope"
-	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/webhook"
 )
@@ -67,17 +63,10 @@ func withWebhook(t *testing.T, s *webhook.Stamper) interceptor.Funcs {
 // no "first stamp", and a record that says the pods ran other config than the stamp
 // names gives the config hashes, naming no source diffed against the stale stamp.
 func TestNudgeEventSaysTheChangeCause(t *testing.T) {
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: map[string]string{stamp.InjectLabel: stamp.InjectValue}}}
-	cfg := func(v string) *corev1.ConfigMap {
-		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cfg"}, Data: map[string]string{"k": v}}
-	}
-	tmpl := corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "img"}},
-		Volumes: []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{
-			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}}}}
+	scheme := testScheme()
+	tmpl := cfgDeployment().Spec.Template
 	of := func(v string) stamp.Stamp {
-		c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(cfg(v)).Build()
+		c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(cfgMap(v)).Build()
 		st, err := (&configread.Reader{Client: c}).Stamp(context.Background(), "ns", stamp.Consumed(nil, &tmpl.Spec, stamp.Options{}))
 		if err != nil {
 			t.Fatal(err)
@@ -101,8 +90,7 @@ func TestNudgeEventSaysTheChangeCause(t *testing.T) {
 		{"adopted", "", "1", "config changed (config hash " + h("1") + " -> " + h("2") + "); first stamp (configmap/cfg " + digest("2") + ")"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app"}}
-			dep.Spec.Template = *tmpl.DeepCopy()
+			dep := cfgDeployment()
 			if tc.stamped != "" {
 				st := of(tc.stamped)
 				dep.Spec.Template.Annotations = map[string]string{stamp.HashAnnotation: st.Hash, stamp.SourcesAnnotation: st.SourcesAnnotation()}
@@ -111,9 +99,9 @@ func TestNudgeEventSaysTheChangeCause(t *testing.T) {
 				dep.Annotations = map[string]string{stamp.ObservedAnnotation: stamp.Observed{Hash: of(tc.ran).Hash,
 					Template: stamp.TemplateFingerprint(&dep.Spec.Template)}.String()}
 			}
-			base := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ns, cfg("2"), dep).Build()
+			base := fake.NewClientBuilder().WithScheme(scheme).WithObjects(optedInNamespace(), cfgMap("2"), dep).Build()
 			c := interceptor.NewClient(base, withWebhook(t, &webhook.Stamper{Reader: base}))
-			key := types.NamespacedName{Namespace: "ns", Name: "app"}
+			key := appKey
 			rec := checkChanged(t, c, key)
 			got := getDep(t, c, key)
 			if got.Spec.Template.Annotations[stamp.HashAnnotation] != of("2").Hash {
@@ -140,13 +128,7 @@ func TestNudgeEventSaysTheChangeCause(t *testing.T) {
 // as the watcher of Deployments with the default flags does, and returns its Events.
 func checkChanged(t *testing.T, c client.Client, key types.NamespacedName) *events.FakeRecorder {
 	t.Helper()
-	sc, err := scope.New(stamp.InjectLabel, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := events.NewFakeRecorder(100)
-	r := &workloadReconciler{kind: workload.Deployment, client: c, live: c, recorder: rec, scope: sc, triggers: &triggers{},
-		config: &configread.Reader{Client: c}}
+	r, rec := newTestReconciler(t, c)
 	r.triggers.add(key, trigger{event: true, changed: true})
 	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: key}); err != nil {
 		t.Fatalf("reconcile: %v", err)

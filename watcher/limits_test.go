@@ -7,12 +7,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -20,8 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/configstamp/configstamp/internal/configread"
-	"github.com/configstamp/configstamp/internal/scope"
-	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
 
@@ -30,17 +23,10 @@ import (
 // is checked again (it may have made room), where an update that leaves its template as
 // it is would otherwise be ignored.
 func TestTooLargeIsReportedNotRetried(t *testing.T) {
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: map[string]string{stamp.InjectLabel: stamp.InjectValue}}}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cfg"}, Data: map[string]string{"k": "2"}}
-	base := func() *appsv1.Deployment {
-		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app"}}
-		d.Spec.Template.Spec.Containers = []corev1.Container{{Name: "c", Image: "img"}}
-		d.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{
-			ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}}
-		return d
-	}
+	scheme := testScheme()
+	ns := optedInNamespace()
+	cm := cfgMap("2")
+	base := cfgDeployment
 	current, err := (&configread.Reader{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(cm).Build()}).Stamp(
 		context.Background(), "ns", stamp.Consumed(nil, &base().Spec.Template.Spec, stamp.Options{}))
 	if err != nil {
@@ -72,14 +58,8 @@ func TestTooLargeIsReportedNotRetried(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dep := c.dep()
 			cl := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ns, cm, dep).Build()
-			sc, err := scope.New(stamp.InjectLabel, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rec := events.NewFakeRecorder(100)
-			r := &workloadReconciler{kind: workload.Deployment, client: cl, live: cl, recorder: rec, scope: sc, triggers: &triggers{},
-				config: &configread.Reader{Client: cl}}
-			key := types.NamespacedName{Namespace: "ns", Name: "app"}
+			r, rec := newTestReconciler(t, cl)
+			key := appKey
 			before := getDep(t, cl, key)
 			for i := range 2 {
 				r.triggers.add(key, trigger{event: true, changed: true})

@@ -5,21 +5,13 @@ import (
 	"strings"
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/configstamp/configstamp/internal/configread"
-	"github.com/configstamp/configstamp/internal/scope"
-	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
 
@@ -34,14 +26,9 @@ func TestNudgeKeptByTheWebhookIsNoBypass(t *testing.T) {
 }
 
 func nudgeKept(t *testing.T, restart bool) {
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: map[string]string{stamp.InjectLabel: stamp.InjectValue}}}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cfg"}, Data: map[string]string{"k": "1"}}
-	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app"}}
-	dep.Spec.Template.Spec.Containers = []corev1.Container{{Name: "c", Image: "img"}}
-	dep.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{
-		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}}
+	scheme := testScheme()
+	cm := cfgMap("1")
+	dep := cfgDeployment()
 	base := fake.NewClientBuilder().WithScheme(scheme).WithObjects(cm).Build()
 	ran, err := (&configread.Reader{Client: base}).Stamp(context.Background(), "ns", stamp.Consumed(nil, &dep.Spec.Template.Spec, stamp.Options{}))
 	if err != nil {
@@ -61,7 +48,7 @@ func nudgeKept(t *testing.T, restart bool) {
 	}
 	dep.Spec.Template.Annotations = map[string]string{stamp.HashAnnotation: stale}
 	dep.Annotations = map[string]string{stamp.ObservedAnnotation: stamp.Observed{Hash: ran.Hash, Template: stamp.TemplateFingerprint(&dep.Spec.Template)}.String()}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ns, changed, dep).WithInterceptorFuncs(interceptor.Funcs{
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(optedInNamespace(), changed, dep).WithInterceptorFuncs(interceptor.Funcs{
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			// The config changes back before the nudge reaches the webhook, which keeps
 			// what is stored and strips the marker.
@@ -82,14 +69,8 @@ func nudgeKept(t *testing.T, restart bool) {
 			return c.Update(ctx, obj)
 		},
 	}).Build()
-	sc, err := scope.New(stamp.InjectLabel, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := events.NewFakeRecorder(100)
-	r := &workloadReconciler{kind: workload.Deployment, client: c, live: c, recorder: rec, scope: sc, triggers: &triggers{},
-		config: &configread.Reader{Client: c}}
-	key := types.NamespacedName{Namespace: "ns", Name: "app"}
+	r, rec := newTestReconciler(t, c)
+	key := appKey
 	r.triggers.add(key, trigger{event: true, changed: true})
 	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: key}); err != nil {
 		t.Errorf("reconcile: %v", err)

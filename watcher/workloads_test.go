@@ -7,17 +7,12 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/configstamp/configstamp/internal/configread"
-	"github.com/configstamp/configstamp/internal/scope"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
@@ -66,25 +61,13 @@ func TestMinimumIntervalBetweenRollouts(t *testing.T) {
 // every error): with no webhook to stamp the nudge, it retries a bounded number of times
 // and then stops.
 func TestReconcileGivesUpOnABypass(t *testing.T) {
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: map[string]string{stamp.InjectLabel: stamp.InjectValue}}}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cfg"}, Data: map[string]string{"k": "2"}}
-	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app"}}
-	dep.Spec.Template.Spec.Containers = []corev1.Container{{Name: "c", Image: "img"}}
-	dep.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{
-		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}}
+	dep := cfgDeployment()
 	stale := strings.Repeat("a", 64)
 	dep.Spec.Template.Annotations = map[string]string{stamp.HashAnnotation: stale}
 	dep.Annotations = map[string]string{stamp.ObservedAnnotation: stamp.Observed{Hash: stale, Template: stamp.TemplateFingerprint(&dep.Spec.Template)}.String()}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ns, cm, dep).Build()
-	sc, err := scope.New(stamp.InjectLabel, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &workloadReconciler{kind: workload.Deployment, client: c, live: c, recorder: events.NewFakeRecorder(100), scope: sc, triggers: &triggers{},
-		config: &configread.Reader{Client: c}}
-	key := types.NamespacedName{Namespace: "ns", Name: "app"}
+	c := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(optedInNamespace(), cfgMap("2"), dep).Build()
+	r, _ := newTestReconciler(t, c)
+	key := appKey
 	r.triggers.add(key, trigger{event: true})
 	var errs int
 	for i := 0; i < 3*maxBypassRetries; i++ {
