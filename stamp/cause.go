@@ -18,6 +18,10 @@ const causePrefix = "configstamp: "
 // IsOwnChangeCause reports whether a change cause is one configstamp wrote.
 func IsOwnChangeCause(v string) bool { return strings.HasPrefix(v, causePrefix) }
 
+// OwnChangeReason is the reason of a change cause configstamp wrote (ChangeReason), and
+// whether v is one.
+func OwnChangeReason(v string) (string, bool) { return strings.CutPrefix(v, causePrefix) }
+
 // ChangedSources lists the sources ("kind/name") whose digest differs between two
 // sources annotations (SourcesAnnotation), in the order of after, then those dropped.
 func ChangedSources(before, after string) []string {

@@ -72,12 +72,6 @@ func (c *coverage) cover(keys ...string) {
 	}
 }
 
-// of returns since when key has been covered (zero: unknown), read live.
-func (c *coverage) of(ctx context.Context, key string) (time.Time, error) {
-	t, err := c.ofAll(ctx, key)
-	return t[0], err
-}
-
 // ofAll returns since when each key has been covered (zero: unknown), from one live read
 // of the registration.
 func (c *coverage) ofAll(ctx context.Context, keys ...string) ([]time.Time, error) {

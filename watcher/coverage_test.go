@@ -64,10 +64,10 @@ func TestCoverage(t *testing.T) {
 	if len(got) != 2 || !got["statefulsets"].Equal(now) || !got[coverageSecrets].Equal(now) {
 		t.Fatalf("coverage %v: want statefulsets and secrets at %v (no daemonsets entry in the registration yet; deployments implicit)", got, now)
 	}
-	if d, _ := cov.of(ctx, "deployments"); !d.Equal(created) {
+	if d, _ := ofOne(cov, ctx, "deployments"); !d.Equal(created) {
 		t.Fatalf("deployments covered since %v, want the registration's creation %v", d, created)
 	}
-	if d, _ := cov.of(ctx, "daemonsets"); !d.IsZero() {
+	if d, _ := ofOne(cov, ctx, "daemonsets"); !d.IsZero() {
 		t.Fatalf("daemonsets covered since %v, want unknown", d)
 	}
 
@@ -112,7 +112,7 @@ func TestCoverage(t *testing.T) {
 	if err := c.Create(ctx, fresh); err != nil {
 		t.Fatal(err)
 	}
-	if s, _ := cov.of(ctx, "statefulsets"); !s.Equal(recreated) {
+	if s, _ := ofOne(cov, ctx, "statefulsets"); !s.Equal(recreated) {
 		t.Fatalf("statefulsets since %v, want no earlier than the registration's creation %v", s, recreated)
 	}
 	cov.serverNow = func(context.Context) (time.Time, error) { return recreated.Add(time.Minute), nil }
@@ -122,4 +122,9 @@ func TestCoverage(t *testing.T) {
 	if got = coverageOf(t, c); !got["daemonsets"].Equal(recreated.Add(time.Minute)) {
 		t.Fatalf("re-created: daemonsets %v, want the time it was first covered under the new registration", got["daemonsets"])
 	}
+}
+
+func ofOne(c *coverage, ctx context.Context, key string) (time.Time, error) {
+	t, err := c.ofAll(ctx, key)
+	return t[0], err
 }

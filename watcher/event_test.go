@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -134,4 +135,53 @@ func checkChanged(t *testing.T, c client.Client, key types.NamespacedName) *even
 		t.Fatalf("reconcile: %v", err)
 	}
 	return rec
+}
+
+// A nudge during which the config moves on again: the webhook stamps what it reads,
+// which is not what the check read. That is a rollout all the same: its Event says the
+// cause the webhook wrote, and it counts for the minimum interval between rollouts.
+func TestNudgeConfigMovedOn(t *testing.T) {
+	scheme := testScheme()
+	dep := cfgDeployment()
+	c1 := fake.NewClientBuilder().WithScheme(scheme).WithObjects(cfgMap("1")).Build()
+	st, err := (&configread.Reader{Client: c1}).Stamp(context.Background(), "ns", stamp.Consumed(nil, &dep.Spec.Template.Spec, stamp.Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dep.Spec.Template.Annotations = map[string]string{stamp.HashAnnotation: st.Hash, stamp.SourcesAnnotation: st.SourcesAnnotation()}
+	dep.Annotations = map[string]string{stamp.ObservedAnnotation: stamp.Observed{Hash: st.Hash, Template: stamp.TemplateFingerprint(&dep.Spec.Template)}.String()}
+	base := fake.NewClientBuilder().WithScheme(scheme).WithObjects(optedInNamespace(), cfgMap("2"), dep).Build()
+	hook := withWebhook(t, &webhook.Stamper{Reader: base})
+	c := interceptor.NewClient(base, interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			// The config changes again between the check and the webhook's read.
+			if err := c.Update(ctx, cfgMap("3")); err != nil {
+				return err
+			}
+			return hook.Patch(ctx, c, obj, patch, opts...)
+		},
+	})
+	r, rec := newTestReconciler(t, c)
+	r.minInterval = time.Hour
+	r.triggers.add(appKey, trigger{event: true, changed: true})
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: appKey}); err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	got := getDep(t, c, appKey)
+	if got.Spec.Template.Annotations[stamp.HashAnnotation] == st.Hash {
+		t.Fatal("not rolled")
+	}
+	var changed []string
+	for len(rec.Events) > 0 {
+		if e := <-rec.Events; strings.Contains(e, ReasonConfigChanged) {
+			changed = append(changed, e)
+		}
+	}
+	cause := got.Annotations[stamp.ChangeCauseAnnotation]
+	if want := "Normal " + ReasonConfigChanged + " Rolled: " + strings.TrimPrefix(cause, "configstamp: "); cause == "" || len(changed) != 1 || changed[0] != want {
+		t.Errorf("events %q, want %q", changed, want)
+	}
+	if r.untilNextRoll(appKey) == 0 {
+		t.Error("the rollout does not count for the minimum interval")
+	}
 }

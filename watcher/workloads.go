@@ -325,7 +325,6 @@ func (r *workloadReconciler) record(ctx context.Context, obj client.Object, tmpl
 
 // nudge rolls the workload through the webhook and verifies the stamp it got.
 func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want stamp.Stamp, basis, before string, restart bool) error {
-	log := logf.FromContext(ctx)
 	key := client.ObjectKeyFromObject(obj)
 	restartedBefore, storedBefore := "", "" // obj is updated in place by the patch
 	if tmpl := r.kind.Template(obj); tmpl != nil {
@@ -345,6 +344,8 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 		return nil
 	}
 	got := tmpl.Annotations[stamp.HashAnnotation]
+	// A new stamp or restart time is a rollout, whatever config the webhook read.
+	rolledNow := got != storedBefore || tmpl.Annotations[stamp.RestartedAnnotation] != restartedBefore
 	if _, marked := obj.GetAnnotations()[stamp.NudgeAnnotation]; marked {
 		// The webhook strips the marker it reads: it was not called at all (even if
 		// the template happens to carry the wanted stamp already).
@@ -356,7 +357,15 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 		refs := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, r.sources)
 		again, err := r.expected(ctx, obj, refs)
 		if err == nil && (again.Hash == got || len(again.Unmet()) > 0) {
-			checks.WithLabelValues("nudged").Inc()
+			// The config moved on meanwhile: the webhook stamped what it read (a
+			// rollout, reported as any), or kept what is stored (missing config, or
+			// config as the stamp names it).
+			if rolledNow {
+				r.reportRolled(ctx, obj, tmpl, stamp.Rollout{StoredHash: storedBefore, StoredSources: before, Hash: got,
+					Sources: tmpl.Annotations[stamp.SourcesAnnotation], Ran: basis, Restart: got == storedBefore})
+				return nil
+			}
+			checks.WithLabelValues("current").Inc()
 			return nil
 		}
 		if err == nil && r.changedBack(ctx, obj, tmpl, refs, again.Hash) {
@@ -381,17 +390,30 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 		checks.WithLabelValues("error").Inc()
 		return fmt.Errorf("%s %s: nudged for a restart, but the webhook set no restart time; retrying", r.kind, key)
 	}
+	// The basis is the certain record's hash when there is one, else the stored stamp's:
+	// as Ran, it counts only where it differs from the stamp, as a record's does.
+	r.reportRolled(ctx, obj, tmpl, stamp.Rollout{StoredHash: storedBefore, StoredSources: before,
+		Hash: got, Sources: tmpl.Annotations[stamp.SourcesAnnotation], Ran: basis, Restart: restart})
+	return nil
+}
+
+// reportRolled reports a rollout a nudge caused. Its ConfigChanged Event says what the
+// change cause the webhook wrote says: that cause, read back from the patch's answer
+// (it is this rollout's: the webhook writes or removes its own cause on every rollout
+// it causes), or, when it has none (no room for one), the same text made from what
+// the watcher knew before the nudge (ro), which the cache may have shown late.
+func (r *workloadReconciler) reportRolled(ctx context.Context, obj client.Object, tmpl *corev1.PodTemplateSpec, ro stamp.Rollout) {
+	key := client.ObjectKeyFromObject(obj)
 	r.resetBypasses(key)
 	r.rolled(key)
 	checks.WithLabelValues("nudged").Inc()
-	// The Event says what the change cause the webhook wrote says (stamp.ChangeCause). The
-	// basis is the certain record's hash when there is one, else the stored stamp's: as
-	// Ran, it counts only where it differs from the stamp, as a record's does.
-	reason := stamp.ChangeReason(stamp.Rollout{StoredHash: storedBefore, StoredSources: before,
-		Hash: got, Sources: tmpl.Annotations[stamp.SourcesAnnotation], Ran: basis, Restart: restart})
+	reason, ok := stamp.OwnChangeReason(obj.GetAnnotations()[stamp.ChangeCauseAnnotation])
+	if !ok {
+		reason = stamp.ChangeReason(ro)
+	}
 	r.recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonConfigChanged, "Nudge", "Rolled: %s", reason)
-	log.Info("Nudged "+r.kind.Kind+" after a config change", "oldHash", basis, "newHash", got, "reason", reason)
-	return nil
+	logf.FromContext(ctx).Info("Nudged "+r.kind.Kind+" after a config change", "oldHash", ro.Ran, "newHash", tmpl.Annotations[stamp.HashAnnotation],
+		"reason", reason)
 }
 
 // changedBack reports whether a certain record valid for tmpl says obj's pods run the

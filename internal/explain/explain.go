@@ -352,8 +352,10 @@ func verdict(in Input, r *Report, refs []stamp.Source) (code, reason string, rol
 }
 
 // incomplete decides without the Secrets' digests (no hash key): from the ConfigMaps'
-// digests against the stamp's, when those describe what the pods run. Whether required
-// config is missing needs no key: it is judged on every source read.
+// digests against the stamp's, when those describe what the pods run, and a Secret
+// deleted since the stamp. Once something changed, whether required config is missing
+// is judged on every source read (it needs no key). A Secret that changed without being
+// deleted is not seen: then it says unknown, where the watcher may roll or hold.
 func incomplete(dIn decide.Input, ev *gathered, r *Report) (code, reason string, roll bool) {
 	const noKey = " (Secret digests not compared: no hash key)"
 	switch {

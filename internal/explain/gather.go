@@ -130,7 +130,11 @@ func (c *Cluster) readCoverage(ctx context.Context) map[string]time.Time {
 	}
 	var reg admissionregistrationv1.MutatingWebhookConfiguration
 	if err := c.Client.Get(ctx, client.ObjectKey{Name: name}, &reg); err != nil {
-		c.warn("cannot read the registration %s (MutatingWebhookConfiguration; --registration-name): %v", name, apierrors.ReasonForError(err))
+		if apierrors.IsNotFound(err) {
+			c.warn("the registration %s (MutatingWebhookConfiguration) does not exist: is --registration-name the server's? (without it the watcher takes every unstamped workload as installed over)", name)
+		} else {
+			c.warn("cannot read the registration %s (MutatingWebhookConfiguration; --registration-name): %v", name, apierrors.ReasonForError(err))
+		}
 		return nil
 	}
 	m := map[string]time.Time{}
