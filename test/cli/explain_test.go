@@ -159,8 +159,10 @@ func TestExplainNotInScope(t *testing.T) {
 	m := known(t, f, workload.Deployment, "current")
 	args := []string{"explain", "-n", f.out, "deployment/outside"}
 	golden(t, "explain-outside.txt", mask(ok(t, args...), m))
+	out := ok(t, append(args, "-o", "json")...)
+	golden(t, "explain-outside.json", mask(out, m))
 	var r explain.Report
-	if err := json.Unmarshal([]byte(ok(t, append(args, "-o", "json")...)), &r); err != nil {
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatal(err)
 	}
 	if r.Verdict != explain.VerdictNotInScope || r.InScope {
