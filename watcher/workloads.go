@@ -448,7 +448,7 @@ func (r *workloadReconciler) bypassed(ctx context.Context, obj client.Object, go
 		checks.WithLabelValues("bypass_abandoned").Inc()
 		r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonStampBypassed, "Verify",
 			"Stored config hash %q still differs from the expected %q after %d nudges: the configstamp webhook is not called for this %s; left alone until its next change",
-			short(got), short(want), n, r.kind)
+			stamp.ShortHash(got), stamp.ShortHash(want), n, r.kind)
 		logf.FromContext(ctx).Info("Stopped retrying a stamp that bypassed the webhook", "storedHash", got, "expectedHash", want, "attempts", n)
 		r.resetBypasses(key)
 		return nil
@@ -456,9 +456,9 @@ func (r *workloadReconciler) bypassed(ctx context.Context, obj client.Object, go
 	checks.WithLabelValues("bypassed").Inc()
 	r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonStampBypassed, "Verify",
 		"Stored config hash %q differs from the expected %q after a nudge: the configstamp webhook was not called (failurePolicy Ignore); retrying",
-		short(got), short(want))
+		stamp.ShortHash(got), stamp.ShortHash(want))
 	logf.FromContext(ctx).Info("Detected a stamp that bypassed the webhook; retrying", "storedHash", got, "expectedHash", want, "attempt", n)
-	return fmt.Errorf("%s %s: stamp %q, want %q: webhook bypassed", r.kind, key, short(got), short(want))
+	return fmt.Errorf("%s %s: stamp %q, want %q: webhook bypassed", r.kind, key, stamp.ShortHash(got), stamp.ShortHash(want))
 }
 
 // tooLarge reports a workload whose stamp (part "pod template") or record (part
@@ -545,14 +545,4 @@ func (r *workloadReconciler) expected(ctx context.Context, obj client.Object, re
 		return stamp.Stamp{}, fmt.Errorf("compute stamp of %s %s/%s: %w", r.kind, obj.GetNamespace(), obj.GetName(), err)
 	}
 	return st, nil
-}
-
-func short(h string) string {
-	if len(h) > 12 {
-		return h[:12]
-	}
-	if h == "" {
-		return "none"
-	}
-	return h
 }
