@@ -30,6 +30,7 @@ import (
 
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/cluster"
+	"github.com/configstamp/configstamp/webhook"
 )
 
 const ns = "demo"
@@ -133,6 +134,16 @@ func run(ctx context.Context) error {
 		return err
 	}
 
+	step("Why did it roll? configstamp explain deployment/gateway (also: kubectl configstamp explain, as a plugin)")
+	explain := exec.Command(bin, "explain", "-n", ns, "deployment/gateway", "--kubeconfig", c.Kubeconfig, "--registration-name", webhook.DevConfigurationName)
+	out, err := explain.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("configstamp explain: %w: %s", err, out)
+	}
+	for _, line := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+		fmt.Println("    " + line)
+	}
+
 	step("Relabelling the ConfigMap (metadata only, nothing the pods can see): no rollout")
 	if _, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, "gateway-apis", types.MergePatchType, []byte(`{"metadata":{"labels":{"owner":"platform"}}}`), metav1.PatchOptions{}); err != nil {
 		return err
@@ -205,6 +216,9 @@ func showReplicaSets(ctx context.Context, cs kubernetes.Interface) error {
 		a := r.Spec.Template.Annotations
 		fmt.Printf("    %-28s %-8d %-8d %-14s %s\n", r.Name, ptr.Deref(r.Spec.Replicas, 0), r.Status.ReadyReplicas,
 			short(a[stamp.HashAnnotation]), a[stamp.SourcesAnnotation])
+		if cause := r.Annotations[stamp.ChangeCauseAnnotation]; cause != "" {
+			fmt.Printf("      change-cause (kubectl rollout history): %s\n", cause)
+		}
 	}
 	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=gateway"})
 	if err != nil {
@@ -241,7 +255,7 @@ func printAudit(r io.Reader, path string) {
 			fmt.Printf("    [configstamp audit] %s %s/%s by %v: %s -> %s (%v)\n", rec["operation"], rec["namespace"], rec["name"],
 				rec["user"], short(fmt.Sprint(rec["oldHash"])), short(fmt.Sprint(rec["newHash"])), rec["sources"])
 		case "Nudged Deployment after a config change":
-			fmt.Printf("    [configstamp watcher] nudged %s/%s: %v changed\n", rec["namespace"], rec["name"], rec["changed"])
+			fmt.Printf("    [configstamp watcher] nudged %s/%s: %v\n", rec["namespace"], rec["name"], rec["reason"])
 		case "Registered webhook":
 			fmt.Printf("    [configstamp] registered MutatingWebhookConfiguration %v\n", rec["configuration"])
 		}
