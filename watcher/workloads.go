@@ -32,6 +32,9 @@ const (
 	ReasonStampBypassed = "StampBypassed"
 	ReasonConfigMissing = "ConfigMissing"
 	ReasonStampTooLarge = "StampTooLarge"
+	// ReasonConfigUnreadable: nudges the webhook answered without a stamp, unable to
+	// read config; still retried.
+	ReasonConfigUnreadable = "ConfigUnreadable"
 )
 
 // nudgePatch is the watcher's "empty" update: it only sets the nudge marker, which the
@@ -45,6 +48,11 @@ var nudgePatch = client.RawPatch(types.MergePatchType,
 // (with backoff, about two and a half minutes in all at the default backoff) before it
 // is reported and left alone until the next event.
 const maxBypassRetries = 10
+
+// unreadRetry is how often a nudge is retried once maxBypassRetries nudges found the
+// webhook unable to read config: slowly, so as not to add to an API server that is
+// failing reads, but never given up.
+const unreadRetry = 5 * time.Minute
 
 // workloadReconciler checks one workload's config against the evidence of the config its
 // pods run (its stamp, or its record) and, when they differ, either rolls it through the
@@ -291,7 +299,7 @@ func (r *workloadReconciler) judge(ctx context.Context, obj client.Object, tr tr
 		checks.WithLabelValues("deferred").Inc()
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
-	return reconcile.Result{}, r.nudge(ctx, obj, want, basis, storedSources, d.Restart)
+	return r.nudge(ctx, obj, want, basis, storedSources, d.Restart)
 }
 
 // record writes the config the pods run into the workload's metadata (no rollout),
@@ -324,7 +332,7 @@ func (r *workloadReconciler) record(ctx context.Context, obj client.Object, tmpl
 }
 
 // nudge rolls the workload through the webhook and verifies the stamp it got.
-func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want stamp.Stamp, basis, before string, restart bool) error {
+func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want stamp.Stamp, basis, before string, restart bool) (reconcile.Result, error) {
 	key := client.ObjectKeyFromObject(obj)
 	restartedBefore, storedBefore := "", "" // obj is updated in place by the patch
 	if tmpl := r.kind.Template(obj); tmpl != nil {
@@ -333,15 +341,15 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 	}
 	if err := r.client.Patch(ctx, obj, nudgePatch); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil
+			return reconcile.Result{}, nil
 		}
 		checks.WithLabelValues("error").Inc()
-		return fmt.Errorf("nudge %s %s: %w", r.kind, key, err)
+		return reconcile.Result{}, fmt.Errorf("nudge %s %s: %w", r.kind, key, err)
 	}
 	nudges.Inc()
 	tmpl := r.kind.Template(obj)
 	if tmpl == nil { // it dropped its template meanwhile (a Rollout given a workloadRef)
-		return nil
+		return reconcile.Result{}, nil
 	}
 	got := tmpl.Annotations[stamp.HashAnnotation]
 	// A new stamp or restart time is a rollout, whatever config the webhook read.
@@ -349,52 +357,75 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 	if _, marked := obj.GetAnnotations()[stamp.NudgeAnnotation]; marked {
 		// The webhook strips the marker it reads: it was not called at all (even if
 		// the template happens to carry the wanted stamp already).
-		return r.bypassed(ctx, obj, got, want.Hash)
+		return reconcile.Result{}, r.bypassed(ctx, obj, got, want.Hash)
 	}
 	if got != want.Hash {
-		// The config may have moved on since we read it: compare with a fresh read
-		// before calling it a bypass.
+		if rolledNow {
+			// The webhook stamped (or restarted onto) the config it read, which moved on
+			// since this check read it: a rollout all the same. A later change brings its
+			// own event.
+			r.reportRolled(ctx, obj, tmpl, stamp.Rollout{StoredHash: storedBefore, StoredSources: before, Hash: got,
+				Sources: tmpl.Annotations[stamp.SourcesAnnotation], Ran: basis, Restart: got == storedBefore})
+			return reconcile.Result{}, nil
+		}
+		// The webhook was called (it stripped the marker) and kept what is stored. The
+		// config may have moved on since we read it: compare with a fresh read.
 		refs := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, r.sources)
 		again, err := r.expected(ctx, obj, refs)
 		if err == nil && (again.Hash == got || len(again.Unmet()) > 0) {
-			// The config moved on meanwhile: the webhook stamped what it read (a
-			// rollout, reported as any), or kept what is stored (missing config, or
-			// config as the stamp names it).
-			if rolledNow {
-				r.reportRolled(ctx, obj, tmpl, stamp.Rollout{StoredHash: storedBefore, StoredSources: before, Hash: got,
-					Sources: tmpl.Annotations[stamp.SourcesAnnotation], Ran: basis, Restart: got == storedBefore})
-				return nil
-			}
+			// Config as the stamp names it, or missing config: nothing to roll now.
 			checks.WithLabelValues("current").Inc()
-			return nil
+			return reconcile.Result{}, nil
 		}
 		if err == nil && r.changedBack(ctx, obj, tmpl, refs, again.Hash) {
-			return nil
+			return reconcile.Result{}, nil
 		}
 		if err == nil && !stamp.AnnotationsFit(tmpl.Annotations, stamp.TemplateAnnotations(again.Hash, again.SourcesAnnotation(), "")) {
 			// The config grew between our read and the webhook's: its stamp no longer
-			// fits, so the webhook left it (not a bypass).
-			return r.tooLarge(ctx, obj, "pod template", again.Hash)
+			// fits, so the webhook left it.
+			return reconcile.Result{}, r.tooLarge(ctx, obj, "pod template", again.Hash)
 		}
-		return r.bypassed(ctx, obj, got, want.Hash)
+		return r.unread(ctx, obj, got)
 	}
 	if restart && tmpl.Annotations[stamp.RestartedAnnotation] == restartedBefore {
 		// The template already carried the wanted stamp: only the restart time rolls the
-		// pods, and the webhook did not set it (it could not read config, or the config
-		// moved on meanwhile). Not rolled: check again, unless it changed back to what
-		// the pods run.
+		// pods, and the webhook did not set it: the config changed back to what the pods
+		// run, or it could not read config.
 		refs := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, r.sources)
 		if again, err := r.expected(ctx, obj, refs); err == nil && r.changedBack(ctx, obj, tmpl, refs, again.Hash) {
-			return nil
+			return reconcile.Result{}, nil
 		}
-		checks.WithLabelValues("error").Inc()
-		return fmt.Errorf("%s %s: nudged for a restart, but the webhook set no restart time; retrying", r.kind, key)
+		return r.unread(ctx, obj, got)
 	}
 	// The basis is the certain record's hash when there is one, else the stored stamp's:
 	// as Ran, it counts only where it differs from the stamp, as a record's does.
 	r.reportRolled(ctx, obj, tmpl, stamp.Rollout{StoredHash: storedBefore, StoredSources: before,
 		Hash: got, Sources: tmpl.Annotations[stamp.SourcesAnnotation], Ran: basis, Restart: restart})
-	return nil
+	return reconcile.Result{}, nil
+}
+
+// unread handles a nudge the webhook answered without rolling for no reason the watcher
+// can see: it was called (it stripped the marker) and kept what is stored because it
+// could not read config (a read error or timeout; its warning on the update says so).
+// That is no bypass, and the change stays owed: retried with backoff, then, after
+// maxBypassRetries attempts, every unreadRetry (reported once with a ConfigUnreadable
+// Event), until a nudge rolls it or an event starts over.
+func (r *workloadReconciler) unread(ctx context.Context, obj client.Object, got string) (reconcile.Result, error) {
+	key := client.ObjectKeyFromObject(obj)
+	n := r.countBypass(key)
+	checks.WithLabelValues("unread").Inc()
+	log := logf.FromContext(ctx)
+	if n <= maxBypassRetries {
+		log.Info("The webhook kept the stored stamp (it could not read config); retrying", "storedHash", got, "attempt", n)
+		return reconcile.Result{}, fmt.Errorf("%s %s: the webhook kept the stored stamp %q: it could not read config; retrying", r.kind, key, stamp.ShortHash(got))
+	}
+	if n == maxBypassRetries+1 {
+		r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonConfigUnreadable, "Nudge",
+			"Not rolled after %d nudges: the configstamp webhook could not read this %s's config (see the warnings on its updates and configstamp's logs); retrying every %s",
+			maxBypassRetries, r.kind, unreadRetry)
+	}
+	log.Info("The webhook still cannot read config; retrying later", "storedHash", got, "attempt", n, "after", unreadRetry.String())
+	return reconcile.Result{RequeueAfter: unreadRetry}, nil
 }
 
 // reportRolled reports a rollout a nudge caused. Its ConfigChanged Event says what the
@@ -432,17 +463,22 @@ func (r *workloadReconciler) changedBack(ctx context.Context, obj client.Object,
 	return true
 }
 
-// bypassed reports a nudge the webhook did not stamp, and retries it a bounded number of
-// times; then it is left alone until the next event.
-func (r *workloadReconciler) bypassed(ctx context.Context, obj client.Object, got, want string) error {
-	key := client.ObjectKeyFromObject(obj)
+// countBypass counts one more nudge of key that did not roll, and returns the count.
+func (r *workloadReconciler) countBypass(key types.NamespacedName) int {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.bypasses == nil {
 		r.bypasses = map[types.NamespacedName]int{}
 	}
 	r.bypasses[key]++
-	n := r.bypasses[key]
-	r.mu.Unlock()
+	return r.bypasses[key]
+}
+
+// bypassed reports a nudge the webhook did not stamp, and retries it a bounded number of
+// times; then it is left alone until the next event.
+func (r *workloadReconciler) bypassed(ctx context.Context, obj client.Object, got, want string) error {
+	key := client.ObjectKeyFromObject(obj)
+	n := r.countBypass(key)
 	bypasses.Inc()
 	if n > maxBypassRetries {
 		checks.WithLabelValues("bypass_abandoned").Inc()

@@ -10,11 +10,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/webhook"
 )
 
 func TestBypassRetriesAreBounded(t *testing.T) {
@@ -84,5 +87,70 @@ func TestReconcileGivesUpOnABypass(t *testing.T) {
 	r.triggers.add(key, trigger{event: true})
 	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: key}); err == nil {
 		t.Fatal("an event after giving up was not retried")
+	}
+}
+
+// TestReconcileKeepsRetryingAnUnreadableConfig: a webhook that is called (it strips the
+// marker) but cannot read config keeps the stored stamp. That is no bypass: no
+// StampBypassed Event, and the change is never given up: retried with backoff, then
+// every unreadRetry with one ConfigUnreadable Event, until the webhook can read again.
+func TestReconcileKeepsRetryingAnUnreadableConfig(t *testing.T) {
+	dep := cfgDeployment()
+	stale := strings.Repeat("a", 64)
+	dep.Spec.Template.Annotations = map[string]string{stamp.HashAnnotation: stale}
+	dep.Annotations = map[string]string{stamp.ObservedAnnotation: stamp.Observed{Hash: stale, Template: stamp.TemplateFingerprint(&dep.Spec.Template)}.String()}
+	base := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(optedInNamespace(), cfgMap("2"), dep).Build()
+	readable := false
+	hook := withWebhook(t, &webhook.Stamper{Reader: base})
+	c := interceptor.NewClient(base, interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if readable {
+				return hook.Patch(ctx, c, obj, patch, opts...)
+			}
+			// The webhook, unable to read config, admits the nudge keeping what is
+			// stored: the marker stripped, nothing else.
+			if err := c.Patch(ctx, obj, patch, opts...); err != nil {
+				return err
+			}
+			a := obj.GetAnnotations()
+			delete(a, stamp.NudgeAnnotation)
+			obj.SetAnnotations(a)
+			return c.Update(ctx, obj)
+		},
+	})
+	r, rec := newTestReconciler(t, c)
+	r.triggers.add(appKey, trigger{event: true})
+	check := func() (reconcile.Result, error) {
+		return r.Reconcile(context.Background(), reconcile.Request{NamespacedName: appKey})
+	}
+	for i := 1; i <= maxBypassRetries; i++ {
+		if res, err := check(); err == nil || res.RequeueAfter != 0 {
+			t.Fatalf("nudge %d: %v %+v, want an error (a retry with backoff)", i, err, res)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		if res, err := check(); err != nil || res.RequeueAfter != unreadRetry {
+			t.Fatalf("after %d nudges: %v %+v, want a retry in %s", maxBypassRetries+1+i, err, res, unreadRetry)
+		}
+	}
+	unreadable := 0
+	for len(rec.Events) > 0 {
+		e := <-rec.Events
+		if strings.Contains(e, ReasonStampBypassed) {
+			t.Errorf("event %q: a webhook that could not read config taken for a bypass", e)
+		}
+		if strings.Contains(e, ReasonConfigUnreadable) {
+			unreadable++
+		}
+	}
+	if unreadable != 1 {
+		t.Errorf("%d ConfigUnreadable Events, want 1", unreadable)
+	}
+	readable = true
+	if res, err := check(); err != nil || res.RequeueAfter != 0 {
+		t.Fatalf("webhook reading again: %v %+v", err, res)
+	}
+	if got := getDep(t, c, appKey).Spec.Template.Annotations[stamp.HashAnnotation]; got == stale {
+		t.Fatal("not rolled once the webhook could read config")
 	}
 }

@@ -659,7 +659,7 @@ func digestString(d stamp.Digest) string {
 func prefix(h string) string { return h[:min(len(h), 12)] }
 
 // Reasons of the Events configstamp records on workloads (watcher's Reason*).
-var eventReasons = []string{"ConfigChanged", "StampBypassed", "ConfigMissing", "StampTooLarge"}
+var eventReasons = []string{"ConfigChanged", "StampBypassed", "ConfigMissing", "StampTooLarge", "ConfigUnreadable"}
 
 // maxEvents is how many of the latest Events a report shows.
 const maxEvents = 10
