@@ -49,3 +49,8 @@ const (
 
 // IsTrue reports whether an annotation value means "true" (the contract uses "true").
 func IsTrue(v string) bool { return v == "true" }
+
+// WarningUnreadConfig starts the warning the webhook answers an update with when it
+// could not read config and kept what was stored: the watcher tells its nudges'
+// outcome by it.
+const WarningUnreadConfig = "configstamp: could not read config"

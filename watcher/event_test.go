@@ -50,6 +50,9 @@ func withWebhook(t *testing.T, s *webhook.Stamper) interceptor.Funcs {
 			if !resp.Allowed || len(resp.Patches) == 0 {
 				t.Fatalf("webhook: allowed %v, patches %v", resp.Allowed, resp.Patches)
 			}
+			for _, w := range resp.Warnings { // the API server passes them to the client
+				addWarning(ctx, w)
+			}
 			ops, err := json.Marshal(resp.Patches)
 			if err != nil {
 				t.Fatal(err)

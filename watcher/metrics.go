@@ -15,11 +15,11 @@ var (
 	})
 	checks = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configstamp_checks_total",
-		Help: "Workload stamp checks by the watcher, by result (current, nudged, bypassed, error).",
+		Help: "Workload stamp checks by the watcher, by result: current, recorded, nudged, held, deferred, bypassed, bypass_abandoned, unread (the webhook could not read config), too_large, error.",
 	}, []string{"result"})
 	bypasses = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "configstamp_bypasses_detected_total",
-		Help: "Nudges after which the stored stamp still differed: the webhook was not called (failurePolicy Ignore).",
+		Help: "Nudges after which the stored stamp still differed and the webhook gave no reason: it was not called (failurePolicy Ignore), or the marker was removed by something else.",
 	})
 	debouncePending = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "configstamp_debounce_pending",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -81,6 +82,9 @@ type workloadReconciler struct {
 	mu       sync.Mutex
 	lastRoll map[types.NamespacedName]time.Time
 	bypasses map[types.NamespacedName]int
+	// unreads counts the nudges of a workload the webhook could not stamp for want of
+	// config it could read.
+	unreads map[types.NamespacedName]int
 	// oversize holds workloads left alone because configstamp's annotations would take
 	// theirs past the API server's size limit: an update of their annotations is checked
 	// (it may have made room). The value tells the checks apart: a check clears the mark
@@ -174,6 +178,9 @@ func (r *workloadReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	}
 	if err != nil || res.RequeueAfter > 0 {
 		r.triggers.add(req.NamespacedName, trigger{changed: tr.changed, handoff: tr.handoff}) // a retry, not an event
+	} else {
+		// Nothing owed: the next nudge that does not roll starts its count afresh.
+		r.resetBypasses(req.NamespacedName)
 	}
 	return res, err
 }
@@ -339,7 +346,8 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 		restartedBefore = tmpl.Annotations[stamp.RestartedAnnotation]
 		storedBefore = tmpl.Annotations[stamp.HashAnnotation]
 	}
-	if err := r.client.Patch(ctx, obj, nudgePatch); err != nil {
+	pctx, warned := collectWarnings(ctx)
+	if err := r.client.Patch(pctx, obj, nudgePatch); err != nil {
 		if apierrors.IsNotFound(err) {
 			return reconcile.Result{}, nil
 		}
@@ -357,7 +365,18 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 	if _, marked := obj.GetAnnotations()[stamp.NudgeAnnotation]; marked {
 		// The webhook strips the marker it reads: it was not called at all (even if
 		// the template happens to carry the wanted stamp already).
-		return reconcile.Result{}, r.bypassed(ctx, obj, got, want.Hash)
+		return reconcile.Result{}, r.bypassed(ctx, obj, got, want.Hash, "the configstamp webhook was not called (failurePolicy Ignore)")
+	}
+	// The webhook was called (it stripped the marker). Did it roll, and if not, why?
+	unread := func() (reconcile.Result, error) {
+		if warned.has(stamp.WarningUnreadConfig) {
+			return r.unread(ctx, obj, got)
+		}
+		// No rollout and no word why: something else took configstamp's marker off
+		// (another mutating webhook), or the webhook does not take the watcher's
+		// nudges for its own (its --self is another identity).
+		return reconcile.Result{}, r.bypassed(ctx, obj, got, want.Hash,
+			"the nudge's marker was removed but the configstamp webhook did not stamp it (another mutating webhook may remove configstamp's annotations, or the webhook does not know the watcher's identity)")
 	}
 	if got != want.Hash {
 		if rolledNow {
@@ -385,17 +404,30 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 			// fits, so the webhook left it.
 			return reconcile.Result{}, r.tooLarge(ctx, obj, "pod template", again.Hash)
 		}
-		return r.unread(ctx, obj, got)
+		return unread()
 	}
 	if restart && tmpl.Annotations[stamp.RestartedAnnotation] == restartedBefore {
 		// The template already carried the wanted stamp: only the restart time rolls the
 		// pods, and the webhook did not set it: the config changed back to what the pods
 		// run, or it could not read config.
 		refs := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, r.sources)
-		if again, err := r.expected(ctx, obj, refs); err == nil && r.changedBack(ctx, obj, tmpl, refs, again.Hash) {
+		again, err := r.expected(ctx, obj, refs)
+		if err == nil && len(again.Unmet()) > 0 {
+			// Required config went missing meanwhile: the next check holds it.
+			checks.WithLabelValues("current").Inc()
 			return reconcile.Result{}, nil
 		}
-		return r.unread(ctx, obj, got)
+		if err == nil && r.changedBack(ctx, obj, tmpl, refs, again.Hash) {
+			return reconcile.Result{}, nil
+		}
+		return unread()
+	}
+	if !rolledNow {
+		// The template already carried the wanted stamp (the cache showed an older
+		// one): nothing rolled, nothing to.
+		r.resetBypasses(key)
+		checks.WithLabelValues("current").Inc()
+		return reconcile.Result{}, nil
 	}
 	// The basis is the certain record's hash when there is one, else the stored stamp's:
 	// as Ran, it counts only where it differs from the stamp, as a record's does.
@@ -412,7 +444,13 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 // Event), until a nudge rolls it or an event starts over.
 func (r *workloadReconciler) unread(ctx context.Context, obj client.Object, got string) (reconcile.Result, error) {
 	key := client.ObjectKeyFromObject(obj)
-	n := r.countBypass(key)
+	r.mu.Lock()
+	if r.unreads == nil {
+		r.unreads = map[types.NamespacedName]int{}
+	}
+	r.unreads[key]++
+	n := r.unreads[key]
+	r.mu.Unlock()
 	checks.WithLabelValues("unread").Inc()
 	log := logf.FromContext(ctx)
 	if n <= maxBypassRetries {
@@ -421,11 +459,13 @@ func (r *workloadReconciler) unread(ctx context.Context, obj client.Object, got 
 	}
 	if n == maxBypassRetries+1 {
 		r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonConfigUnreadable, "Nudge",
-			"Not rolled after %d nudges: the configstamp webhook could not read this %s's config (see the warnings on its updates and configstamp's logs); retrying every %s",
-			maxBypassRetries, r.kind, unreadRetry)
+			"Not rolled after %d nudges: the configstamp webhook could not read this %s's config (its log says why: \"could not read config\"); retrying every %s",
+			n-1, r.kind, unreadRetry)
 	}
-	log.Info("The webhook still cannot read config; retrying later", "storedHash", got, "attempt", n, "after", unreadRetry.String())
-	return reconcile.Result{RequeueAfter: unreadRetry}, nil
+	// Spread out: many workloads may be waiting on one failing API server.
+	after := unreadRetry + rand.N(unreadRetry/5)
+	log.Info("The webhook still cannot read config; retrying later", "storedHash", got, "attempt", n, "after", after.String())
+	return reconcile.Result{RequeueAfter: after}, nil
 }
 
 // reportRolled reports a rollout a nudge caused. Its ConfigChanged Event says what the
@@ -476,23 +516,23 @@ func (r *workloadReconciler) countBypass(key types.NamespacedName) int {
 
 // bypassed reports a nudge the webhook did not stamp, and retries it a bounded number of
 // times; then it is left alone until the next event.
-func (r *workloadReconciler) bypassed(ctx context.Context, obj client.Object, got, want string) error {
+func (r *workloadReconciler) bypassed(ctx context.Context, obj client.Object, got, want, why string) error {
 	key := client.ObjectKeyFromObject(obj)
 	n := r.countBypass(key)
 	bypasses.Inc()
 	if n > maxBypassRetries {
 		checks.WithLabelValues("bypass_abandoned").Inc()
 		r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonStampBypassed, "Verify",
-			"Stored config hash %q still differs from the expected %q after %d nudges: the configstamp webhook is not called for this %s; left alone until its next change",
-			stamp.ShortHash(got), stamp.ShortHash(want), n, r.kind)
+			"Stored config hash %q still differs from the expected %q after %d nudges: %s; left alone until its next change",
+			stamp.ShortHash(got), stamp.ShortHash(want), n, why)
 		logf.FromContext(ctx).Info("Stopped retrying a stamp that bypassed the webhook", "storedHash", got, "expectedHash", want, "attempts", n)
 		r.resetBypasses(key)
 		return nil
 	}
 	checks.WithLabelValues("bypassed").Inc()
 	r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonStampBypassed, "Verify",
-		"Stored config hash %q differs from the expected %q after a nudge: the configstamp webhook was not called (failurePolicy Ignore); retrying",
-		stamp.ShortHash(got), stamp.ShortHash(want))
+		"Stored config hash %q differs from the expected %q after a nudge: %s; retrying",
+		stamp.ShortHash(got), stamp.ShortHash(want), why)
 	logf.FromContext(ctx).Info("Detected a stamp that bypassed the webhook; retrying", "storedHash", got, "expectedHash", want, "attempt", n)
 	return fmt.Errorf("%s %s: stamp %q, want %q: webhook bypassed", r.kind, key, stamp.ShortHash(got), stamp.ShortHash(want))
 }
@@ -533,6 +573,7 @@ func (r *workloadReconciler) resetBypasses(key types.NamespacedName) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.bypasses, key)
+	delete(r.unreads, key)
 }
 
 // untilNextRoll is how long until the workload may be rolled again (zero: now).
@@ -572,6 +613,7 @@ func (r *workloadReconciler) forget(key types.NamespacedName) {
 	defer r.mu.Unlock()
 	delete(r.lastRoll, key)
 	delete(r.bypasses, key)
+	delete(r.unreads, key)
 	delete(r.oversize, key)
 }
 

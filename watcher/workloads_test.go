@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -25,11 +26,11 @@ func TestBypassRetriesAreBounded(t *testing.T) {
 	r := &workloadReconciler{kind: workload.Deployment, recorder: rec}
 	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app"}}
 	for i := 1; i <= maxBypassRetries; i++ {
-		if err := r.bypassed(context.Background(), dep, "old", "new"); err == nil {
+		if err := r.bypassed(context.Background(), dep, "old", "new", "not called"); err == nil {
 			t.Fatalf("attempt %d: no error, so no retry", i)
 		}
 	}
-	if err := r.bypassed(context.Background(), dep, "old", "new"); err != nil {
+	if err := r.bypassed(context.Background(), dep, "old", "new", "not called"); err != nil {
 		t.Fatalf("attempt %d: still retrying: %v", maxBypassRetries+1, err)
 	}
 	var last string
@@ -40,7 +41,7 @@ func TestBypassRetriesAreBounded(t *testing.T) {
 		t.Fatalf("last event %q does not say it gave up", last)
 	}
 	// The count starts again: the next event gets a full set of retries.
-	if err := r.bypassed(context.Background(), dep, "old", "new"); err == nil {
+	if err := r.bypassed(context.Background(), dep, "old", "new", "not called"); err == nil {
 		t.Fatal("the count did not start again after giving up")
 	}
 }
@@ -90,10 +91,12 @@ func TestReconcileGivesUpOnABypass(t *testing.T) {
 	}
 }
 
-// TestReconcileKeepsRetryingAnUnreadableConfig: a webhook that is called (it strips the
-// marker) but cannot read config keeps the stored stamp. That is no bypass: no
-// StampBypassed Event, and the change is never given up: retried with backoff, then
-// every unreadRetry with one ConfigUnreadable Event, until the webhook can read again.
+// TestReconcileKeepsRetryingAnUnreadableConfig: a webhook that cannot read config keeps
+// the stored stamp and says so in a warning. That is no bypass: no StampBypassed Event,
+// and the change is never given up: retried with backoff, then about every unreadRetry
+// with one ConfigUnreadable Event, until the webhook can read again. A nudge whose
+// marker is removed with no such warning stays a bypass, retried a bounded number of
+// times.
 func TestReconcileKeepsRetryingAnUnreadableConfig(t *testing.T) {
 	dep := cfgDeployment()
 	stale := strings.Repeat("a", 64)
@@ -101,23 +104,16 @@ func TestReconcileKeepsRetryingAnUnreadableConfig(t *testing.T) {
 	dep.Annotations = map[string]string{stamp.ObservedAnnotation: stamp.Observed{Hash: stale, Template: stamp.TemplateFingerprint(&dep.Spec.Template)}.String()}
 	base := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(optedInNamespace(), cfgMap("2"), dep).Build()
 	readable := false
-	hook := withWebhook(t, &webhook.Stamper{Reader: base})
-	c := interceptor.NewClient(base, interceptor.Funcs{
-		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-			if readable {
-				return hook.Patch(ctx, c, obj, patch, opts...)
+	// The webhook's reads of config fail until readable; the watcher's own reads don't.
+	webhookReads := interceptor.NewClient(base, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if !readable {
+				return errors.New("context deadline exceeded")
 			}
-			// The webhook, unable to read config, admits the nudge keeping what is
-			// stored: the marker stripped, nothing else.
-			if err := c.Patch(ctx, obj, patch, opts...); err != nil {
-				return err
-			}
-			a := obj.GetAnnotations()
-			delete(a, stamp.NudgeAnnotation)
-			obj.SetAnnotations(a)
-			return c.Update(ctx, obj)
+			return c.Get(ctx, key, obj, opts...)
 		},
 	})
+	c := interceptor.NewClient(base, withWebhook(t, &webhook.Stamper{Reader: webhookReads}))
 	r, rec := newTestReconciler(t, c)
 	r.triggers.add(appKey, trigger{event: true})
 	check := func() (reconcile.Result, error) {
@@ -129,8 +125,8 @@ func TestReconcileKeepsRetryingAnUnreadableConfig(t *testing.T) {
 		}
 	}
 	for i := 0; i < 3; i++ {
-		if res, err := check(); err != nil || res.RequeueAfter != unreadRetry {
-			t.Fatalf("after %d nudges: %v %+v, want a retry in %s", maxBypassRetries+1+i, err, res, unreadRetry)
+		if res, err := check(); err != nil || res.RequeueAfter < unreadRetry || res.RequeueAfter > unreadRetry*6/5 {
+			t.Fatalf("after %d nudges: %v %+v, want a retry in about %s", maxBypassRetries+1+i, err, res, unreadRetry)
 		}
 	}
 	unreadable := 0
@@ -152,5 +148,51 @@ func TestReconcileKeepsRetryingAnUnreadableConfig(t *testing.T) {
 	}
 	if got := getDep(t, c, appKey).Spec.Template.Annotations[stamp.HashAnnotation]; got == stale {
 		t.Fatal("not rolled once the webhook could read config")
+	}
+}
+
+// A nudge whose marker something else removes, the webhook never stamping it and
+// saying nothing, is a bypass: retried a bounded number of times, then left alone.
+func TestReconcileMarkerRemovedWithoutAWord(t *testing.T) {
+	dep := cfgDeployment()
+	stale := strings.Repeat("a", 64)
+	dep.Spec.Template.Annotations = map[string]string{stamp.HashAnnotation: stale}
+	dep.Annotations = map[string]string{stamp.ObservedAnnotation: stamp.Observed{Hash: stale, Template: stamp.TemplateFingerprint(&dep.Spec.Template)}.String()}
+	base := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(optedInNamespace(), cfgMap("2"), dep).Build()
+	c := interceptor.NewClient(base, interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if err := c.Patch(ctx, obj, patch, opts...); err != nil {
+				return err
+			}
+			a := obj.GetAnnotations()
+			delete(a, stamp.NudgeAnnotation)
+			obj.SetAnnotations(a)
+			return c.Update(ctx, obj)
+		},
+	})
+	r, rec := newTestReconciler(t, c)
+	r.triggers.add(appKey, trigger{event: true})
+	errs := 0
+	for i := 0; i < 3*maxBypassRetries; i++ {
+		res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: appKey})
+		if res.RequeueAfter > 0 {
+			t.Fatalf("a retry later (%v): taken for a webhook that could not read config", res.RequeueAfter)
+		}
+		if err == nil {
+			break
+		}
+		errs++
+	}
+	if errs != maxBypassRetries {
+		t.Errorf("%d retries, want %d, then none", errs, maxBypassRetries)
+	}
+	bypassed := 0
+	for len(rec.Events) > 0 {
+		if e := <-rec.Events; strings.Contains(e, ReasonStampBypassed) && strings.Contains(e, "marker was removed") {
+			bypassed++
+		}
+	}
+	if bypassed == 0 {
+		t.Error("no StampBypassed Event saying the marker was removed")
 	}
 }

@@ -218,7 +218,7 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	want, err := s.reader().Stamp(ctx, namespace, srcs)
 	if err != nil {
 		log.Error(err, "Admitted with the stored config hash: could not read config", "namespace", namespace, "name", name, "storedHash", storedHash)
-		return respond(append(patches, keep()...), append(warnings, "configstamp: could not read config; the "+kind.Kind+" keeps its stored config hash ("+stamp.ShortHash(storedHash)+
+		return respond(append(patches, keep()...), append(warnings, stamp.WarningUnreadConfig+"; the "+kind.Kind+" keeps its stored config hash ("+stamp.ShortHash(storedHash)+
 			") and configstamp re-checks it shortly: "+err.Error())...), resultReadError
 	}
 	unmet := want.Unmet()

@@ -164,6 +164,8 @@ func run(ctx context.Context, args []string) error {
 	}
 	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
 	cfg.UserAgent = "configstamp"
+	// The webhook's warnings on the watcher's nudges tell why one was not stamped.
+	cfg.WarningHandler, cfg.WarningHandlerWithContext = nil, watcher.WarningHandler()
 
 	// The registration configstamp reads (coverage) and, in dev mode, writes.
 	registrationName := o.registrationName
