@@ -15,6 +15,7 @@ func TestAPIServerRestart(t *testing.T) {
 	t.Run("in the debounce window", func(t *testing.T) {
 		var c *cs
 		fleets := twoWays(t, 3, func() { c = start(t, framework.Options{Args: []string{"--debounce", "3s"}}) })
+		from := c.tally(t)
 		editAll(t, fleets, "2")
 		inDebounce(t, c, len(fleets))
 		stopAPIServer(t)
@@ -23,10 +24,12 @@ func TestAPIServerRestart(t *testing.T) {
 		}
 		startAPIServer(t)
 		exactlyOnce(t, fleets, 2, restarted, "the API server was ready again", c)
+		nudgedOnceEachOrUnread(t, c, fleets, from)
 	})
 	t.Run("in a fan-out", func(t *testing.T) {
 		var c *cs
 		fleets := twoWays(t, 25, func() { c = start(t, framework.Options{}) })
+		from := c.tally(t)
 		editAll(t, fleets, "2")
 		fanOutStarted(t, c)
 		stopAPIServer(t)
@@ -35,6 +38,7 @@ func TestAPIServerRestart(t *testing.T) {
 		startAPIServer(t)
 		exactlyOnce(t, fleets, 2, restarted, "the API server was ready again", c)
 		nudgedAfter(t, "the restart", c.nudges(t)-at)
+		nudgedOnceEachOrUnread(t, c, fleets, from)
 	})
 }
 

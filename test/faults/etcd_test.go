@@ -11,10 +11,13 @@ import (
 const pause = 10 * time.Second
 
 // TestEtcdPaused stops etcd (SIGSTOP) for ten seconds in the middle of a fan-out: the
-// API server's writes and quorum reads hang, then go on.
+// API server's writes and quorum reads hang, then go on. A nudge in flight when it
+// lands may reach the webhook while its config read fails: admitted unstamped, counted
+// unread and retried; one more nudge, never a bypass.
 func TestEtcdPaused(t *testing.T) {
 	var c *cs
 	fleets := twoWays(t, 25, func() { c = start(t, framework.Options{}) })
+	from := c.tally(t)
 	editAll(t, fleets, "2")
 	fanOutStarted(t, c)
 	t.Cleanup(func() { _ = env.Cluster.Resume("etcd") }) // also if the test ends early
@@ -29,4 +32,5 @@ func TestEtcdPaused(t *testing.T) {
 	}
 	exactlyOnce(t, fleets, 2, time.Now(), "etcd resumed", c)
 	nudgedAfter(t, "etcd was paused", c.nudges(t)-at)
+	nudgedOnceEachOrUnread(t, c, fleets, from)
 }

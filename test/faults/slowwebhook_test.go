@@ -108,14 +108,25 @@ func rolledOutUnstamped(t *testing.T, f *fleet) {
 
 // bypassed finds a StampBypassed Event in the fleet's namespace.
 func bypassed(f *fleet) error {
-	var evs corev1.EventList
-	if err := env.Client.List(bg, &evs, client.InNamespace(f.ns)); err != nil {
+	evs, err := f.bypassEvents()
+	if err != nil || len(evs) > 0 {
 		return err
 	}
+	return fmt.Errorf("no %s event in %s (%s)", watcher.ReasonStampBypassed, f.ns, f.mode)
+}
+
+// bypassEvents lists the StampBypassed Events in the fleet's namespace, each as
+// "kind/name: message".
+func (f *fleet) bypassEvents() ([]string, error) {
+	var evs corev1.EventList
+	if err := env.Client.List(bg, &evs, client.InNamespace(f.ns)); err != nil {
+		return nil, err
+	}
+	var out []string
 	for _, e := range evs.Items {
 		if e.Reason == watcher.ReasonStampBypassed {
-			return nil
+			out = append(out, fmt.Sprintf("%s/%s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message))
 		}
 	}
-	return fmt.Errorf("no %s event in %s (%s)", watcher.ReasonStampBypassed, f.ns, f.mode)
+	return out, nil
 }

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/test/framework"
+	"github.com/configstamp/configstamp/watcher"
 )
 
 // registration names the test's own dev-mode registration: each scenario installs
@@ -151,5 +152,39 @@ func nudgedAfter(t *testing.T, fault string, n int) {
 	t.Logf("%d Deployments nudged after %s", n, fault)
 	if n <= 0 {
 		t.Errorf("no Deployment nudged after %s: the fault did not cut the fan-out", fault)
+	}
+}
+
+// tally is what a scenario's accounting of nudges starts from: c's nudges, and its
+// checks whose nudge the webhook answered without a stamp because it could not read
+// config (configstamp_checks_total{result="unread"}).
+type tally struct{ nudges, unread int }
+
+func (c *cs) tally(t *testing.T) tally {
+	t.Helper()
+	return tally{nudges: c.nudges(t), unread: int(c.metric(t, `configstamp_checks_total{result="unread"}`))}
+}
+
+// nudgedOnceEachOrUnread fails the test unless c, since from, made one nudge per
+// Deployment of the fleets and one more for each nudge the webhook answered unstamped
+// because its config read failed (a nudge in flight when the fault landed; retried),
+// and unless no Deployment of the fleets has a StampBypassed Event: the webhook was
+// called for every nudge. Call it once c is idle (after exactlyOnce).
+func nudgedOnceEachOrUnread(t *testing.T, c *cs, fleets []*fleet, from tally) {
+	t.Helper()
+	now := c.tally(t)
+	nudged, unread, n := now.nudges-from.nudges, now.unread-from.unread, total(fleets)
+	t.Logf("configstamp_nudges_total rose by %d for %d Deployments; %d nudges answered unstamped, config unread", nudged, n, unread)
+	if nudged != n+unread {
+		t.Errorf("configstamp_nudges_total rose by %d for %d Deployments with %d unread, want %d", nudged, n, unread, n+unread)
+	}
+	for _, f := range fleets {
+		evs, err := f.bypassEvents()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			t.Errorf("%s (%s): a %s Event, want none (every nudge reached the webhook): %s", f.ns, f.mode, watcher.ReasonStampBypassed, e)
+		}
 	}
 }
