@@ -57,6 +57,8 @@ type warningHandler struct {
 }
 
 func (h warningHandler) HandleWarningHeaderWithContext(ctx context.Context, code int, agent, text string) {
-	addWarning(ctx, text)
+	if code == 299 { // a warning (RFC 7234), the only code the API server sends
+		addWarning(ctx, text)
+	}
 	h.next.HandleWarningHeaderWithContext(ctx, code, agent, text)
 }

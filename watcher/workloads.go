@@ -423,8 +423,9 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 		return unread()
 	}
 	if !rolledNow {
-		// The template already carried the wanted stamp (the cache showed an older
-		// one): nothing rolled, nothing to.
+		// Nothing changed and nothing was to (a stamp dropped that was never there).
+		// A cache that showed an older template than the live one is not caught here:
+		// its nudge is reported as a rollout.
 		r.resetBypasses(key)
 		checks.WithLabelValues("current").Inc()
 		return reconcile.Result{}, nil
@@ -459,8 +460,8 @@ func (r *workloadReconciler) unread(ctx context.Context, obj client.Object, got 
 	}
 	if n == maxBypassRetries+1 {
 		r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonConfigUnreadable, "Nudge",
-			"Not rolled after %d nudges: the configstamp webhook could not read this %s's config (its log says why: \"could not read config\"); retrying every %s",
-			n-1, r.kind, unreadRetry)
+			"Not rolled after %d nudges: the configstamp webhook could not read this %s's config (its log says why: \"could not read config\"); retrying about every %s",
+			n, r.kind, unreadRetry)
 	}
 	// Spread out: many workloads may be waiting on one failing API server.
 	after := unreadRetry + rand.N(unreadRetry/5)

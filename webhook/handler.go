@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -200,8 +201,16 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 		// a record is left alone: installing configstamp rolls nothing. What it carries
 		// of configstamp's stays as stored, unless it is what configstamp writes now
 		// (this is a reinvocation after configstamp's own patch).
-		if s.current(ctx, namespace, annotations, tmpl, srcs, storedHash, record[stamp.ObservedAnnotation]) {
+		current, err := s.current(ctx, namespace, annotations, tmpl, srcs, storedHash, record[stamp.ObservedAnnotation])
+		if current {
 			return respond(patches, warnings...), resultSkipped
+		}
+		if err != nil {
+			// A reinvocation after configstamp's own patch (another webhook changed the
+			// object since) that cannot read config: what it stamped is put back as
+			// stored, and said so, as below.
+			log.Error(err, "Admitted with the stored config hash: could not read config", "namespace", namespace, "name", name, "storedHash", storedHash)
+			return respond(append(patches, keep()...), append(warnings, unreadWarning(kind, storedHash, err))...), resultReadError
 		}
 		return respond(append(patches, keep()...), warnings...), resultSkipped
 	}
@@ -218,8 +227,7 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	want, err := s.reader().Stamp(ctx, namespace, srcs)
 	if err != nil {
 		log.Error(err, "Admitted with the stored config hash: could not read config", "namespace", namespace, "name", name, "storedHash", storedHash)
-		return respond(append(patches, keep()...), append(warnings, stamp.WarningUnreadConfig+"; the "+kind.Kind+" keeps its stored config hash ("+stamp.ShortHash(storedHash)+
-			") and configstamp re-checks it shortly: "+err.Error())...), resultReadError
+		return respond(append(patches, keep()...), append(warnings, unreadWarning(kind, storedHash, err))...), resultReadError
 	}
 	unmet := want.Unmet()
 	if len(unmet) > 0 && !templateChanged && want.Hash != basis {
@@ -348,18 +356,29 @@ func annotationPatch(cur map[string]string, key, value string) []jsonpatch.JsonP
 // current reports whether the stamp and the record an update carries differ from the
 // stored ones and are what configstamp would write now: a reinvocation after its own
 // patch (another webhook changed the object since). It reads config only when they
-// differ.
-func (s *Stamper) current(ctx context.Context, namespace string, annotations map[string]string, tmpl *corev1.PodTemplateSpec, srcs []stamp.Source, storedHash, storedRecord string) bool {
+// differ; the error is that read's.
+func (s *Stamper) current(ctx context.Context, namespace string, annotations map[string]string, tmpl *corev1.PodTemplateSpec, srcs []stamp.Source, storedHash, storedRecord string) (bool, error) {
 	hash, record := tmpl.Annotations[stamp.HashAnnotation], annotations[stamp.ObservedAnnotation]
 	if (hash == "" || hash == storedHash) && (record == "" || record == storedRecord) {
-		return false
+		return false, nil
 	}
 	want, err := s.reader().Stamp(ctx, namespace, srcs)
-	if err != nil || want.Hash == "" || hash != want.Hash {
-		return false
+	if err != nil {
+		return false, err
+	}
+	if want.Hash == "" || hash != want.Hash {
+		return false, nil
 	}
 	rec, ok := stamp.ObservedFor(annotations, tmpl)
-	return ok && rec.Hash == want.Hash
+	return ok && rec.Hash == want.Hash, nil
+}
+
+// unreadWarning is the warning of an update admitted with its stored stamp because
+// config could not be read: the watcher tells its nudges' outcome by its start
+// (stamp.WarningUnreadConfig).
+func unreadWarning(kind *workload.Kind, storedHash string, err error) string {
+	return stamp.WarningUnreadConfig + "; the " + kind.Kind + " keeps its stored config hash (" + stamp.ShortHash(storedHash) +
+		") and configstamp re-checks it shortly: " + err.Error()
 }
 
 func (s *Stamper) kinds() []*workload.Kind {
@@ -453,7 +472,18 @@ func respond(patches []jsonpatch.JsonPatchOperation, warnings ...string) admissi
 		resp = admission.Patched("", patches...)
 	}
 	if len(warnings) > 0 {
-		resp = resp.WithWarnings(warnings...)
+		// The API server drops a warning that is not valid UTF-8 or holds control
+		// characters (an error's text may): make each one it passes on.
+		clean := make([]string, len(warnings))
+		for i, w := range warnings {
+			clean[i] = strings.Map(func(r rune) rune {
+				if unicode.IsControl(r) {
+					return ' '
+				}
+				return r
+			}, strings.ToValidUTF8(w, "?"))
+		}
+		resp = resp.WithWarnings(clean...)
 	}
 	return resp
 }

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -413,5 +415,31 @@ func TestHandleNudgeKeepsWhenThePodsRunTheConfig(t *testing.T) {
 	o = admit(t, stamper(t, cm("cfg", "1")), request(t, admissionv1.Update, nudge, stored), nudge)
 	if o.result != resultStamped || o.stored.Spec.Template.Annotations[stamp.RestartedAnnotation] == "" {
 		t.Fatalf("result %s, template %v: want a restart", o.result, o.stored.Spec.Template.Annotations)
+	}
+}
+
+// A reinvocation after configstamp's own patch (another webhook changed the object
+// since) that cannot read config puts the stored stamp back and says so, as a first
+// call does: the watcher tells an unread nudge by that warning.
+func TestHandleReinvocationReadErrorWarns(t *testing.T) {
+	withRec := func(d *appsv1.Deployment, st stamp.Stamp) *appsv1.Deployment {
+		d.Annotations = map[string]string{stamp.ObservedAnnotation: stamp.Observed{Hash: st.Hash, Template: stamp.TemplateFingerprint(&d.Spec.Template)}.String()}
+		return d
+	}
+	old, now := expected(t, "1"), expected(t, "2")
+	stored := withRec(dep(stamped(old), "img", "cfg"), old)
+	incoming := withRec(dep(stamped(now), "img", "cfg"), now) // as configstamp's patch left it
+	resp := (&Stamper{Reader: failingReader()}).Handle(context.Background(), request(t, admissionv1.Update, incoming, stored))
+	if !resp.Allowed || len(resp.Warnings) != 1 || !strings.HasPrefix(resp.Warnings[0], stamp.WarningUnreadConfig) {
+		t.Fatalf("want allowed with the stored stamp and the unread warning; got %+v", resp)
+	}
+}
+
+// The API server drops a warning holding control characters or invalid UTF-8: the
+// webhook's warnings have none.
+func TestWarningsArePassable(t *testing.T) {
+	resp := respond(nil, "configstamp: could not read config: line one\nline two\x00\xff")
+	if w := resp.Warnings[0]; strings.ContainsFunc(w, unicode.IsControl) || !utf8.ValidString(w) || !strings.HasPrefix(w, stamp.WarningUnreadConfig) {
+		t.Errorf("warning %q", w)
 	}
 }
