@@ -1,6 +1,8 @@
 package watcher
 
 import (
+	"context"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -64,4 +66,28 @@ func newTestReconciler(t *testing.T, c client.Client) (*workloadReconciler, *eve
 	rec := events.NewFakeRecorder(100)
 	return &workloadReconciler{kind: workload.Deployment, client: c, live: c, recorder: rec, scope: sc, triggers: &triggers{},
 		config: &configread.Reader{Client: c}}, rec
+}
+
+// staleStamp is a config hash no config has: the stamp and the record of staleDeployment.
+var staleStamp = strings.Repeat("a", 64)
+
+// staleDeployment is cfgDeployment stamped, and recorded as running, config that is not
+// cfg's: a check rolls it.
+func staleDeployment() *appsv1.Deployment {
+	d := cfgDeployment()
+	d.Spec.Template.Annotations = map[string]string{stamp.HashAnnotation: staleStamp}
+	d.Annotations = map[string]string{stamp.ObservedAnnotation: stamp.Observed{Hash: staleStamp, Template: stamp.TemplateFingerprint(&d.Spec.Template)}.String()}
+	return d
+}
+
+// stripMarker applies a patch as a webhook that takes configstamp's nudge marker off and
+// changes nothing else would.
+func stripMarker(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	if err := c.Patch(ctx, obj, patch, opts...); err != nil {
+		return err
+	}
+	a := obj.GetAnnotations()
+	delete(a, stamp.NudgeAnnotation)
+	obj.SetAnnotations(a)
+	return c.Update(ctx, obj)
 }

@@ -60,13 +60,7 @@ func nudgeKept(t *testing.T, restart bool) {
 			if err := c.Update(ctx, back); err != nil {
 				return err
 			}
-			if err := c.Patch(ctx, obj, patch, opts...); err != nil {
-				return err
-			}
-			a := obj.GetAnnotations()
-			delete(a, stamp.NudgeAnnotation)
-			obj.SetAnnotations(a)
-			return c.Update(ctx, obj)
+			return stripMarker(ctx, c, obj, patch, opts...)
 		},
 	}).Build()
 	r, rec := newTestReconciler(t, c)

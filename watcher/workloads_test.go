@@ -65,10 +65,7 @@ func TestMinimumIntervalBetweenRollouts(t *testing.T) {
 // every error): with no webhook to stamp the nudge, it retries a bounded number of times
 // and then stops.
 func TestReconcileGivesUpOnABypass(t *testing.T) {
-	dep := cfgDeployment()
-	stale := strings.Repeat("a", 64)
-	dep.Spec.Template.Annotations = map[string]string{stamp.HashAnnotation: stale}
-	dep.Annotations = map[string]string{stamp.ObservedAnnotation: stamp.Observed{Hash: stale, Template: stamp.TemplateFingerprint(&dep.Spec.Template)}.String()}
+	dep := staleDeployment()
 	c := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(optedInNamespace(), cfgMap("2"), dep).Build()
 	r, _ := newTestReconciler(t, c)
 	key := appKey
@@ -98,10 +95,7 @@ func TestReconcileGivesUpOnABypass(t *testing.T) {
 // marker is removed with no such warning stays a bypass, retried a bounded number of
 // times.
 func TestReconcileKeepsRetryingAnUnreadableConfig(t *testing.T) {
-	dep := cfgDeployment()
-	stale := strings.Repeat("a", 64)
-	dep.Spec.Template.Annotations = map[string]string{stamp.HashAnnotation: stale}
-	dep.Annotations = map[string]string{stamp.ObservedAnnotation: stamp.Observed{Hash: stale, Template: stamp.TemplateFingerprint(&dep.Spec.Template)}.String()}
+	dep := staleDeployment()
 	base := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(optedInNamespace(), cfgMap("2"), dep).Build()
 	readable := false
 	// The webhook's reads of config fail until readable; the watcher's own reads don't.
@@ -146,7 +140,7 @@ func TestReconcileKeepsRetryingAnUnreadableConfig(t *testing.T) {
 	if res, err := check(); err != nil || res.RequeueAfter != 0 {
 		t.Fatalf("webhook reading again: %v %+v", err, res)
 	}
-	if got := getDep(t, c, appKey).Spec.Template.Annotations[stamp.HashAnnotation]; got == stale {
+	if got := getDep(t, c, appKey).Spec.Template.Annotations[stamp.HashAnnotation]; got == staleStamp {
 		t.Fatal("not rolled once the webhook could read config")
 	}
 }
@@ -154,22 +148,9 @@ func TestReconcileKeepsRetryingAnUnreadableConfig(t *testing.T) {
 // A nudge whose marker something else removes, the webhook never stamping it and
 // saying nothing, is a bypass: retried a bounded number of times, then left alone.
 func TestReconcileMarkerRemovedWithoutAWord(t *testing.T) {
-	dep := cfgDeployment()
-	stale := strings.Repeat("a", 64)
-	dep.Spec.Template.Annotations = map[string]string{stamp.HashAnnotation: stale}
-	dep.Annotations = map[string]string{stamp.ObservedAnnotation: stamp.Observed{Hash: stale, Template: stamp.TemplateFingerprint(&dep.Spec.Template)}.String()}
+	dep := staleDeployment()
 	base := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(optedInNamespace(), cfgMap("2"), dep).Build()
-	c := interceptor.NewClient(base, interceptor.Funcs{
-		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-			if err := c.Patch(ctx, obj, patch, opts...); err != nil {
-				return err
-			}
-			a := obj.GetAnnotations()
-			delete(a, stamp.NudgeAnnotation)
-			obj.SetAnnotations(a)
-			return c.Update(ctx, obj)
-		},
-	})
+	c := interceptor.NewClient(base, interceptor.Funcs{Patch: stripMarker})
 	r, rec := newTestReconciler(t, c)
 	r.triggers.add(appKey, trigger{event: true})
 	errs := 0
