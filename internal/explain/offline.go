@@ -15,9 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/configstamp/configstamp/internal/hashkey"
 	"github.com/configstamp/configstamp/internal/workload"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/stamp"
 )

@@ -1,0 +1,241 @@
+package explain
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configstamp/configstamp/internal/decide"
+	"github.com/configstamp/configstamp/internal/workload"
+	"github.com/configstamp/configstamp/stamp"
+)
+
+// verdict is the watcher's decision (decide.Decide, as watcher/workloads.go makes it)
+// in words.
+func verdict(in Input, r *Report, refs []stamp.Source) (code, reason string, roll bool) {
+	switch {
+	case r.Skipped:
+		return VerdictSkipped, "skipped: annotation " + stamp.SkipAnnotation + "=true", false
+	case in.Object.GetDeletionTimestamp() != nil:
+		return VerdictDeleting, "being deleted: configstamp leaves it alone", false
+	case in.KindNotCovered:
+		return VerdictNotInScope, fmt.Sprintf("configstamp does not cover %ss: the server runs without --argo-rollouts (the registration's %s has no %s)",
+			r.Kind, stamp.CoverageAnnotation, in.Kind.Resource), false
+	case in.ScopeUnknown:
+		return VerdictUnknownScope, fmt.Sprintf("scope unknown: namespace %s could not be read, and the %s has no label %s=%s; if the namespace opts in, it is judged as below",
+			r.Namespace, r.Kind, in.NamespaceLabel, stamp.InjectValue), false
+	case !in.InScope:
+		return VerdictNotInScope, fmt.Sprintf("namespace not opted in: neither namespace %s nor the %s has the label %s=%s (or the namespace is excluded)",
+			r.Namespace, r.Kind, in.NamespaceLabel, stamp.InjectValue), false
+	case len(refs) == 0:
+		return VerdictNoSources, "consumes no ConfigMap" + map[bool]string{true: " or Secret", false: ""}[in.Options.Secrets] + ": nothing to stamp", false
+	}
+	dIn := decide.Input{Template: in.Kind.Template(in.Object), Refs: refs, Basis: r.BasisHash, Certain: r.Basis == "record",
+		Record: r.Record, Want: in.Live.Stamp, RollStale: in.RollStale}
+	ev := &gathered{in: in, r: r, refs: refs}
+	if !in.Live.Complete {
+		return incomplete(dIn, ev, r)
+	}
+	d, _ := decide.Decide(dIn, ev) // gathered evidence fails only with decide.ErrUnknown
+	want := in.Live.Stamp
+	switch d.Action {
+	case decide.Current:
+		switch {
+		case want.Hash == "":
+			return VerdictUpToDate, "up to date: every source it consumes is ignored (" + stamp.IgnoreAnnotation + ")", false
+		case r.Stamp.Hash == "":
+			return VerdictNotStamped, "not stamped yet (created before configstamp; adopted, not rolled): its pods run the current config", false
+		}
+		if since := r.ids(""); len(since) > 0 {
+			return VerdictUpToDate, "up to date: " + strings.Join(since, ", ") + " changed since its pods started, but none of the keys they see did", false
+		}
+		return VerdictUpToDate, "up to date", false
+	case decide.Held:
+		return VerdictHeld, strings.Join(d.Unmet, "; ") + ", rollout held (new pods could not start); it rolls when the config returns", false
+	case decide.TooLarge:
+		return VerdictTooLarge, fmt.Sprintf("would roll, but configstamp's annotations would take the pod template's annotations past the API server's limit of %d bytes: left alone (not stamped, not rolled) until they are smaller",
+			stamp.AnnotationSizeLimit), false
+	case decide.Roll:
+		if d.Why != decide.WhyCertain {
+			return byTimes(d, r)
+		}
+		changed := r.ids(StatusChanged, StatusAdded, StatusRemoved)
+		switch {
+		case want.Hash == "":
+			return VerdictWouldRoll, "every source it consumes is now ignored (" + stamp.IgnoreAnnotation + "): it rolls once, to drop the stamp", true
+		case len(changed) == 0 || r.Record != r.Stamp.Hash:
+			// The stamp's per-source digests don't describe what the pods run (its
+			// record does, as a whole hash only).
+			return VerdictWouldRoll, fmt.Sprintf("config changed since the config its pods run was recorded (%s -> %s)", prefix(r.BasisHash), prefix(want.Hash)), true
+		}
+		return VerdictWouldRoll, strings.Join(changed, ", ") + " changed since the last rollout", true
+	}
+	return byTimes(d, r)
+}
+
+// incomplete decides without the Secrets' digests (no hash key): from the ConfigMaps'
+// digests against the stamp's, when those describe what the pods run, and a Secret
+// deleted since the stamp. Once something changed, whether required config is missing
+// is judged on every source read (it needs no key). A Secret that changed without being
+// deleted is not seen: then it says unknown, where the watcher may roll or hold.
+func incomplete(dIn decide.Input, ev *gathered, r *Report) (code, reason string, roll bool) {
+	const noKey = " (Secret digests not compared: no hash key)"
+	switch {
+	case r.Basis == "record" && r.Stamp.Hash == "":
+		return VerdictUnknown, "Secret digests can't be compared (no readable --secret-hash-key), and it is not stamped yet: its record keeps one hash of the config its pods run, not per-source digests", false
+	case r.Basis == "record" && r.Record != r.Stamp.Hash:
+		return VerdictUnknown, fmt.Sprintf("Secret digests can't be compared (no readable --secret-hash-key), and its pods run config recorded after its stamp (record %s, stamp %s): the stamp's per-source digests do not describe it",
+			prefix(r.Record), prefix(r.Stamp.Hash)), false
+	}
+	changed := r.ids(StatusChanged, StatusAdded, StatusRemoved)
+	if len(changed) == 0 && r.BasisHash != "" {
+		return VerdictUnknown, "Secret digests can't be compared (no readable --secret-hash-key); no ConfigMap changed", false
+	}
+	if unmet := unmetNow(dIn.Refs, ev.in.Live.Content); len(unmet) > 0 {
+		return VerdictHeld, strings.Join(unmet, "; ") + ", rollout held (new pods could not start); it rolls when the config returns" + noKey, false
+	}
+	d, _ := decide.ShouldRoll(dIn, ev)
+	if d.Action == decide.Roll && d.Why == decide.WhyCertain {
+		return VerdictWouldRoll, strings.Join(changed, ", ") + " changed since the last rollout" + noKey, true
+	}
+	code, reason, roll = byTimes(d, r)
+	if code == VerdictWouldRoll {
+		reason += noKey
+	}
+	return code, reason, roll
+}
+
+// unmetNow is what required config the pods would lack (stamp.Stamp.Unmet) with the
+// content read, in source order; a source that could not be read (a Secret without
+// access) is left out.
+func unmetNow(refs []stamp.Source, content map[string]*corev1.ConfigMap) []string {
+	var out []string
+	for _, ref := range refs {
+		cm, read := content[ref.ID()]
+		if !read || stamp.Ignored(cm) {
+			continue
+		}
+		if u := ref.Unmet(cm); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// byTimes says in words a decision made without a certain basis (decide.ShouldRoll):
+// from the times of its pods and its config and, for an unstamped workload, whether it
+// was created after configstamp covered it.
+func byTimes(d decide.Decision, r *Report) (code, reason string, roll bool) {
+	kept, keptReason := VerdictUpToDate, "the stamp is not certain (no valid record)"
+	if r.BasisHash == "" {
+		kept, keptReason = VerdictNotStamped, "not stamped yet"
+	}
+	ev := r.Evidence
+	at := func(t *time.Time) string { return t.UTC().Format(time.RFC3339) }
+	switch d.Action {
+	case decide.Roll:
+		return VerdictWouldRoll, fmt.Sprintf("config written at or after its pods started (%s), and no certain record of what they run: the watcher rolls it", at(ev.PodsSince)), true
+	case decide.Record:
+		switch d.Why {
+		case decide.WhyInstalledOver:
+			return kept, keptReason + " (created before configstamp covered it, or opted in by its own label): adopted, not rolled; the watcher records the config as the one its pods run (--roll-stale-at-install rolls it when the config was written after its pods started; a change the watcher sees while it runs rolls it)", false
+		case decide.WhyPodsPending:
+			return kept, keptReason + ": its controller has not taken the current template in yet, so its pods will read the config as it is; the watcher records it, no rollout", false
+		}
+		return kept, fmt.Sprintf("%s: its pods started (%s) after the config was last written: they run it; the watcher records it, no rollout", keptReason, at(ev.PodsSince)), false
+	}
+	covered := ""
+	if slices.Contains(d.Unknown, decide.EvidenceCoverage) {
+		covered = fmt.Sprintf(" (and only if it was created after configstamp began to cover its kind, registration's %s, and after its namespace's last write: the registration or the namespace could not be read)",
+			stamp.CoverageAnnotation)
+	}
+	switch {
+	case slices.Contains(d.Unknown, decide.EvidencePods) && r.Evidence.podsErr == "":
+		return VerdictDependsOnTimes, keptReason + ": the watcher decides from times, not read here: it rolls if the config was written at or after its pods started" + covered + ", else records the config as the one they run", false
+	case slices.Contains(d.Unknown, decide.EvidencePods):
+		return VerdictDependsOnTimes, keptReason + ": when its pods started can't be read (" + r.Evidence.podsErr + "): the watcher rolls it if the config was written at or after then" + covered + ", else records it", false
+	case slices.Contains(d.Unknown, decide.EvidenceConfig):
+		return VerdictDependsOnTimes, fmt.Sprintf("%s: the watcher rolls it if a source was written at or after its pods started (%s)%s, else records it; some sources could not be read", keptReason, at(ev.PodsSince), covered), false
+	}
+	return VerdictDependsOnTimes, fmt.Sprintf("not stamped yet, config written at or after its pods started (%s): the watcher rolls it if it was created after configstamp began to cover its kind (registration's %s) and after its namespace's last write, else records it (the registration or the namespace could not be read)",
+		at(ev.PodsSince), stamp.CoverageAnnotation), false
+}
+
+// gathered is the evidence Explain was given (Input.Times and Input.Live), as the
+// decision reads it; what it reads is shown in Report.Evidence. What was not read is
+// decide.ErrUnknown.
+type gathered struct {
+	in   Input
+	r    *Report
+	refs []stamp.Source
+}
+
+func (g *gathered) evidence() *Evidence {
+	if g.r.Evidence == nil {
+		g.r.Evidence = &Evidence{}
+	}
+	return g.r.Evidence
+}
+
+// Bypassed: as the watcher's, from the registration's coverage and the namespace
+// Gather read; not known when either could not be read.
+func (g *gathered) Bypassed() (bool, error) {
+	ev, t := g.evidence(), g.in.Times
+	if t == nil || t.Coverage == nil {
+		return false, decide.ErrUnknown
+	}
+	hasSecrets := stamp.HasSecrets(g.refs)
+	kindSince, secretsSince := t.Coverage[g.in.Kind.Resource], t.Coverage[decide.CoverageSecrets]
+	b := false
+	switch {
+	case kindSince.IsZero() || hasSecrets && secretsSince.IsZero():
+		// Not covered: known without the namespace.
+	case t.Namespace == nil:
+		return false, decide.ErrUnknown
+	case t.NamespaceIncluded:
+		b = decide.CreatedCovered(g.in.Object.GetCreationTimestamp().Time, kindSince, secretsSince, hasSecrets, workload.LastWrite(t.Namespace))
+	}
+	ev.CreatedCovered = &b
+	return b, nil
+}
+
+func (g *gathered) PodsSince() (time.Time, bool, error) {
+	ev, t := g.evidence(), g.in.Times
+	if t == nil {
+		return time.Time{}, false, decide.ErrUnknown
+	}
+	if t.PodsErr != "" {
+		ev.podsErr = t.PodsErr
+		return time.Time{}, false, decide.ErrUnknown
+	}
+	if t.PodsKnown {
+		since := t.PodsSince
+		ev.PodsSince = &since
+	}
+	return t.PodsSince, t.PodsKnown, nil
+}
+
+// ConfigNewer reads the sources' metadata from the content Gather read.
+func (g *gathered) ConfigNewer(since time.Time) (bool, error) {
+	ev := g.evidence()
+	tmpl := g.in.Kind.Template(g.in.Object)
+	w, err := decide.Written(g.refs, tmpl.Annotations[stamp.SourcesAnnotation], since, true, func(src stamp.Source) (metav1.Object, error) {
+		cm, read := g.in.Live.Content[src.ID()]
+		switch {
+		case !read:
+			return nil, decide.ErrUnknown
+		case cm == nil:
+			return nil, nil
+		}
+		return cm, nil
+	})
+	if !w.Latest.IsZero() {
+		ev.ConfigWritten = &w.Latest
+	}
+	ev.ConfigDeleted = w.Deleted
+	return w.Newer, err
+}
