@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -54,6 +55,17 @@ const maxBypassRetries = 10
 // webhook unable to read config: slowly, so as not to add to an API server that is
 // failing reads, but never given up.
 const unreadRetry = 5 * time.Minute
+
+// recordAttempts bounds the record writes of one check. A record is conditional on the
+// resourceVersion its decision was made on; one that conflicts (the workload changed
+// since) is decided again at once on a live read, which a competing writer is less
+// likely to have overtaken than the cache, before the check fails and is retried with
+// backoff.
+const recordAttempts = 3
+
+// recordConflict is a record write refused because the workload changed since the read
+// its decision was made on.
+type recordConflict struct{ error }
 
 // workloadReconciler checks one workload's config against the evidence of the config its
 // pods run (its stamp, or its record) and, when they differ, either rolls it through the
@@ -185,6 +197,8 @@ func (r *workloadReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	return res, err
 }
 
+// check judges the workload as the cache shows it; a record that conflicts is judged
+// again on a live read, up to recordAttempts records in all.
 func (r *workloadReconciler) check(ctx context.Context, key types.NamespacedName, tr trigger) (reconcile.Result, error) {
 	obj := r.kind.New()
 	if err := r.client.Get(ctx, key, obj); err != nil {
@@ -193,7 +207,23 @@ func (r *workloadReconciler) check(ctx context.Context, key types.NamespacedName
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	return r.judge(ctx, obj, tr, false)
+	res, err := r.judge(ctx, obj, tr, false)
+	for attempt := 1; ; attempt++ {
+		var conflict recordConflict
+		if !errors.As(err, &conflict) {
+			return res, err
+		}
+		if attempt == recordAttempts {
+			checks.WithLabelValues("error").Inc()
+			return res, conflict.error
+		}
+		logf.FromContext(ctx).Info("Record conflicted: deciding again on a live read", "attempt", attempt, "error", conflict.error)
+		obj = r.kind.New()
+		if err := r.live.Get(ctx, key, obj); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+		res, err = r.judge(ctx, obj, tr, true)
+	}
 }
 
 // judge decides for one workload. live tells that obj was read from the API server
@@ -310,9 +340,10 @@ func (r *workloadReconciler) judge(ctx context.Context, obj client.Object, tr tr
 }
 
 // record writes the config the pods run into the workload's metadata (no rollout),
-// conditional on the resourceVersion the decision was made on. The marker tells the
-// webhook the record is configstamp's own (it keeps anyone else's updates from changing
-// it) and is stripped by it.
+// conditional on the resourceVersion the decision was made on (a conflict is a
+// recordConflict, for check to decide again). The marker tells the webhook the record
+// is configstamp's own (it keeps anyone else's updates from changing it) and is
+// stripped by it.
 func (r *workloadReconciler) record(ctx context.Context, obj client.Object, tmpl *corev1.PodTemplateSpec, want stamp.Stamp, hasSecrets bool) error {
 	if want.Hash == "" { // every source ignored: nothing to record
 		return nil
@@ -330,8 +361,12 @@ func (r *workloadReconciler) record(ctx context.Context, obj client.Object, tmpl
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
+		err = fmt.Errorf("record observed config of %s %s/%s: %w", r.kind, obj.GetNamespace(), obj.GetName(), err)
+		if apierrors.IsConflict(err) {
+			return recordConflict{err} // counted by check, which decides again
+		}
 		checks.WithLabelValues("error").Inc()
-		return fmt.Errorf("record observed config of %s %s/%s: %w", r.kind, obj.GetNamespace(), obj.GetName(), err)
+		return err
 	}
 	checks.WithLabelValues("recorded").Inc()
 	logf.FromContext(ctx).Info("Recorded the config the pods run", "hash", want.Hash, "stamp", stored)

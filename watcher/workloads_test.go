@@ -3,12 +3,17 @@ package watcher
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/configstamp/configstamp/internal/configread"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/webhook"
@@ -176,4 +182,79 @@ func TestReconcileMarkerRemovedWithoutAWord(t *testing.T) {
 	if bypassed == 0 {
 		t.Error("no StampBypassed Event saying the marker was removed")
 	}
+}
+
+// TestRecordConflictDecidedAgainLive: a record write is conditional on the
+// resourceVersion its decision was made on; under a competing writer it conflicts. The
+// check decides again at once on a live read, up to recordAttempts records in all, and
+// only then fails (a retry with backoff), counted once as an error.
+func TestRecordConflictDecidedAgainLive(t *testing.T) {
+	cm := cfgMap("1")
+	current, err := (&configread.Reader{Client: fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(cm).Build()}).Stamp(
+		context.Background(), "ns", stamp.Consumed(nil, &cfgDeployment().Spec.Template.Spec, stamp.Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stamped with the current config, without a record: one is due.
+	dep := cfgDeployment()
+	dep.Spec.Template.Annotations = map[string]string{stamp.HashAnnotation: current.Hash, stamp.SourcesAnnotation: current.SourcesAnnotation()}
+	for _, conflicts := range []int{2, 10} {
+		t.Run(fmt.Sprintf("%d conflicts", conflicts), func(t *testing.T) {
+			base := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(optedInNamespace(), cm, dep.DeepCopy()).Build()
+			records := 0
+			c := interceptor.NewClient(base, interceptor.Funcs{
+				Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+					data, err := patch.Data(obj)
+					if err != nil {
+						return err
+					}
+					if !strings.Contains(string(data), stamp.ObservedAnnotation) {
+						return c.Patch(ctx, obj, patch, opts...)
+					}
+					if records++; records > conflicts {
+						return c.Patch(ctx, obj, patch, opts...)
+					}
+					// A competing writer got in first: the resourceVersion moves on.
+					d := getDep(t, c, appKey)
+					d.Labels = map[string]string{"write": strconv.Itoa(records)}
+					if err := c.Update(ctx, d); err != nil {
+						return err
+					}
+					return apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, obj.GetName(),
+						errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+				},
+			})
+			r, _ := newTestReconciler(t, c)
+			r.triggers.add(appKey, trigger{event: true})
+			recorded, failed := checksCounted("recorded"), checksCounted("error")
+			_, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: appKey})
+			recordedBy, failedBy := checksCounted("recorded")-recorded, checksCounted("error")-failed
+			_, has := getDep(t, c, appKey).Annotations[stamp.ObservedAnnotation]
+			if conflicts < recordAttempts {
+				if err != nil || !has || records != conflicts+1 {
+					t.Fatalf("reconcile: %v, recorded %v after %d record writes: want recorded within one check, in %d", err, has, records, conflicts+1)
+				}
+				if recordedBy != 1 || failedBy != 0 {
+					t.Errorf("checks_total rose by %v recorded, %v error: want 1, 0", recordedBy, failedBy)
+				}
+				return
+			}
+			if !apierrors.IsConflict(err) || has || records != recordAttempts {
+				t.Fatalf("reconcile: %v, recorded %v after %d record writes: want the conflict after %d", err, has, records, recordAttempts)
+			}
+			if recordedBy != 0 || failedBy != 1 {
+				t.Errorf("checks_total rose by %v recorded, %v error: want 0, 1", recordedBy, failedBy)
+			}
+		})
+	}
+}
+
+// checksCounted reads configstamp_checks_total for one result (prometheus/testutil
+// would add a dependency).
+func checksCounted(result string) float64 {
+	var m dto.Metric
+	if err := checks.WithLabelValues(result).Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
 }
