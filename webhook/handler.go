@@ -189,6 +189,12 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 		}
 		return append(ops, annotationPatch(annotations, stamp.ObservedAnnotation, keepRecord)...)
 	}
+	// unread answers an update whose config could not be read: what is stored, and a
+	// warning saying so (the watcher tells an unread nudge by it).
+	unread := func(err error) (admission.Response, string) {
+		log.Error(err, "Admitted with the stored config hash: could not read config", "namespace", namespace, "name", name, "storedHash", storedHash)
+		return respond(append(patches, keep()...), append(warnings, unreadWarning(kind, storedHash, err))...), resultReadError
+	}
 
 	// A stamp without a record because none fits (see below) is treated as recorded:
 	// someone else's update must not roll it past the debounce and the watcher's pace.
@@ -209,8 +215,7 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 			// A reinvocation after configstamp's own patch (another webhook changed the
 			// object since) that cannot read config: what it stamped is put back as
 			// stored, and said so, as below.
-			log.Error(err, "Admitted with the stored config hash: could not read config", "namespace", namespace, "name", name, "storedHash", storedHash)
-			return respond(append(patches, keep()...), append(warnings, unreadWarning(kind, storedHash, err))...), resultReadError
+			return unread(err)
 		}
 		return respond(append(patches, keep()...), warnings...), resultSkipped
 	}
@@ -226,8 +231,7 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 
 	want, err := s.reader().Stamp(ctx, namespace, srcs)
 	if err != nil {
-		log.Error(err, "Admitted with the stored config hash: could not read config", "namespace", namespace, "name", name, "storedHash", storedHash)
-		return respond(append(patches, keep()...), append(warnings, unreadWarning(kind, storedHash, err))...), resultReadError
+		return unread(err)
 	}
 	unmet := want.Unmet()
 	if len(unmet) > 0 && !templateChanged && want.Hash != basis {
