@@ -1,0 +1,79 @@
+package watcher
+
+import (
+	"context"
+	"maps"
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/configstamp/configstamp/stamp"
+)
+
+// events checks every workload in the initial list (a change while configstamp was
+// down; a workload seen for the first time gets its record), every new unstamped one
+// after the debounce (created while the webhook was unreachable), every update that
+// changed the pod template or the extra sources or dropped the stamp or the record (it
+// may have bypassed the webhook), and every workload that opts in by its own label (it
+// gets its record at once).
+// Updates that only move the stamp are the webhook's own work; a new stamped workload
+// is covered by the source events.
+func (r *workloadReconciler) events(quiet time.Duration) handler.Funcs {
+	consumes := func(obj client.Object) bool {
+		tmpl := r.kind.Template(obj)
+		return tmpl != nil && len(stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, r.sources)) > 0
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.Object == nil || !consumes(e.Object) {
+				return
+			}
+			key := client.ObjectKeyFromObject(e.Object)
+			switch {
+			case e.IsInInitialList:
+				r.triggers.add(key, trigger{event: true})
+				q.Add(reconcile.Request{NamespacedName: key})
+			case r.kind.Template(e.Object).Annotations[stamp.HashAnnotation] == "":
+				r.triggers.add(key, trigger{event: true})
+				q.AddAfter(reconcile.Request{NamespacedName: key}, quiet)
+			}
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.ObjectOld == nil || e.ObjectNew == nil || !consumes(e.ObjectNew) {
+				return
+			}
+			key := client.ObjectKeyFromObject(e.ObjectNew)
+			if r.isOversize(key) && !maps.Equal(e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()) {
+				// Left alone for size: this update of its annotations may have made room
+				// (a change of the template passes the filter below anyway).
+				r.triggers.add(key, trigger{event: true})
+				q.AddAfter(reconcile.Request{NamespacedName: key}, quiet)
+				return
+			}
+			if !r.scope.Labelled(e.ObjectOld.GetLabels()) && r.scope.Labelled(e.ObjectNew.GetLabels()) {
+				// Opted in by its own label: its record, at once.
+				r.triggers.add(key, trigger{})
+				q.Add(reconcile.Request{NamespacedName: key})
+				return
+			}
+			oldTmpl, tmpl := r.kind.Template(e.ObjectOld), r.kind.Template(e.ObjectNew)
+			oldAnn, ann := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
+			dropped := oldTmpl != nil && oldTmpl.Annotations[stamp.HashAnnotation] != "" && tmpl.Annotations[stamp.HashAnnotation] == "" ||
+				oldAnn[stamp.ObservedAnnotation] != "" && ann[stamp.ObservedAnnotation] == ""
+			if !dropped && oldTmpl != nil && stamp.SameTemplate(oldTmpl, tmpl) && oldAnn[stamp.ExtraSourcesAnnotation] == ann[stamp.ExtraSourcesAnnotation] {
+				return
+			}
+			r.triggers.add(key, trigger{event: true})
+			q.AddAfter(reconcile.Request{NamespacedName: key}, quiet)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.Object != nil {
+				r.forget(client.ObjectKeyFromObject(e.Object))
+			}
+		},
+	}
+}

@@ -1,0 +1,259 @@
+package watcher
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/configstamp/configstamp/stamp"
+)
+
+// nudgePatch is the watcher's "empty" update: it only sets the nudge marker, which the
+// webhook strips again while it recomputes the stamp. If the stamp is unchanged the API
+// server stores nothing; if the webhook is down, the marker lands in the workload's
+// metadata, which rolls nothing.
+var nudgePatch = client.RawPatch(types.MergePatchType,
+	[]byte(`{"metadata":{"annotations":{"`+stamp.NudgeAnnotation+`":"true"}}}`))
+
+// maxBypassRetries is how many times a stamp that bypassed the webhook is retried
+// (with backoff, about two and a half minutes in all at the default backoff) before it
+// is reported and left alone until the next event.
+const maxBypassRetries = 10
+
+// unreadRetry is how often a nudge is retried once maxBypassRetries nudges found the
+// webhook unable to read config: slowly, so as not to add to an API server that is
+// failing reads, but never given up.
+const unreadRetry = 5 * time.Minute
+
+// nudge rolls the workload through the webhook and verifies the stamp it got.
+func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want stamp.Stamp, basis, before string, restart bool) (reconcile.Result, error) {
+	key := client.ObjectKeyFromObject(obj)
+	restartedBefore, storedBefore := "", "" // obj is updated in place by the patch
+	if tmpl := r.kind.Template(obj); tmpl != nil {
+		restartedBefore = tmpl.Annotations[stamp.RestartedAnnotation]
+		storedBefore = tmpl.Annotations[stamp.HashAnnotation]
+	}
+	pctx, warned := collectWarnings(ctx)
+	if err := r.client.Patch(pctx, obj, nudgePatch); err != nil {
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, nil
+		}
+		checks.WithLabelValues("error").Inc()
+		return reconcile.Result{}, fmt.Errorf("nudge %s %s: %w", r.kind, key, err)
+	}
+	nudges.Inc()
+	tmpl := r.kind.Template(obj)
+	if tmpl == nil { // it dropped its template meanwhile (a Rollout given a workloadRef)
+		return reconcile.Result{}, nil
+	}
+	got := tmpl.Annotations[stamp.HashAnnotation]
+	// A new stamp or restart time is a rollout, whatever config the webhook read.
+	rolledNow := got != storedBefore || tmpl.Annotations[stamp.RestartedAnnotation] != restartedBefore
+	if _, marked := obj.GetAnnotations()[stamp.NudgeAnnotation]; marked {
+		// The webhook strips the marker it reads: it was not called at all (even if
+		// the template happens to carry the wanted stamp already).
+		return reconcile.Result{}, r.bypassed(ctx, obj, got, want.Hash, "the configstamp webhook was not called (failurePolicy Ignore)")
+	}
+	// The webhook was called (it stripped the marker). Did it roll, and if not, why?
+	unread := func() (reconcile.Result, error) {
+		if warned.has(stamp.WarningUnreadConfig) {
+			return r.unread(ctx, obj, got)
+		}
+		// No rollout and no word why: something else took configstamp's marker off
+		// (another mutating webhook), or the webhook does not take the watcher's
+		// nudges for its own (its --self is another identity).
+		return reconcile.Result{}, r.bypassed(ctx, obj, got, want.Hash,
+			"the nudge's marker was removed but the configstamp webhook did not stamp it (another mutating webhook may remove configstamp's annotations, or the webhook does not know the watcher's identity)")
+	}
+	if got != want.Hash {
+		if rolledNow {
+			// The webhook stamped (or restarted onto) the config it read, which moved on
+			// since this check read it: a rollout all the same. A later change brings its
+			// own event.
+			r.reportRolled(ctx, obj, tmpl, stamp.Rollout{StoredHash: storedBefore, StoredSources: before, Hash: got,
+				Sources: tmpl.Annotations[stamp.SourcesAnnotation], Ran: basis, Restart: got == storedBefore})
+			return reconcile.Result{}, nil
+		}
+		// The webhook was called (it stripped the marker) and kept what is stored. The
+		// config may have moved on since we read it: compare with a fresh read.
+		refs := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, r.sources)
+		again, err := r.expected(ctx, obj, refs)
+		if err == nil && (again.Hash == got || len(again.Unmet()) > 0) {
+			// Config as the stamp names it, or missing config: nothing to roll now.
+			checks.WithLabelValues("current").Inc()
+			return reconcile.Result{}, nil
+		}
+		if err == nil && r.changedBack(ctx, obj, tmpl, refs, again.Hash) {
+			return reconcile.Result{}, nil
+		}
+		if err == nil && !stamp.AnnotationsFit(tmpl.Annotations, stamp.TemplateAnnotations(again.Hash, again.SourcesAnnotation(), "")) {
+			// The config grew between our read and the webhook's: its stamp no longer
+			// fits, so the webhook left it.
+			return reconcile.Result{}, r.tooLarge(ctx, obj, "pod template", again.Hash)
+		}
+		return unread()
+	}
+	if restart && tmpl.Annotations[stamp.RestartedAnnotation] == restartedBefore {
+		// The template already carried the wanted stamp: only the restart time rolls the
+		// pods, and the webhook did not set it: the config changed back to what the pods
+		// run, or it could not read config.
+		refs := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, r.sources)
+		again, err := r.expected(ctx, obj, refs)
+		if err == nil && len(again.Unmet()) > 0 {
+			// Required config went missing meanwhile: the next check holds it.
+			checks.WithLabelValues("current").Inc()
+			return reconcile.Result{}, nil
+		}
+		if err == nil && r.changedBack(ctx, obj, tmpl, refs, again.Hash) {
+			return reconcile.Result{}, nil
+		}
+		return unread()
+	}
+	if !rolledNow {
+		// Nothing changed and nothing was to (a stamp dropped that was never there).
+		// A cache that showed an older template than the live one is not caught here:
+		// its nudge is reported as a rollout.
+		r.resetBypasses(key)
+		checks.WithLabelValues("current").Inc()
+		return reconcile.Result{}, nil
+	}
+	// The basis is the certain record's hash when there is one, else the stored stamp's:
+	// as Ran, it counts only where it differs from the stamp, as a record's does.
+	r.reportRolled(ctx, obj, tmpl, stamp.Rollout{StoredHash: storedBefore, StoredSources: before,
+		Hash: got, Sources: tmpl.Annotations[stamp.SourcesAnnotation], Ran: basis, Restart: restart})
+	return reconcile.Result{}, nil
+}
+
+// unread handles a nudge the webhook answered without rolling for no reason the watcher
+// can see: it was called (it stripped the marker) and kept what is stored because it
+// could not read config (a read error or timeout; its warning on the update says so).
+// That is no bypass, and the change stays owed: retried with backoff, then, after
+// maxBypassRetries attempts, every unreadRetry (reported once with a ConfigUnreadable
+// Event), until a nudge rolls it or an event starts over.
+func (r *workloadReconciler) unread(ctx context.Context, obj client.Object, got string) (reconcile.Result, error) {
+	key := client.ObjectKeyFromObject(obj)
+	r.mu.Lock()
+	if r.unreads == nil {
+		r.unreads = map[types.NamespacedName]int{}
+	}
+	r.unreads[key]++
+	n := r.unreads[key]
+	r.mu.Unlock()
+	checks.WithLabelValues("unread").Inc()
+	log := logf.FromContext(ctx)
+	if n <= maxBypassRetries {
+		log.Info("The webhook kept the stored stamp (it could not read config); retrying", "storedHash", got, "attempt", n)
+		return reconcile.Result{}, fmt.Errorf("%s %s: the webhook kept the stored stamp %q: it could not read config; retrying", r.kind, key, stamp.ShortHash(got))
+	}
+	if n == maxBypassRetries+1 {
+		r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonConfigUnreadable, "Nudge",
+			"Not rolled after %d nudges: the configstamp webhook could not read this %s's config (its log says why: \"could not read config\"); retrying about every %s",
+			n, r.kind, unreadRetry)
+	}
+	// Spread out: many workloads may be waiting on one failing API server.
+	after := unreadRetry + rand.N(unreadRetry/5)
+	log.Info("The webhook still cannot read config; retrying later", "storedHash", got, "attempt", n, "after", after.String())
+	return reconcile.Result{RequeueAfter: after}, nil
+}
+
+// reportRolled reports a rollout a nudge caused. Its ConfigChanged Event says what the
+// change cause the webhook wrote says: that cause, read back from the patch's answer
+// (it is this rollout's: the webhook writes or removes its own cause on every rollout
+// it causes), or, when it has none (no room for one), the same text made from what
+// the watcher knew before the nudge (ro), which the cache may have shown late.
+func (r *workloadReconciler) reportRolled(ctx context.Context, obj client.Object, tmpl *corev1.PodTemplateSpec, ro stamp.Rollout) {
+	key := client.ObjectKeyFromObject(obj)
+	r.resetBypasses(key)
+	r.rolled(key)
+	checks.WithLabelValues("nudged").Inc()
+	reason, ok := stamp.OwnChangeReason(obj.GetAnnotations()[stamp.ChangeCauseAnnotation])
+	if !ok {
+		reason = stamp.ChangeReason(ro)
+	}
+	r.recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonConfigChanged, "Nudge", "Rolled: %s", reason)
+	logf.FromContext(ctx).Info("Nudged "+r.kind.Kind+" after a config change", "oldHash", ro.Ran, "newHash", tmpl.Annotations[stamp.HashAnnotation],
+		"reason", reason)
+}
+
+// changedBack reports whether a certain record valid for tmpl says obj's pods run the
+// config of hash (read after the nudge): the config changed back to it, and the webhook
+// kept the nudged workload as it was stored (a stale stamp included). Nothing rolled,
+// and nothing needs to.
+func (r *workloadReconciler) changedBack(ctx context.Context, obj client.Object, tmpl *corev1.PodTemplateSpec, refs []stamp.Source, hash string) bool {
+	rec, ok := stamp.ObservedFor(obj.GetAnnotations(), tmpl)
+	if !ok || !rec.Certain(refs) || rec.Hash != hash {
+		return false
+	}
+	r.resetBypasses(client.ObjectKeyFromObject(obj))
+	checks.WithLabelValues("current").Inc()
+	logf.FromContext(ctx).V(1).Info("Config changed back to what the pods run before the nudge: nothing rolled", "hash", hash,
+		"stamp", tmpl.Annotations[stamp.HashAnnotation])
+	return true
+}
+
+// countBypass counts one more nudge of key that did not roll, and returns the count.
+func (r *workloadReconciler) countBypass(key types.NamespacedName) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.bypasses == nil {
+		r.bypasses = map[types.NamespacedName]int{}
+	}
+	r.bypasses[key]++
+	return r.bypasses[key]
+}
+
+// bypassed reports a nudge the webhook did not stamp, and retries it a bounded number of
+// times; then it is left alone until the next event.
+func (r *workloadReconciler) bypassed(ctx context.Context, obj client.Object, got, want, why string) error {
+	key := client.ObjectKeyFromObject(obj)
+	n := r.countBypass(key)
+	bypasses.Inc()
+	if n > maxBypassRetries {
+		checks.WithLabelValues("bypass_abandoned").Inc()
+		r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonStampBypassed, "Verify",
+			"Stored config hash %q still differs from the expected %q after %d nudges: %s; left alone until its next change",
+			stamp.ShortHash(got), stamp.ShortHash(want), n, why)
+		logf.FromContext(ctx).Info("Stopped retrying a stamp that bypassed the webhook", "storedHash", got, "expectedHash", want, "attempts", n)
+		r.resetBypasses(key)
+		return nil
+	}
+	checks.WithLabelValues("bypassed").Inc()
+	r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonStampBypassed, "Verify",
+		"Stored config hash %q differs from the expected %q after a nudge: %s; retrying",
+		stamp.ShortHash(got), stamp.ShortHash(want), why)
+	logf.FromContext(ctx).Info("Detected a stamp that bypassed the webhook; retrying", "storedHash", got, "expectedHash", want, "attempt", n)
+	return fmt.Errorf("%s %s: stamp %q, want %q: webhook bypassed", r.kind, key, stamp.ShortHash(got), stamp.ShortHash(want))
+}
+
+// tooLarge reports a workload whose stamp (part "pod template") or record (part
+// "metadata") would take its annotations past the API server's size limit, and leaves it
+// alone until it changes.
+func (r *workloadReconciler) tooLarge(ctx context.Context, obj client.Object, part, want string) error {
+	key := client.ObjectKeyFromObject(obj)
+	r.mu.Lock()
+	if r.oversize == nil {
+		r.oversize = map[types.NamespacedName]uint64{}
+	}
+	r.oversizeSeq++
+	r.oversize[key] = r.oversizeSeq
+	r.mu.Unlock()
+	checks.WithLabelValues("too_large").Inc()
+	what := "rolled on config changes"
+	if part == "metadata" {
+		what = "given its record of the config its pods run"
+	}
+	r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonStampTooLarge, "Check",
+		"Not %s: configstamp's annotations would take the %s's %s annotations past the API server's limit of %d bytes; make them smaller",
+		what, r.kind, part, stamp.AnnotationSizeLimit)
+	logf.FromContext(ctx).Info("Left alone: configstamp's annotations would exceed the annotation size limit", "part", part,
+		"wantHash", want, "limit", stamp.AnnotationSizeLimit)
+	return nil
+}
