@@ -31,28 +31,22 @@ type recordConflict struct{ error }
 
 // Reconcile checks the workload; the trigger that queued it is kept for a retry.
 func (r *workloadReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	tr := r.triggers.take(req.NamespacedName)
+	tr := r.state.takeTrigger(req.NamespacedName)
 	if tr.event {
-		r.resetBypasses(req.NamespacedName)
+		r.state.resetBypasses(req.NamespacedName)
 	}
-	r.mu.Lock()
-	mark := r.oversize[req.NamespacedName]
-	r.mu.Unlock()
+	mark := r.state.oversizeMark(req.NamespacedName)
 	res, err := r.check(ctx, req.NamespacedName, tr)
 	if err == nil {
 		// Checked: it fits now, unless this check marked it again. An update that came
 		// in meanwhile still saw the mark (and queued another check).
-		r.mu.Lock()
-		if r.oversize[req.NamespacedName] == mark {
-			delete(r.oversize, req.NamespacedName)
-		}
-		r.mu.Unlock()
+		r.state.clearOversize(req.NamespacedName, mark)
 	}
 	if err != nil || res.RequeueAfter > 0 {
-		r.triggers.add(req.NamespacedName, trigger{changed: tr.changed, handoff: tr.handoff}) // a retry, not an event
+		r.state.addTrigger(req.NamespacedName, trigger{changed: tr.changed, handoff: tr.handoff}) // a retry, not an event
 	} else {
 		// Nothing owed: the next nudge that does not roll starts its count afresh.
-		r.resetBypasses(req.NamespacedName)
+		r.state.resetBypasses(req.NamespacedName)
 	}
 	return res, err
 }
@@ -63,7 +57,7 @@ func (r *workloadReconciler) check(ctx context.Context, key types.NamespacedName
 	obj := r.kind.New()
 	if err := r.client.Get(ctx, key, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.forget(key)
+			r.state.forget(key)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -149,8 +143,8 @@ func (r *workloadReconciler) judge(ctx context.Context, obj client.Object, tr tr
 	}
 	switch d.Action {
 	case decide.Current:
-		r.resetBypasses(key)
-		if !certain && !r.triggers.changedSince(key) {
+		r.state.resetBypasses(key)
+		if !certain && !r.state.changedSince(key) {
 			// A stamp without a record (made by a version that wrote none, or the
 			// record was dropped): record it, so later decisions are certain.
 			return reconcile.Result{}, r.record(ctx, obj, tmpl, want, stamp.HasSecrets(refs))
@@ -171,7 +165,7 @@ func (r *workloadReconciler) judge(ctx context.Context, obj client.Object, tr tr
 		"liveRead", live, "decision", string(d.Action), "why", string(d.Why))
 	switch d.Action {
 	case decide.Record:
-		if r.triggers.changedSince(key) {
+		if r.state.changedSince(key) {
 			// A live change arrived while this check ran (its ConfigMap's burst ended
 			// meanwhile): the check it queued rolls; recording now would hide it.
 			return reconcile.Result{}, nil

@@ -133,7 +133,7 @@ func TestNudgeEventSaysTheChangeCause(t *testing.T) {
 func checkChanged(t *testing.T, c client.Client, key types.NamespacedName) *events.FakeRecorder {
 	t.Helper()
 	r, rec := newTestReconciler(t, c)
-	r.triggers.add(key, trigger{event: true, changed: true})
+	r.state.addTrigger(key, trigger{event: true, changed: true})
 	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: key}); err != nil {
 		t.Fatalf("reconcile: %v", err)
 	}
@@ -166,7 +166,7 @@ func TestNudgeConfigMovedOn(t *testing.T) {
 	})
 	r, rec := newTestReconciler(t, c)
 	r.minInterval = time.Hour
-	r.triggers.add(appKey, trigger{event: true, changed: true})
+	r.state.addTrigger(appKey, trigger{event: true, changed: true})
 	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: appKey}); err != nil {
 		t.Fatalf("reconcile: %v", err)
 	}

@@ -35,10 +35,10 @@ func (r *workloadReconciler) events(quiet time.Duration) handler.Funcs {
 			key := client.ObjectKeyFromObject(e.Object)
 			switch {
 			case e.IsInInitialList:
-				r.triggers.add(key, trigger{event: true})
+				r.state.addTrigger(key, trigger{event: true})
 				q.Add(reconcile.Request{NamespacedName: key})
 			case r.kind.Template(e.Object).Annotations[stamp.HashAnnotation] == "":
-				r.triggers.add(key, trigger{event: true})
+				r.state.addTrigger(key, trigger{event: true})
 				q.AddAfter(reconcile.Request{NamespacedName: key}, quiet)
 			}
 		},
@@ -47,16 +47,16 @@ func (r *workloadReconciler) events(quiet time.Duration) handler.Funcs {
 				return
 			}
 			key := client.ObjectKeyFromObject(e.ObjectNew)
-			if r.isOversize(key) && !maps.Equal(e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()) {
+			if r.state.isOversize(key) && !maps.Equal(e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()) {
 				// Left alone for size: this update of its annotations may have made room
 				// (a change of the template passes the filter below anyway).
-				r.triggers.add(key, trigger{event: true})
+				r.state.addTrigger(key, trigger{event: true})
 				q.AddAfter(reconcile.Request{NamespacedName: key}, quiet)
 				return
 			}
 			if !r.scope.Labelled(e.ObjectOld.GetLabels()) && r.scope.Labelled(e.ObjectNew.GetLabels()) {
 				// Opted in by its own label: its record, at once.
-				r.triggers.add(key, trigger{})
+				r.state.addTrigger(key, trigger{})
 				q.Add(reconcile.Request{NamespacedName: key})
 				return
 			}
@@ -67,12 +67,12 @@ func (r *workloadReconciler) events(quiet time.Duration) handler.Funcs {
 			if !dropped && oldTmpl != nil && stamp.SameTemplate(oldTmpl, tmpl) && oldAnn[stamp.ExtraSourcesAnnotation] == ann[stamp.ExtraSourcesAnnotation] {
 				return
 			}
-			r.triggers.add(key, trigger{event: true})
+			r.state.addTrigger(key, trigger{event: true})
 			q.AddAfter(reconcile.Request{NamespacedName: key}, quiet)
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			if e.Object != nil {
-				r.forget(client.ObjectKeyFromObject(e.Object))
+				r.state.forget(client.ObjectKeyFromObject(e.Object))
 			}
 		},
 	}

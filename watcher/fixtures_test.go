@@ -64,7 +64,7 @@ func newTestReconciler(t *testing.T, c client.Client) (*workloadReconciler, *eve
 		t.Fatal(err)
 	}
 	rec := events.NewFakeRecorder(100)
-	return &workloadReconciler{kind: workload.Deployment, client: c, live: c, recorder: rec, scope: sc, triggers: &triggers{},
+	return &workloadReconciler{kind: workload.Deployment, client: c, live: c, recorder: rec, scope: sc,
 		config: &configread.Reader{Client: c}}, rec
 }
 

@@ -62,7 +62,7 @@ func TestTooLargeIsReportedNotRetried(t *testing.T) {
 			key := appKey
 			before := getDep(t, cl, key)
 			for i := range 2 {
-				r.triggers.add(key, trigger{event: true, changed: true})
+				r.state.addTrigger(key, trigger{event: true, changed: true})
 				res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: key})
 				if err != nil || res != (reconcile.Result{}) {
 					t.Fatalf("check %d: %+v, %v: want done, no retry", i, res, err)

@@ -47,7 +47,7 @@ func inScope(ctx context.Context, c client.Reader, sc *scope.Scope, obj client.O
 // namespaceEvents checks every workload of a namespace that comes into scope (the
 // opt-in label added), so each gets its record at once: the first config change after
 // that is then judged precisely. The initial list is covered by the workloads' own.
-func namespaceEvents(sc *scope.Scope, c client.Reader, kind *workload.Kind, tr *triggers) handler.TypedEventHandler[client.Object, reconcile.Request] {
+func namespaceEvents(sc *scope.Scope, c client.Reader, kind *workload.Kind, state *workloadStates) handler.TypedEventHandler[client.Object, reconcile.Request] {
 	return handler.Funcs{
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			was := sc.Includes(e.ObjectOld.GetName(), e.ObjectOld.GetLabels())
@@ -62,7 +62,7 @@ func namespaceEvents(sc *scope.Scope, c client.Reader, kind *workload.Kind, tr *
 			}
 			for _, obj := range kind.Items(list) {
 				key := client.ObjectKeyFromObject(obj)
-				tr.add(key, trigger{})
+				state.addTrigger(key, trigger{})
 				q.Add(reconcile.Request{NamespacedName: key})
 			}
 		},

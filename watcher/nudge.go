@@ -121,7 +121,7 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 		// Nothing changed and nothing was to (a stamp dropped that was never there).
 		// A cache that showed an older template than the live one is not caught here:
 		// its nudge is reported as a rollout.
-		r.resetBypasses(key)
+		r.state.resetBypasses(key)
 		checks.WithLabelValues("current").Inc()
 		return reconcile.Result{}, nil
 	}
@@ -140,13 +140,7 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 // Event), until a nudge rolls it or an event starts over.
 func (r *workloadReconciler) unread(ctx context.Context, obj client.Object, got string) (reconcile.Result, error) {
 	key := client.ObjectKeyFromObject(obj)
-	r.mu.Lock()
-	if r.unreads == nil {
-		r.unreads = map[types.NamespacedName]int{}
-	}
-	r.unreads[key]++
-	n := r.unreads[key]
-	r.mu.Unlock()
+	n := r.state.countUnread(key)
 	checks.WithLabelValues("unread").Inc()
 	log := logf.FromContext(ctx)
 	if n <= maxBypassRetries {
@@ -171,7 +165,7 @@ func (r *workloadReconciler) unread(ctx context.Context, obj client.Object, got 
 // the watcher knew before the nudge (ro), which the cache may have shown late.
 func (r *workloadReconciler) reportRolled(ctx context.Context, obj client.Object, tmpl *corev1.PodTemplateSpec, ro stamp.Rollout) {
 	key := client.ObjectKeyFromObject(obj)
-	r.resetBypasses(key)
+	r.state.resetBypasses(key)
 	r.rolled(key)
 	checks.WithLabelValues("nudged").Inc()
 	reason, ok := stamp.OwnChangeReason(obj.GetAnnotations()[stamp.ChangeCauseAnnotation])
@@ -192,29 +186,18 @@ func (r *workloadReconciler) changedBack(ctx context.Context, obj client.Object,
 	if !ok || !rec.Certain(refs) || rec.Hash != hash {
 		return false
 	}
-	r.resetBypasses(client.ObjectKeyFromObject(obj))
+	r.state.resetBypasses(client.ObjectKeyFromObject(obj))
 	checks.WithLabelValues("current").Inc()
 	logf.FromContext(ctx).V(1).Info("Config changed back to what the pods run before the nudge: nothing rolled", "hash", hash,
 		"stamp", tmpl.Annotations[stamp.HashAnnotation])
 	return true
 }
 
-// countBypass counts one more nudge of key that did not roll, and returns the count.
-func (r *workloadReconciler) countBypass(key types.NamespacedName) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.bypasses == nil {
-		r.bypasses = map[types.NamespacedName]int{}
-	}
-	r.bypasses[key]++
-	return r.bypasses[key]
-}
-
 // bypassed reports a nudge the webhook did not stamp, and retries it a bounded number of
 // times; then it is left alone until the next event.
 func (r *workloadReconciler) bypassed(ctx context.Context, obj client.Object, got, want, why string) error {
 	key := client.ObjectKeyFromObject(obj)
-	n := r.countBypass(key)
+	n := r.state.countBypass(key)
 	bypasses.Inc()
 	if n > maxBypassRetries {
 		checks.WithLabelValues("bypass_abandoned").Inc()
@@ -222,7 +205,7 @@ func (r *workloadReconciler) bypassed(ctx context.Context, obj client.Object, go
 			"Stored config hash %q still differs from the expected %q after %d nudges: %s; left alone until its next change",
 			stamp.ShortHash(got), stamp.ShortHash(want), n, why)
 		logf.FromContext(ctx).Info("Stopped retrying a stamp that bypassed the webhook", "storedHash", got, "expectedHash", want, "attempts", n)
-		r.resetBypasses(key)
+		r.state.resetBypasses(key)
 		return nil
 	}
 	checks.WithLabelValues("bypassed").Inc()
@@ -238,13 +221,7 @@ func (r *workloadReconciler) bypassed(ctx context.Context, obj client.Object, go
 // alone until it changes.
 func (r *workloadReconciler) tooLarge(ctx context.Context, obj client.Object, part, want string) error {
 	key := client.ObjectKeyFromObject(obj)
-	r.mu.Lock()
-	if r.oversize == nil {
-		r.oversize = map[types.NamespacedName]uint64{}
-	}
-	r.oversizeSeq++
-	r.oversize[key] = r.oversizeSeq
-	r.mu.Unlock()
+	r.state.markOversize(key)
 	checks.WithLabelValues("too_large").Inc()
 	what := "rolled on config changes"
 	if part == "metadata" {

@@ -65,7 +65,7 @@ func nudgeKept(t *testing.T, restart bool) {
 	}).Build()
 	r, rec := newTestReconciler(t, c)
 	key := appKey
-	r.triggers.add(key, trigger{event: true, changed: true})
+	r.state.addTrigger(key, trigger{event: true, changed: true})
 	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: key}); err != nil {
 		t.Errorf("reconcile: %v", err)
 	}

@@ -197,12 +197,11 @@ func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, k.New(), SourceIndex, indexSources(k, opts.Sources)); err != nil {
 		return fmt.Errorf("index %s by source: %w", k.Resource, err)
 	}
-	tr := &triggers{}
 	queue := make(chan event.GenericEvent, 1024)
 	rec := &workloadReconciler{
 		kind: k, client: mgr.GetClient(), live: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder("configstamp"),
 		config:  &configread.Reader{Client: mgr.GetAPIReader(), Cache: opts.Cache, Key: opts.Key, Timeout: opts.ReadTimeout},
-		sources: opts.Sources, scope: opts.Scope, triggers: tr,
+		sources: opts.Sources, scope: opts.Scope,
 		evidence:  &evidence{cache: mgr.GetClient(), live: mgr.GetAPIReader(), scope: opts.Scope, coverage: w.coverage},
 		rollStale: opts.RollStaleAtInstall, minInterval: opts.MinRolloutInterval, pending: w.pending,
 	}
@@ -210,7 +209,7 @@ func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 		Named(strings.ToLower(k.Kind)).
 		Watches(k.New(), rec.events(opts.Debounce)).
 		WatchesRawSource(source.Channel(queue, &handler.EnqueueRequestForObject{})).
-		WatchesMetadata(&corev1.Namespace{}, namespaceEvents(opts.Scope, mgr.GetClient(), k, tr)).
+		WatchesMetadata(&corev1.Namespace{}, namespaceEvents(opts.Scope, mgr.GetClient(), k, &rec.state)).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: opts.Concurrency,
 			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](opts.RetryBase, opts.RetryMax),
@@ -220,7 +219,7 @@ func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 		return fmt.Errorf("set up %s controller: %w", k.Resource, err)
 	}
 	for _, src := range w.sources {
-		src.addDependents(dependentsOf{kind: k, queue: queue, triggers: tr})
+		src.addDependents(dependentsOf{kind: k, queue: queue, state: &rec.state})
 	}
 	return nil
 }

@@ -21,17 +21,17 @@ import (
 )
 
 // dependentsOf is where a source hands on the workloads of one kind that consume it:
-// the kind's controller, through its channel, and the kind's triggers.
+// the kind's controller, through its channel, and the triggers in its workload state.
 type dependentsOf struct {
-	kind     *workload.Kind
-	queue    chan<- event.GenericEvent
-	triggers *triggers
+	kind  *workload.Kind
+	queue chan<- event.GenericEvent
+	state *workloadStates
 }
 
 // sourceReconciler turns events of one source kind (ConfigMaps or Secrets; metadata
 // only: it never holds content) into checks of the workloads that consume them, once
-// the source has been quiet. triggers tells the workload controllers which of them saw
-// a real change.
+// the source has been quiet. The triggers it adds tell the workload controllers which
+// of them saw a real change.
 type sourceReconciler struct {
 	kind     string        // stamp.KindConfigMap or stamp.KindSecret
 	client   client.Reader // the manager's cache
@@ -139,7 +139,7 @@ func (r *sourceReconciler) fanOut(ctx context.Context, req reconcile.Request, ch
 				continue
 			}
 			key := client.ObjectKeyFromObject(obj)
-			d.triggers.add(key, trigger{changed: changed, handoff: true})
+			d.state.addTrigger(key, trigger{changed: changed, handoff: true})
 			select {
 			case d.queue <- event.GenericEvent{Object: d.kind.Ref(key)}:
 			case <-ctx.Done():

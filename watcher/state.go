@@ -1,62 +1,226 @@
 package watcher
 
 import (
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 )
 
-func (r *workloadReconciler) isOversize(key types.NamespacedName) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.oversize[key]
-	return ok
+// trigger is why a workload is checked, kept beside the workqueue (which holds keys
+// only) until the check takes it.
+type trigger struct {
+	// changed: a ConfigMap it consumes really changed while the watcher watched (not a
+	// replay of the initial list), so its pods run older config than what is current.
+	changed bool
+	// event: an event queued it (not the retry of a failed check), so a bypass gets a
+	// new set of retries.
+	event bool
+	// handoff: a ConfigMap's debounce handed it on (the burst is over, though it is
+	// still marked pending until every dependent is handed on).
+	handoff bool
 }
 
-func (r *workloadReconciler) resetBypasses(key types.NamespacedName) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.bypasses, key)
-	delete(r.unreads, key)
+// workloadState is what the watcher keeps of one workload between its checks.
+type workloadState struct {
+	// trigger is why it is queued, until its check takes it.
+	trigger trigger
+	// lastRoll is when configstamp last rolled it (zero: not remembered).
+	lastRoll time.Time
+	// bypasses counts its nudges that did not roll.
+	bypasses int
+	// unreads counts its nudges the webhook could not stamp for want of config it could
+	// read.
+	unreads int
+	// oversize, when not zero, marks it left alone because configstamp's annotations
+	// would take its own past the API server's size limit: an update of its annotations
+	// is checked (it may have made room). The value tells the checks apart: a check
+	// clears the mark only if it did not set it again.
+	oversize uint64
+}
+
+func (s *workloadState) empty() bool {
+	return s.trigger == (trigger{}) && s.lastRoll.IsZero() && s.bypasses == 0 && s.unreads == 0 && s.oversize == 0
+}
+
+// workloadStates holds the state of each workload of one kind, by namespace and name.
+// The workload's event handlers, the namespace events, the sources' hand-offs and the
+// checks all use it, under its one mutex. The zero value is ready to use.
+type workloadStates struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]*workloadState
+	// seq is the last oversize mark given.
+	seq uint64
+}
+
+// get returns key's state, made if it has none; the caller holds mu.
+func (s *workloadStates) get(key types.NamespacedName) *workloadState {
+	if s.m == nil {
+		s.m = map[types.NamespacedName]*workloadState{}
+	}
+	st, ok := s.m[key]
+	if !ok {
+		st = &workloadState{}
+		s.m[key] = st
+	}
+	return st
+}
+
+// peek returns a copy of key's state (zero when it has none); the caller holds mu.
+func (s *workloadStates) peek(key types.NamespacedName) workloadState {
+	if st, ok := s.m[key]; ok {
+		return *st
+	}
+	return workloadState{}
+}
+
+// tidy drops key's state once nothing is left of it; the caller holds mu.
+func (s *workloadStates) tidy(key types.NamespacedName) {
+	if st, ok := s.m[key]; ok && st.empty() {
+		delete(s.m, key)
+	}
+}
+
+// addTrigger merges t into key's pending trigger.
+func (s *workloadStates) addTrigger(key types.NamespacedName, t trigger) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := &s.get(key).trigger
+	cur.changed = cur.changed || t.changed
+	cur.event = cur.event || t.event
+	cur.handoff = cur.handoff || t.handoff
+}
+
+// takeTrigger removes key's pending trigger (zero when none is pending).
+func (s *workloadStates) takeTrigger(key types.NamespacedName) trigger {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.m[key]
+	if !ok {
+		return trigger{}
+	}
+	t := st.trigger
+	st.trigger = trigger{}
+	s.tidy(key)
+	return t
+}
+
+// changedSince reports whether a live change is pending for key: one that arrived after
+// the running check took its trigger (that check must not record over it).
+func (s *workloadStates) changedSince(key types.NamespacedName) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peek(key).trigger.changed
+}
+
+// countBypass counts one more nudge of key that did not roll, and returns the count.
+func (s *workloadStates) countBypass(key types.NamespacedName) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.get(key)
+	st.bypasses++
+	return st.bypasses
+}
+
+// countUnread counts one more nudge of key the webhook could not stamp for want of
+// config it could read, and returns the count.
+func (s *workloadStates) countUnread(key types.NamespacedName) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.get(key)
+	st.unreads++
+	return st.unreads
+}
+
+// resetBypasses starts key's counts of nudges that did not roll afresh.
+func (s *workloadStates) resetBypasses(key types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st, ok := s.m[key]; ok {
+		st.bypasses, st.unreads = 0, 0
+		s.tidy(key)
+	}
+}
+
+// markOversize marks key left alone for size, with a mark no other check has.
+func (s *workloadStates) markOversize(key types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	s.get(key).oversize = s.seq
+}
+
+// oversizeMark returns key's oversize mark (zero: none).
+func (s *workloadStates) oversizeMark(key types.NamespacedName) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peek(key).oversize
+}
+
+// clearOversize clears key's oversize mark if it is still mark.
+func (s *workloadStates) clearOversize(key types.NamespacedName, mark uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st, ok := s.m[key]; ok && st.oversize == mark {
+		st.oversize = 0
+		s.tidy(key)
+	}
+}
+
+func (s *workloadStates) isOversize(key types.NamespacedName) bool {
+	return s.oversizeMark(key) != 0
+}
+
+// untilNextRoll is how long until key may be rolled again (zero: now).
+func (s *workloadStates) untilNextRoll(key types.NamespacedName, minInterval time.Duration) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last := s.peek(key).lastRoll
+	if last.IsZero() {
+		return 0
+	}
+	return max(0, minInterval-time.Since(last))
+}
+
+// rolled remembers a rollout of key; rollouts older than minInterval are forgotten as
+// it goes.
+func (s *workloadStates) rolled(key types.NamespacedName, minInterval time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if len(s.m) > 256 {
+		for k, st := range s.m {
+			if !st.lastRoll.IsZero() && now.Sub(st.lastRoll) >= minInterval {
+				st.lastRoll = time.Time{}
+				s.tidy(k)
+			}
+		}
+	}
+	s.get(key).lastRoll = now
+}
+
+// forget drops all that is kept of a workload that is gone, but a pending trigger: the
+// check queued with it takes it.
+func (s *workloadStates) forget(key types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st, ok := s.m[key]; ok {
+		*st = workloadState{trigger: st.trigger}
+		s.tidy(key)
+	}
 }
 
 // untilNextRoll is how long until the workload may be rolled again (zero: now).
 func (r *workloadReconciler) untilNextRoll(key types.NamespacedName) time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	last, ok := r.lastRoll[key]
-	if !ok || r.minInterval <= 0 {
+	if r.minInterval <= 0 {
 		return 0
 	}
-	return max(0, r.minInterval-time.Since(last))
+	return r.state.untilNextRoll(key, r.minInterval)
 }
 
-// rolled remembers a rollout; entries older than the interval are dropped as it goes.
+// rolled remembers a rollout, when rollouts are spaced.
 func (r *workloadReconciler) rolled(key types.NamespacedName) {
-	if r.minInterval <= 0 {
-		return
+	if r.minInterval > 0 {
+		r.state.rolled(key, r.minInterval)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.lastRoll == nil {
-		r.lastRoll = map[types.NamespacedName]time.Time{}
-	}
-	now := time.Now()
-	if len(r.lastRoll) > 256 {
-		for k, t := range r.lastRoll {
-			if now.Sub(t) >= r.minInterval {
-				delete(r.lastRoll, k)
-			}
-		}
-	}
-	r.lastRoll[key] = now
-}
-
-func (r *workloadReconciler) forget(key types.NamespacedName) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.lastRoll, key)
-	delete(r.bypasses, key)
-	delete(r.unreads, key)
-	delete(r.oversize, key)
 }

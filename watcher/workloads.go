@@ -1,7 +1,6 @@
 package watcher
 
 import (
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -39,7 +38,6 @@ type workloadReconciler struct {
 	sources  stamp.Options
 	scope    *scope.Scope
 	evidence *evidence
-	triggers *triggers
 	// rollStale rolls unstamped workloads that predate configstamp when their config was
 	// written after their pods started; off by default: installing rolls nothing.
 	rollStale bool
@@ -49,16 +47,7 @@ type workloadReconciler struct {
 	// checked when it is, not before (a burst ends in one rollout).
 	pending func(kind string, key types.NamespacedName) bool
 
-	mu       sync.Mutex
-	lastRoll map[types.NamespacedName]time.Time
-	bypasses map[types.NamespacedName]int
-	// unreads counts the nudges of a workload the webhook could not stamp for want of
-	// config it could read.
-	unreads map[types.NamespacedName]int
-	// oversize holds workloads left alone because configstamp's annotations would take
-	// theirs past the API server's size limit: an update of their annotations is checked
-	// (it may have made room). The value tells the checks apart: a check clears the mark
-	// only if it did not set it again.
-	oversize    map[types.NamespacedName]uint64
-	oversizeSeq uint64
+	// state is what is kept of each workload between checks; the workloads' events,
+	// their namespaces' events and the sources' hand-offs share it.
+	state workloadStates
 }

@@ -75,7 +75,7 @@ func TestReconcileGivesUpOnABypass(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(optedInNamespace(), cfgMap("2"), dep).Build()
 	r, _ := newTestReconciler(t, c)
 	key := appKey
-	r.triggers.add(key, trigger{event: true})
+	r.state.addTrigger(key, trigger{event: true})
 	var errs int
 	for i := 0; i < 3*maxBypassRetries; i++ {
 		if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: key}); err != nil {
@@ -88,7 +88,7 @@ func TestReconcileGivesUpOnABypass(t *testing.T) {
 		t.Fatalf("%d retries, want %d, then none", errs, maxBypassRetries)
 	}
 	// The next event starts a new round of retries.
-	r.triggers.add(key, trigger{event: true})
+	r.state.addTrigger(key, trigger{event: true})
 	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: key}); err == nil {
 		t.Fatal("an event after giving up was not retried")
 	}
@@ -115,7 +115,7 @@ func TestReconcileKeepsRetryingAnUnreadableConfig(t *testing.T) {
 	})
 	c := interceptor.NewClient(base, withWebhook(t, &webhook.Stamper{Reader: webhookReads}))
 	r, rec := newTestReconciler(t, c)
-	r.triggers.add(appKey, trigger{event: true})
+	r.state.addTrigger(appKey, trigger{event: true})
 	check := func() (reconcile.Result, error) {
 		return r.Reconcile(context.Background(), reconcile.Request{NamespacedName: appKey})
 	}
@@ -158,7 +158,7 @@ func TestReconcileMarkerRemovedWithoutAWord(t *testing.T) {
 	base := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(optedInNamespace(), cfgMap("2"), dep).Build()
 	c := interceptor.NewClient(base, interceptor.Funcs{Patch: stripMarker})
 	r, rec := newTestReconciler(t, c)
-	r.triggers.add(appKey, trigger{event: true})
+	r.state.addTrigger(appKey, trigger{event: true})
 	errs := 0
 	for i := 0; i < 3*maxBypassRetries; i++ {
 		res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: appKey})
@@ -225,7 +225,7 @@ func TestRecordConflictDecidedAgainLive(t *testing.T) {
 				},
 			})
 			r, _ := newTestReconciler(t, c)
-			r.triggers.add(appKey, trigger{event: true})
+			r.state.addTrigger(appKey, trigger{event: true})
 			recorded, failed := checksCounted("recorded"), checksCounted("error")
 			_, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: appKey})
 			recordedBy, failedBy := checksCounted("recorded")-recorded, checksCounted("error")-failed
