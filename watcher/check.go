@@ -80,117 +80,175 @@ func (r *workloadReconciler) check(ctx context.Context, key types.NamespacedName
 	}
 }
 
+// judged is a workload as its check judges it: its template, the sources it consumes,
+// what its pods are judged to run (the basis) and the config it should run.
+type judged struct {
+	obj           client.Object
+	key           types.NamespacedName
+	tmpl          *corev1.PodTemplateSpec
+	refs          []stamp.Source
+	basis         string
+	certain       bool
+	storedSources string
+	want          stamp.Stamp
+	tr            trigger
+	live          bool
+}
+
 // judge decides for one workload. live tells that obj was read from the API server
 // rather than the cache: a decision on an uncertain basis is only ever made on a live
 // read, since the cache may not show configstamp's own latest write (a record) yet.
 func (r *workloadReconciler) judge(ctx context.Context, obj client.Object, tr trigger, live bool) (reconcile.Result, error) {
-	log := logf.FromContext(ctx)
-	key := client.ObjectKeyFromObject(obj)
-	tmpl := r.kind.Template(obj)
-	if tmpl == nil || obj.GetDeletionTimestamp() != nil || stamp.IsTrue(obj.GetAnnotations()[stamp.SkipAnnotation]) {
-		return reconcile.Result{}, nil
-	}
-	if ok, err := inScope(ctx, r.client, r.scope, obj); err != nil || !ok {
+	tmpl, refs, err := r.admitted(ctx, obj)
+	if err != nil || tmpl == nil {
 		return reconcile.Result{}, err
 	}
-	refs := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, r.sources)
-	if len(refs) == 0 {
+	if !tr.changed && !tr.handoff && r.leftToDebounce(ctx, obj, refs) {
 		return reconcile.Result{}, nil
 	}
-	if !tr.changed && !tr.handoff && r.pending != nil {
-		// A ConfigMap it consumes is still changing: its debounce checks this workload
-		// when it is quiet (a burst ends in one rollout). This holds for a workload
-		// without a basis too: recording now would take in the change its pods have not
-		// seen; the burst's end rolls it instead.
-		for _, src := range refs {
-			if r.pending(src.Kind, types.NamespacedName{Namespace: obj.GetNamespace(), Name: src.Name}) {
-				log.V(1).Info("Check left to the source's debounce", "source", src.ID())
-				return reconcile.Result{}, nil
-			}
-		}
-	}
-
-	// The basis: what the pods are judged to run. A record made for this very template
-	// is certain (the webhook writes one with every stamp). Without one, the template's
-	// stamp may have been made for another template (an update that bypassed the
-	// webhook), or there is none (a workload that predates configstamp).
-	stored := tmpl.Annotations[stamp.HashAnnotation]
-	storedSources := tmpl.Annotations[stamp.SourcesAnnotation]
-	basis := stored
-	rec, certain := stamp.ObservedFor(obj.GetAnnotations(), tmpl)
-	certain = certain && rec.Certain(refs)
-	if certain {
-		basis = rec.Hash
-	} else if !live {
+	j := judged{obj: obj, key: client.ObjectKeyFromObject(obj), tmpl: tmpl, refs: refs,
+		storedSources: tmpl.Annotations[stamp.SourcesAnnotation], tr: tr, live: live}
+	var rec stamp.Observed
+	j.basis, rec, j.certain = basisOf(obj, tmpl, refs)
+	if !j.certain && !live {
 		fresh := r.kind.New()
-		if err := r.live.Get(ctx, key, fresh); err != nil {
+		if err := r.live.Get(ctx, j.key, fresh); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
 		if fresh.GetResourceVersion() != obj.GetResourceVersion() {
 			return r.judge(ctx, fresh, tr, true)
 		}
 	}
-	want, err := r.expected(ctx, obj, refs)
+	if j.want, err = r.expected(ctx, obj, refs); err != nil {
+		checks.WithLabelValues("error").Inc()
+		return reconcile.Result{}, err
+	}
+	d, err := decide.Decide(decide.Input{Template: tmpl, Refs: refs, Basis: j.basis, Certain: j.certain, Record: rec.Hash,
+		Want: j.want, ChangedLive: tr.changed, RollStale: r.rollStale}, r.evidence.forWorkload(ctx, r.kind, obj, refs))
 	if err != nil {
 		checks.WithLabelValues("error").Inc()
 		return reconcile.Result{}, err
 	}
-	d, err := decide.Decide(decide.Input{Template: tmpl, Refs: refs, Basis: basis, Certain: certain, Record: rec.Hash,
-		Want: want, ChangedLive: tr.changed, RollStale: r.rollStale}, r.evidence.forWorkload(ctx, r.kind, obj, refs))
-	if err != nil {
-		checks.WithLabelValues("error").Inc()
-		return reconcile.Result{}, err
+	return r.act(ctx, j, d)
+}
+
+// admitted returns the template and the consumed sources of a workload the watcher
+// checks; a nil template when it does not (none, being deleted, skipped, out of scope,
+// or consuming nothing).
+func (r *workloadReconciler) admitted(ctx context.Context, obj client.Object) (*corev1.PodTemplateSpec, []stamp.Source, error) {
+	tmpl := r.kind.Template(obj)
+	if tmpl == nil || obj.GetDeletionTimestamp() != nil || stamp.IsTrue(obj.GetAnnotations()[stamp.SkipAnnotation]) {
+		return nil, nil, nil
 	}
+	if ok, err := inScope(ctx, r.client, r.scope, obj); err != nil || !ok {
+		return nil, nil, err
+	}
+	refs := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, r.sources)
+	if len(refs) == 0 {
+		return nil, nil, nil
+	}
+	return tmpl, refs, nil
+}
+
+// leftToDebounce reports whether a source obj consumes is still changing: its debounce
+// checks obj when it is quiet (a burst ends in one rollout). This holds for a workload
+// without a basis too: recording now would take in a change its pods have not seen.
+func (r *workloadReconciler) leftToDebounce(ctx context.Context, obj client.Object, refs []stamp.Source) bool {
+	if r.pending == nil {
+		return false
+	}
+	for _, src := range refs {
+		if r.pending(src.Kind, types.NamespacedName{Namespace: obj.GetNamespace(), Name: src.Name}) {
+			logf.FromContext(ctx).V(1).Info("Check left to the source's debounce", "source", src.ID())
+			return true
+		}
+	}
+	return false
+}
+
+// basisOf is what obj's pods are judged to run, and whether that is certain: the hash
+// of a record made for this very template (the webhook writes one with every stamp),
+// else the template's stamp, which another template may have had (an update that
+// bypassed the webhook), or none (a workload that predates configstamp). rec is the
+// record, certain or not.
+func basisOf(obj client.Object, tmpl *corev1.PodTemplateSpec, refs []stamp.Source) (basis string, rec stamp.Observed, certain bool) {
+	rec, ok := stamp.ObservedFor(obj.GetAnnotations(), tmpl)
+	if ok && rec.Certain(refs) {
+		return rec.Hash, rec, true
+	}
+	return tmpl.Annotations[stamp.HashAnnotation], rec, false
+}
+
+// act carries out the decision d made for j.
+func (r *workloadReconciler) act(ctx context.Context, j judged, d decide.Decision) (reconcile.Result, error) {
 	switch d.Action {
 	case decide.Current:
-		r.state.resetBypasses(key)
-		if !certain && !r.state.changedSince(key) {
-			// A stamp without a record (made by a version that wrote none, or the
-			// record was dropped): record it, so later decisions are certain.
-			return reconcile.Result{}, r.record(ctx, obj, tmpl, want, stamp.HasSecrets(refs))
-		}
-		log.V(1).Info("Config current", "hash", basis)
-		checks.WithLabelValues("current").Inc()
-		return reconcile.Result{}, nil
+		return reconcile.Result{}, r.current(ctx, j)
 	case decide.Held:
-		// Rolling now would start pods that cannot start: wait for the config to return
-		// (unchanged: nothing rolls; changed: one rollout).
-		checks.WithLabelValues("held").Inc()
-		r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonConfigMissing, "Hold",
-			"Not rolling: %s; new pods could not start. Waiting for it to return", strings.Join(d.Unmet, "; "))
-		log.Info("Held a rollout: required config is missing", "missing", d.Unmet, "basis", basis)
+		r.held(ctx, j, d.Unmet)
 		return reconcile.Result{}, nil
 	}
-	log.V(1).Info("Config differs from the basis", "basis", basis, "certain", certain, "want", want.Hash, "changedLive", tr.changed,
-		"liveRead", live, "decision", string(d.Action), "why", string(d.Why))
+	logf.FromContext(ctx).V(1).Info("Config differs from the basis", "basis", j.basis, "certain", j.certain, "want", j.want.Hash,
+		"changedLive", j.tr.changed, "liveRead", j.live, "decision", string(d.Action), "why", string(d.Why))
 	switch d.Action {
 	case decide.Record:
-		if r.state.changedSince(key) {
-			// A live change arrived while this check ran (its ConfigMap's burst ended
-			// meanwhile): the check it queued rolls; recording now would hide it.
-			return reconcile.Result{}, nil
-		}
-		if behind, err := r.evidence.cacheBehind(ctx, obj.GetNamespace(), refs); err != nil || behind {
-			// A write the content read saw has not reached the watch yet: its event
-			// will start a burst; recording now would take it in unseen.
-			return reconcile.Result{RequeueAfter: time.Second}, err
-		}
-		return reconcile.Result{}, r.record(ctx, obj, tmpl, want, stamp.HasSecrets(refs))
+		return r.recordUnlessChanging(ctx, j)
 	case decide.TooLarge:
 		// The webhook would leave it unstamped (the API server would refuse the
 		// template with the stamp in it): a nudge would change nothing.
-		return reconcile.Result{}, r.tooLarge(ctx, obj, "pod template", want.Hash)
+		return reconcile.Result{}, r.tooLarge(ctx, j.obj, "pod template", j.want.Hash)
 	case decide.Roll:
-	default:
-		checks.WithLabelValues("error").Inc()
-		return reconcile.Result{}, fmt.Errorf("%s %s: no decision (%s)", r.kind, key, d.Action)
+		return r.roll(ctx, j, d.Restart)
 	}
-	if wait := r.untilNextRoll(key); wait > 0 {
-		log.V(1).Info("Rollout deferred: minimum interval between rollouts", "wait", wait.String())
+	checks.WithLabelValues("error").Inc()
+	return reconcile.Result{}, fmt.Errorf("%s %s: no decision (%s)", r.kind, j.key, d.Action)
+}
+
+// current acts on pods that run the current config: a basis that is not certain (a
+// stamp without a record: made by a version that wrote none, or the record was dropped)
+// is recorded, so later decisions are certain, unless a live change is pending.
+func (r *workloadReconciler) current(ctx context.Context, j judged) error {
+	r.state.resetBypasses(j.key)
+	if !j.certain && !r.state.changedSince(j.key) {
+		return r.record(ctx, j.obj, j.tmpl, j.want, stamp.HasSecrets(j.refs))
+	}
+	logf.FromContext(ctx).V(1).Info("Config current", "hash", j.basis)
+	checks.WithLabelValues("current").Inc()
+	return nil
+}
+
+// held reports a rollout held back because new pods could not start without the
+// missing config: it waits for the config to return (unchanged: nothing rolls; changed:
+// one rollout).
+func (r *workloadReconciler) held(ctx context.Context, j judged, unmet []string) {
+	checks.WithLabelValues("held").Inc()
+	r.recorder.Eventf(j.obj, nil, corev1.EventTypeWarning, ReasonConfigMissing, "Hold",
+		"Not rolling: %s; new pods could not start. Waiting for it to return", strings.Join(unmet, "; "))
+	logf.FromContext(ctx).Info("Held a rollout: required config is missing", "missing", unmet, "basis", j.basis)
+}
+
+// recordUnlessChanging records that the pods run the current config, unless a change
+// is on its way that recording now would hide: a live change that arrived while this
+// check ran (the check it queued rolls), or a write the content read saw that has not
+// reached the watch yet (its event starts a burst; checked again in a second).
+func (r *workloadReconciler) recordUnlessChanging(ctx context.Context, j judged) (reconcile.Result, error) {
+	if r.state.changedSince(j.key) {
+		return reconcile.Result{}, nil
+	}
+	if behind, err := r.evidence.cacheBehind(ctx, j.obj.GetNamespace(), j.refs); err != nil || behind {
+		return reconcile.Result{RequeueAfter: time.Second}, err
+	}
+	return reconcile.Result{}, r.record(ctx, j.obj, j.tmpl, j.want, stamp.HasSecrets(j.refs))
+}
+
+// roll nudges the workload once the minimum interval since its last rollout is over.
+func (r *workloadReconciler) roll(ctx context.Context, j judged, restart bool) (reconcile.Result, error) {
+	if wait := r.untilNextRoll(j.key); wait > 0 {
+		logf.FromContext(ctx).V(1).Info("Rollout deferred: minimum interval between rollouts", "wait", wait.String())
 		checks.WithLabelValues("deferred").Inc()
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
-	return r.nudge(ctx, obj, want, basis, storedSources, d.Restart)
+	return r.nudge(ctx, j.obj, j.want, j.basis, j.storedSources, restart)
 }
 
 // record writes the config the pods run into the workload's metadata (no rollout),
