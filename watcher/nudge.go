@@ -33,13 +33,40 @@ const maxBypassRetries = 10
 // failing reads, but never given up.
 const unreadRetry = 5 * time.Minute
 
+// nudged is a nudge's answer, the workload as the patch returned it, and what it is
+// judged against.
+type nudged struct {
+	obj  client.Object
+	tmpl *corev1.PodTemplateSpec
+	got  string // the stamp after the nudge
+	// want is the config the check read; basis what the pods were judged to run.
+	want  stamp.Stamp
+	basis string
+	// The template's stamp, sources and restart time before the nudge.
+	storedHash, storedSources, restarted string
+	// restart: the check asked for a restart (the stamp named the config already).
+	restart bool
+	warned  *warnings
+}
+
+// restartedNow reports whether the nudge set a new restart time.
+func (n *nudged) restartedNow() bool {
+	return n.tmpl.Annotations[stamp.RestartedAnnotation] != n.restarted
+}
+
+// rollout is the rollout the nudge caused.
+func (n *nudged) rollout(restart bool) stamp.Rollout {
+	return stamp.Rollout{StoredHash: n.storedHash, StoredSources: n.storedSources, Hash: n.got,
+		Sources: n.tmpl.Annotations[stamp.SourcesAnnotation], Ran: n.basis, Restart: restart}
+}
+
 // nudge rolls the workload through the webhook and verifies the stamp it got.
 func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want stamp.Stamp, basis, before string, restart bool) (reconcile.Result, error) {
 	key := client.ObjectKeyFromObject(obj)
-	restartedBefore, storedBefore := "", "" // obj is updated in place by the patch
-	if tmpl := r.kind.Template(obj); tmpl != nil {
-		restartedBefore = tmpl.Annotations[stamp.RestartedAnnotation]
-		storedBefore = tmpl.Annotations[stamp.HashAnnotation]
+	n := &nudged{obj: obj, want: want, basis: basis, storedSources: before, restart: restart}
+	if tmpl := r.kind.Template(obj); tmpl != nil { // read first: the patch updates obj in place
+		n.restarted = tmpl.Annotations[stamp.RestartedAnnotation]
+		n.storedHash = tmpl.Annotations[stamp.HashAnnotation]
 	}
 	pctx, warned := collectWarnings(ctx)
 	if err := r.client.Patch(pctx, obj, nudgePatch); err != nil {
@@ -50,86 +77,79 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 		return reconcile.Result{}, fmt.Errorf("nudge %s %s: %w", r.kind, key, err)
 	}
 	nudges.Inc()
-	tmpl := r.kind.Template(obj)
-	if tmpl == nil { // it dropped its template meanwhile (a Rollout given a workloadRef)
+	if n.tmpl = r.kind.Template(obj); n.tmpl == nil { // it dropped its template meanwhile (a Rollout given a workloadRef)
 		return reconcile.Result{}, nil
 	}
-	got := tmpl.Annotations[stamp.HashAnnotation]
-	// A new stamp or restart time is a rollout, whatever config the webhook read.
-	rolledNow := got != storedBefore || tmpl.Annotations[stamp.RestartedAnnotation] != restartedBefore
-	if _, marked := obj.GetAnnotations()[stamp.NudgeAnnotation]; marked {
-		// The webhook strips the marker it reads: it was not called at all (even if
-		// the template happens to carry the wanted stamp already).
-		return reconcile.Result{}, r.bypassed(ctx, obj, got, want.Hash, "the configstamp webhook was not called (failurePolicy Ignore)")
+	n.got, n.warned = n.tmpl.Annotations[stamp.HashAnnotation], warned
+	return r.answered(ctx, n)
+}
+
+// answered tells how the webhook answered a nudge: it was not called (the marker it
+// strips is still there), it rolled (a new stamp or restart time, whatever config it
+// read), or it kept what is stored.
+func (r *workloadReconciler) answered(ctx context.Context, n *nudged) (reconcile.Result, error) {
+	rolled := n.got != n.storedHash || n.restartedNow()
+	if _, marked := n.obj.GetAnnotations()[stamp.NudgeAnnotation]; marked {
+		// Even if the template happens to carry the wanted stamp already.
+		return reconcile.Result{}, r.bypassed(ctx, n.obj, n.got, n.want.Hash, "the configstamp webhook was not called (failurePolicy Ignore)")
 	}
-	// The webhook was called (it stripped the marker). Did it roll, and if not, why?
-	unread := func() (reconcile.Result, error) {
-		if warned.has(stamp.WarningUnreadConfig) {
-			return r.unread(ctx, obj, got)
-		}
-		// No rollout and no word why: something else took configstamp's marker off
-		// (another mutating webhook), or the webhook does not take the watcher's
-		// nudges for its own (its --self is another identity).
-		return reconcile.Result{}, r.bypassed(ctx, obj, got, want.Hash,
-			"the nudge's marker was removed but the configstamp webhook did not stamp it (another mutating webhook may remove configstamp's annotations, or the webhook does not know the watcher's identity)")
+	switch {
+	case n.got != n.want.Hash && rolled:
+		// Onto config that moved on since this check read it: a rollout all the same; a
+		// later change brings its own event.
+		r.reportRolled(ctx, n.obj, n.tmpl, n.rollout(n.got == n.storedHash))
+	case n.got != n.want.Hash, n.restart && !n.restartedNow():
+		// A stamp other than the wanted one, or, where the template carried the wanted
+		// stamp already, no restart time.
+		return r.kept(ctx, n)
+	case !rolled:
+		// Nothing changed and nothing was to (a stamp dropped that was never there). A
+		// cache that showed an older template than the live one is not caught here: its
+		// nudge is reported as a rollout.
+		r.state.resetBypasses(client.ObjectKeyFromObject(n.obj))
+		checks.WithLabelValues("current").Inc()
+	default:
+		// Ran is the basis (the certain record's hash, else the stored stamp's): it
+		// counts only where it differs from the stamp, as a record's does.
+		r.reportRolled(ctx, n.obj, n.tmpl, n.rollout(n.restart))
 	}
-	if got != want.Hash {
-		if rolledNow {
-			// The webhook stamped (or restarted onto) the config it read, which moved on
-			// since this check read it: a rollout all the same. A later change brings its
-			// own event.
-			r.reportRolled(ctx, obj, tmpl, stamp.Rollout{StoredHash: storedBefore, StoredSources: before, Hash: got,
-				Sources: tmpl.Annotations[stamp.SourcesAnnotation], Ran: basis, Restart: got == storedBefore})
-			return reconcile.Result{}, nil
-		}
-		// The webhook was called (it stripped the marker) and kept what is stored. The
-		// config may have moved on since we read it: compare with a fresh read.
-		refs := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, r.sources)
-		again, err := r.expected(ctx, obj, refs)
-		if err == nil && (again.Hash == got || len(again.Unmet()) > 0) {
-			// Config as the stamp names it, or missing config: nothing to roll now.
-			checks.WithLabelValues("current").Inc()
-			return reconcile.Result{}, nil
-		}
-		if err == nil && r.changedBack(ctx, obj, tmpl, refs, again.Hash) {
-			return reconcile.Result{}, nil
-		}
-		if err == nil && !stamp.AnnotationsFit(tmpl.Annotations, stamp.TemplateAnnotations(again.Hash, again.SourcesAnnotation(), "")) {
-			// The config grew between our read and the webhook's: its stamp no longer
-			// fits, so the webhook left it.
-			return reconcile.Result{}, r.tooLarge(ctx, obj, "pod template", again.Hash)
-		}
-		return unread()
+	return reconcile.Result{}, nil
+}
+
+// kept tells why the webhook kept what is stored, from a fresh read of the config:
+// required config went missing (the next check holds it), the config changed back to
+// what the pods run, or, where the kept stamp is not the wanted one, the config is what
+// it names or its stamp grew past the size limit; else the webhook did not stamp it.
+func (r *workloadReconciler) kept(ctx context.Context, n *nudged) (reconcile.Result, error) {
+	stale := n.got != n.want.Hash
+	refs := stamp.Consumed(n.obj.GetAnnotations(), &n.tmpl.Spec, r.sources)
+	again, err := r.expected(ctx, n.obj, refs)
+	if err != nil {
+		return r.notStamped(ctx, n)
 	}
-	if restart && tmpl.Annotations[stamp.RestartedAnnotation] == restartedBefore {
-		// The template already carried the wanted stamp: only the restart time rolls the
-		// pods, and the webhook did not set it: the config changed back to what the pods
-		// run, or it could not read config.
-		refs := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, r.sources)
-		again, err := r.expected(ctx, obj, refs)
-		if err == nil && len(again.Unmet()) > 0 {
-			// Required config went missing meanwhile: the next check holds it.
-			checks.WithLabelValues("current").Inc()
-			return reconcile.Result{}, nil
-		}
-		if err == nil && r.changedBack(ctx, obj, tmpl, refs, again.Hash) {
-			return reconcile.Result{}, nil
-		}
-		return unread()
-	}
-	if !rolledNow {
-		// Nothing changed and nothing was to (a stamp dropped that was never there).
-		// A cache that showed an older template than the live one is not caught here:
-		// its nudge is reported as a rollout.
-		r.state.resetBypasses(key)
+	if len(again.Unmet()) > 0 || stale && again.Hash == n.got {
 		checks.WithLabelValues("current").Inc()
 		return reconcile.Result{}, nil
 	}
-	// The basis is the certain record's hash when there is one, else the stored stamp's:
-	// as Ran, it counts only where it differs from the stamp, as a record's does.
-	r.reportRolled(ctx, obj, tmpl, stamp.Rollout{StoredHash: storedBefore, StoredSources: before,
-		Hash: got, Sources: tmpl.Annotations[stamp.SourcesAnnotation], Ran: basis, Restart: restart})
-	return reconcile.Result{}, nil
+	if r.changedBack(ctx, n.obj, n.tmpl, refs, again.Hash) {
+		return reconcile.Result{}, nil
+	}
+	if stale && !stamp.AnnotationsFit(n.tmpl.Annotations, stamp.TemplateAnnotations(again.Hash, again.SourcesAnnotation(), "")) {
+		return reconcile.Result{}, r.tooLarge(ctx, n.obj, "pod template", again.Hash)
+	}
+	return r.notStamped(ctx, n)
+}
+
+// notStamped handles a nudge the webhook answered without a rollout, for a reason only
+// it can tell: its warning says it could not read config, or, with no word why,
+// something else took the marker off (another mutating webhook), or the webhook does
+// not take the watcher's nudges for its own (its --self is another identity).
+func (r *workloadReconciler) notStamped(ctx context.Context, n *nudged) (reconcile.Result, error) {
+	if n.warned.has(stamp.WarningUnreadConfig) {
+		return r.unread(ctx, n.obj, n.got)
+	}
+	return reconcile.Result{}, r.bypassed(ctx, n.obj, n.got, n.want.Hash,
+		"the nudge's marker was removed but the configstamp webhook did not stamp it (another mutating webhook may remove configstamp's annotations, or the webhook does not know the watcher's identity)")
 }
 
 // unread handles a nudge the webhook answered without rolling for no reason the watcher
