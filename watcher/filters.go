@@ -16,20 +16,14 @@ import (
 
 // events checks every workload in the initial list (a change while configstamp was
 // down; a workload seen for the first time gets its record), every new unstamped one
-// after the debounce (created while the webhook was unreachable), every update that
-// changed the pod template or the extra sources or dropped the stamp or the record (it
-// may have bypassed the webhook), and every workload that opts in by its own label (it
-// gets its record at once).
-// Updates that only move the stamp are the webhook's own work; a new stamped workload
-// is covered by the source events.
+// after the debounce (created while the webhook was unreachable), every update that may
+// have bypassed the webhook (mayHaveBypassed), and every workload that opts in by its
+// own label (it gets its record at once). Updates that only move the stamp are the
+// webhook's own work; a new stamped workload is covered by the source events.
 func (r *workloadReconciler) events(quiet time.Duration) handler.Funcs {
-	consumes := func(obj client.Object) bool {
-		tmpl := r.kind.Template(obj)
-		return tmpl != nil && len(stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, r.sources)) > 0
-	}
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if e.Object == nil || !consumes(e.Object) {
+			if e.Object == nil || !r.consumes(e.Object) {
 				return
 			}
 			key := client.ObjectKeyFromObject(e.Object)
@@ -43,32 +37,24 @@ func (r *workloadReconciler) events(quiet time.Duration) handler.Funcs {
 			}
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if e.ObjectOld == nil || e.ObjectNew == nil || !consumes(e.ObjectNew) {
+			if e.ObjectOld == nil || e.ObjectNew == nil || !r.consumes(e.ObjectNew) {
 				return
 			}
 			key := client.ObjectKeyFromObject(e.ObjectNew)
-			if r.state.isOversize(key) && !maps.Equal(e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()) {
+			switch {
+			case r.state.isOversize(key) && !maps.Equal(e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()):
 				// Left alone for size: this update of its annotations may have made room
-				// (a change of the template passes the filter below anyway).
+				// (a change of the template passes mayHaveBypassed anyway).
 				r.state.addTrigger(key, trigger{event: true})
 				q.AddAfter(reconcile.Request{NamespacedName: key}, quiet)
-				return
-			}
-			if !r.scope.Labelled(e.ObjectOld.GetLabels()) && r.scope.Labelled(e.ObjectNew.GetLabels()) {
+			case !r.scope.Labelled(e.ObjectOld.GetLabels()) && r.scope.Labelled(e.ObjectNew.GetLabels()):
 				// Opted in by its own label: its record, at once.
 				r.state.addTrigger(key, trigger{})
 				q.Add(reconcile.Request{NamespacedName: key})
-				return
+			case r.mayHaveBypassed(e.ObjectOld, e.ObjectNew):
+				r.state.addTrigger(key, trigger{event: true})
+				q.AddAfter(reconcile.Request{NamespacedName: key}, quiet)
 			}
-			oldTmpl, tmpl := r.kind.Template(e.ObjectOld), r.kind.Template(e.ObjectNew)
-			oldAnn, ann := e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()
-			dropped := oldTmpl != nil && oldTmpl.Annotations[stamp.HashAnnotation] != "" && tmpl.Annotations[stamp.HashAnnotation] == "" ||
-				oldAnn[stamp.ObservedAnnotation] != "" && ann[stamp.ObservedAnnotation] == ""
-			if !dropped && oldTmpl != nil && stamp.SameTemplate(oldTmpl, tmpl) && oldAnn[stamp.ExtraSourcesAnnotation] == ann[stamp.ExtraSourcesAnnotation] {
-				return
-			}
-			r.state.addTrigger(key, trigger{event: true})
-			q.AddAfter(reconcile.Request{NamespacedName: key}, quiet)
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			if e.Object != nil {
@@ -76,4 +62,21 @@ func (r *workloadReconciler) events(quiet time.Duration) handler.Funcs {
 			}
 		},
 	}
+}
+
+// consumes reports whether obj has a pod template that consumes a source that counts.
+func (r *workloadReconciler) consumes(obj client.Object) bool {
+	tmpl := r.kind.Template(obj)
+	return tmpl != nil && len(stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, r.sources)) > 0
+}
+
+// mayHaveBypassed reports whether an update (to a workload with a template) may have
+// bypassed the webhook: it changed the pod template or the extra sources, or dropped the
+// stamp or the record.
+func (r *workloadReconciler) mayHaveBypassed(old, obj client.Object) bool {
+	oldTmpl, tmpl := r.kind.Template(old), r.kind.Template(obj)
+	oldAnn, ann := old.GetAnnotations(), obj.GetAnnotations()
+	dropped := oldTmpl != nil && oldTmpl.Annotations[stamp.HashAnnotation] != "" && tmpl.Annotations[stamp.HashAnnotation] == "" ||
+		oldAnn[stamp.ObservedAnnotation] != "" && ann[stamp.ObservedAnnotation] == ""
+	return dropped || oldTmpl == nil || !stamp.SameTemplate(oldTmpl, tmpl) || oldAnn[stamp.ExtraSourcesAnnotation] != ann[stamp.ExtraSourcesAnnotation]
 }
