@@ -18,11 +18,9 @@ import (
 	"github.com/configstamp/configstamp/stamp"
 )
 
-// recordAttempts bounds the record writes of one check. A record is conditional on the
-// resourceVersion its decision was made on; one that conflicts (the workload changed
-// since) is decided again at once on a live read, which a competing writer is less
-// likely to have overtaken than the cache, before the check fails and is retried with
-// backoff.
+// recordAttempts bounds the record writes of one check: a record that conflicts (the
+// workload changed since the read it was decided on) is decided again at once on a live
+// read, before the check fails and is retried with backoff.
 const recordAttempts = 3
 
 // recordConflict is a record write refused because the workload changed since the read
@@ -38,8 +36,7 @@ func (r *workloadReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	mark := r.state.oversizeMark(req.NamespacedName)
 	res, err := r.check(ctx, req.NamespacedName, tr)
 	if err == nil {
-		// Checked: it fits now, unless this check marked it again. An update that came
-		// in meanwhile still saw the mark (and queued another check).
+		// Checked: it fits now, unless this check marked it again.
 		r.state.clearOversize(req.NamespacedName, mark)
 	}
 	if err != nil || res.RequeueAfter > 0 {
@@ -251,11 +248,10 @@ func (r *workloadReconciler) roll(ctx context.Context, j judged, restart bool) (
 	return r.nudge(ctx, j.obj, j.want, j.basis, j.storedSources, restart)
 }
 
-// record writes the config the pods run into the workload's metadata (no rollout),
-// conditional on the resourceVersion the decision was made on (a conflict is a
-// recordConflict, for check to decide again). The marker tells the webhook the record
-// is configstamp's own (it keeps anyone else's updates from changing it) and is
-// stripped by it.
+// record writes the config the pods run into the workload's metadata (no rollout), on
+// condition of the resourceVersion it was decided on (a conflict is a recordConflict).
+// The marker (the webhook strips it) tells the webhook the record is configstamp's own;
+// it keeps anyone else's updates from changing a record.
 func (r *workloadReconciler) record(ctx context.Context, obj client.Object, tmpl *corev1.PodTemplateSpec, want stamp.Stamp, hasSecrets bool) error {
 	if want.Hash == "" { // every source ignored: nothing to record
 		return nil
@@ -285,6 +281,7 @@ func (r *workloadReconciler) record(ctx context.Context, obj client.Object, tmpl
 	return nil
 }
 
+// expected is the stamp of the config obj consumes, read live.
 func (r *workloadReconciler) expected(ctx context.Context, obj client.Object, refs []stamp.Source) (stamp.Stamp, error) {
 	st, err := r.config.Stamp(ctx, obj.GetNamespace(), refs)
 	if err != nil {

@@ -90,7 +90,7 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 func (r *workloadReconciler) answered(ctx context.Context, n *nudged) (reconcile.Result, error) {
 	rolled := n.got != n.storedHash || n.restartedNow()
 	if _, marked := n.obj.GetAnnotations()[stamp.NudgeAnnotation]; marked {
-		// Even if the template happens to carry the wanted stamp already.
+		// Not called, even if the template carries the wanted stamp already.
 		return reconcile.Result{}, r.bypassed(ctx, n.obj, n.got, n.want.Hash, "the configstamp webhook was not called (failurePolicy Ignore)")
 	}
 	switch {
@@ -152,12 +152,10 @@ func (r *workloadReconciler) notStamped(ctx context.Context, n *nudged) (reconci
 		"the nudge's marker was removed but the configstamp webhook did not stamp it (another mutating webhook may remove configstamp's annotations, or the webhook does not know the watcher's identity)")
 }
 
-// unread handles a nudge the webhook answered without rolling for no reason the watcher
-// can see: it was called (it stripped the marker) and kept what is stored because it
-// could not read config (a read error or timeout; its warning on the update says so).
-// That is no bypass, and the change stays owed: retried with backoff, then, after
-// maxBypassRetries attempts, every unreadRetry (reported once with a ConfigUnreadable
-// Event), until a nudge rolls it or an event starts over.
+// unread handles a nudge the webhook kept as stored because it could not read config
+// (its warning says so). That is no bypass: the change stays owed, retried with backoff
+// maxBypassRetries times, then every unreadRetry (with one ConfigUnreadable Event),
+// until a nudge rolls it or an event starts over.
 func (r *workloadReconciler) unread(ctx context.Context, obj client.Object, got string) (reconcile.Result, error) {
 	key := client.ObjectKeyFromObject(obj)
 	n := r.state.countUnread(key)
@@ -178,11 +176,10 @@ func (r *workloadReconciler) unread(ctx context.Context, obj client.Object, got 
 	return reconcile.Result{RequeueAfter: after}, nil
 }
 
-// reportRolled reports a rollout a nudge caused. Its ConfigChanged Event says what the
-// change cause the webhook wrote says: that cause, read back from the patch's answer
-// (it is this rollout's: the webhook writes or removes its own cause on every rollout
-// it causes), or, when it has none (no room for one), the same text made from what
-// the watcher knew before the nudge (ro), which the cache may have shown late.
+// reportRolled reports a rollout a nudge caused. Its ConfigChanged Event gives the
+// change cause the webhook wrote for this rollout (read back from the patch's answer),
+// or, where it wrote none (no room), the same text made from ro, what the watcher knew
+// before the nudge.
 func (r *workloadReconciler) reportRolled(ctx context.Context, obj client.Object, tmpl *corev1.PodTemplateSpec, ro stamp.Rollout) {
 	key := client.ObjectKeyFromObject(obj)
 	r.state.resetBypasses(key)
@@ -197,10 +194,9 @@ func (r *workloadReconciler) reportRolled(ctx context.Context, obj client.Object
 		"reason", reason)
 }
 
-// changedBack reports whether a certain record valid for tmpl says obj's pods run the
-// config of hash (read after the nudge): the config changed back to it, and the webhook
-// kept the nudged workload as it was stored (a stale stamp included). Nothing rolled,
-// and nothing needs to.
+// changedBack reports whether the config read after the nudge (hash) is what obj's
+// certain record for tmpl says its pods run: it changed back, so the webhook rightly
+// kept what is stored (a stale stamp included), and nothing needs to roll.
 func (r *workloadReconciler) changedBack(ctx context.Context, obj client.Object, tmpl *corev1.PodTemplateSpec, refs []stamp.Source, hash string) bool {
 	rec, ok := stamp.ObservedFor(obj.GetAnnotations(), tmpl)
 	if !ok || !rec.Certain(refs) || rec.Hash != hash {
@@ -213,7 +209,7 @@ func (r *workloadReconciler) changedBack(ctx context.Context, obj client.Object,
 	return true
 }
 
-// bypassed reports a nudge the webhook did not stamp, and retries it a bounded number of
+// bypassed reports a nudge the webhook did not stamp and retries it, maxBypassRetries
 // times; then it is left alone until the next event.
 func (r *workloadReconciler) bypassed(ctx context.Context, obj client.Object, got, want, why string) error {
 	key := client.ObjectKeyFromObject(obj)

@@ -10,14 +10,14 @@ import (
 // trigger is why a workload is checked, kept beside the workqueue (which holds keys
 // only) until the check takes it.
 type trigger struct {
-	// changed: a ConfigMap it consumes really changed while the watcher watched (not a
+	// changed: a source it consumes really changed while the watcher watched (not a
 	// replay of the initial list), so its pods run older config than what is current.
 	changed bool
 	// event: an event queued it (not the retry of a failed check), so a bypass gets a
 	// new set of retries.
 	event bool
-	// handoff: a ConfigMap's debounce handed it on (the burst is over, though it is
-	// still marked pending until every dependent is handed on).
+	// handoff: a source's debounce handed it on (the burst is over, though the source
+	// stays pending until every dependent is handed on).
 	handoff bool
 }
 
