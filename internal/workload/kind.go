@@ -46,6 +46,8 @@ type Kind struct {
 	currentHash func(client.Object) (hash string, observed bool)
 	// problem, when set, says why obj's template could not be read (nil: it could).
 	problem func(client.Object) string
+	// templatePath is where template's result is in the object's JSON.
+	templatePath string
 }
 
 // GVK is the kind's GroupVersionKind.
@@ -88,6 +90,10 @@ func (k *Kind) Items(list client.ObjectList) []client.Object {
 // that refers to a Deployment's template) or obj is not of the kind.
 func (k *Kind) Template(obj client.Object) *corev1.PodTemplateSpec { return k.template(obj) }
 
+// TemplatePath is the JSON pointer (RFC 6901) of the pod template in an object of the
+// kind, where the webhook's patches go: "/spec/template".
+func (k *Kind) TemplatePath() string { return k.templatePath }
+
 // Problem says why obj's pod template could not be read ("" when it could, or it has
 // none of its own).
 func (k *Kind) Problem(obj client.Object) string {
@@ -119,8 +125,9 @@ func (k *Kind) LabelEntryName() string { return k.Resource + ".by-label.configst
 var (
 	Deployment = &Kind{
 		Group: "apps", Version: "v1", Kind: "Deployment", Resource: "deployments",
-		newObject: func() client.Object { return &appsv1.Deployment{} },
-		newList:   func() client.ObjectList { return &appsv1.DeploymentList{} },
+		newObject:    func() client.Object { return &appsv1.Deployment{} },
+		newList:      func() client.ObjectList { return &appsv1.DeploymentList{} },
+		templatePath: "/spec/template",
 		template: func(o client.Object) *corev1.PodTemplateSpec {
 			if d, ok := o.(*appsv1.Deployment); ok {
 				return &d.Spec.Template
@@ -132,8 +139,9 @@ var (
 	}
 	StatefulSet = &Kind{
 		Group: "apps", Version: "v1", Kind: "StatefulSet", Resource: "statefulsets",
-		newObject: func() client.Object { return &appsv1.StatefulSet{} },
-		newList:   func() client.ObjectList { return &appsv1.StatefulSetList{} },
+		newObject:    func() client.Object { return &appsv1.StatefulSet{} },
+		newList:      func() client.ObjectList { return &appsv1.StatefulSetList{} },
+		templatePath: "/spec/template",
 		template: func(o client.Object) *corev1.PodTemplateSpec {
 			if s, ok := o.(*appsv1.StatefulSet); ok {
 				return &s.Spec.Template
@@ -146,8 +154,9 @@ var (
 	}
 	DaemonSet = &Kind{
 		Group: "apps", Version: "v1", Kind: "DaemonSet", Resource: "daemonsets",
-		newObject: func() client.Object { return &appsv1.DaemonSet{} },
-		newList:   func() client.ObjectList { return &appsv1.DaemonSetList{} },
+		newObject:    func() client.Object { return &appsv1.DaemonSet{} },
+		newList:      func() client.ObjectList { return &appsv1.DaemonSetList{} },
+		templatePath: "/spec/template",
 		template: func(o client.Object) *corev1.PodTemplateSpec {
 			if d, ok := o.(*appsv1.DaemonSet); ok {
 				return &d.Spec.Template

@@ -2,6 +2,8 @@ package workload
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,5 +132,31 @@ func TestPodsSinceRollout(t *testing.T) {
 	check(false, 0) // its ReplicaSet is still to come
 	if since, ok, _ := Rollout.PodsSince(context.Background(), fakeClient(), r); !ok || !since.Equal(at(1).Time) {
 		t.Fatalf("no ReplicaSets (no Argo controller): %v %v, want its creation", since, ok)
+	}
+}
+
+// TemplatePath names where Template is in the object's JSON, for every kind.
+func TestTemplatePath(t *testing.T) {
+	for _, k := range append(Builtin(), Rollout) {
+		obj := k.New()
+		k.Template(obj).Annotations = map[string]string{"x": "y"}
+		b, err := json.Marshal(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var node any
+		if err := json.Unmarshal(b, &node); err != nil {
+			t.Fatal(err)
+		}
+		for _, tok := range append(strings.Split(k.TemplatePath()[1:], "/"), "metadata", "annotations", "x") {
+			m, ok := node.(map[string]any)
+			if !ok {
+				t.Fatalf("%s: %s does not lead to the template in %s", k, k.TemplatePath(), b)
+			}
+			node = m[tok]
+		}
+		if node != "y" {
+			t.Errorf("%s: %s does not lead to the template in %s", k, k.TemplatePath(), b)
+		}
 	}
 }

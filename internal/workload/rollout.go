@@ -16,8 +16,9 @@ import (
 // template does not decode).
 var Rollout = &Kind{
 	Group: argo.GroupVersion.Group, Version: argo.GroupVersion.Version, Kind: "Rollout", Resource: "rollouts",
-	newObject: func() client.Object { return &argo.Rollout{} },
-	newList:   func() client.ObjectList { return &argo.RolloutList{} },
+	newObject:    func() client.Object { return &argo.Rollout{} },
+	newList:      func() client.ObjectList { return &argo.RolloutList{} },
+	templatePath: "/spec/template",
 	template: func(o client.Object) *corev1.PodTemplateSpec {
 		if r, ok := o.(*argo.Rollout); ok && r.Spec.WorkloadRef == nil && r.Spec.TemplateError == "" {
 			return &r.Spec.Template
