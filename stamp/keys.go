@@ -18,13 +18,6 @@ const (
 	// SourcesAnnotation on the pod template lists a short digest per source, so a diff
 	// of two ReplicaSets says which ConfigMap changed.
 	SourcesAnnotation = "configstamp.io/sources"
-	// NudgeAnnotation is set on a Deployment's metadata by the watcher's nudge and
-	// stripped again by the webhook. It tells the webhook that the update is a nudge
-	// (so an unstamped Deployment may be adopted) rather than someone's no-op update.
-	NudgeAnnotation = "configstamp.io/nudge"
-	// NudgeRecord is the NudgeAnnotation value of the watcher's own update of a record
-	// (any other value is a nudge): only that update may change the record.
-	NudgeRecord = "record"
 	// RestartedAnnotation on the pod template is set by the webhook when a workload must
 	// roll but its template already carries the wanted stamp (its pods, per its record,
 	// run other config): a new template is the only way to new pods.
@@ -49,8 +42,3 @@ const (
 
 // IsTrue reports whether an annotation value means "true" (the contract uses "true").
 func IsTrue(v string) bool { return v == "true" }
-
-// WarningUnreadConfig starts the warning the webhook answers an update with when it
-// could not read config and kept what was stored: the watcher tells its nudges'
-// outcome by it.
-const WarningUnreadConfig = "configstamp: could not read config"

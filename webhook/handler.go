@@ -121,7 +121,8 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 
 	var patches []jsonpatch.JsonPatchOperation
 	annotations := obj.GetAnnotations()
-	marker, marked := annotations[stamp.NudgeAnnotation]
+	marker := stamp.ParseMarker(annotations)
+	marked := marker.Present
 	if marked {
 		patches = append(patches, jsonpatch.NewOperation("remove", "/metadata/annotations/"+escape(stamp.NudgeAnnotation), nil))
 	}
@@ -129,8 +130,8 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	// was set), one copied back from a ReplicaSet by rollout undo, or one set by hand is
 	// stripped and ignored.
 	ours := marked && (s.Self == "" || req.UserInfo.Username == s.Self)
-	recording := ours && marker == stamp.NudgeRecord // the watcher writes a record
-	nudged := ours && marker != "" && !recording
+	recording := ours && marker.Record // the watcher writes a record
+	nudged := ours && marker.Nudge
 	if problem := kind.Problem(obj); problem != "" {
 		log.Info("Left alone: its pod template does not decode", "namespace", req.Namespace, "name", req.Name, "error", problem)
 		return respond(patches, "configstamp: not stamped: its pod template does not decode as a pod template: "+problem), resultSkipped
@@ -193,7 +194,7 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	// warning saying so (the watcher tells an unread nudge by it).
 	unread := func(err error) (admission.Response, string) {
 		log.Error(err, "Admitted with the stored config hash: could not read config", "namespace", namespace, "name", name, "storedHash", storedHash)
-		return respond(append(patches, keep()...), append(warnings, unreadWarning(kind, storedHash, err))...), resultReadError
+		return respond(append(patches, keep()...), append(warnings, stamp.UnreadWarning(kind.Kind, storedHash, err))...), resultReadError
 	}
 
 	// A stamp without a record because none fits (see below) is treated as recorded:
@@ -375,14 +376,6 @@ func (s *Stamper) current(ctx context.Context, namespace string, annotations map
 	}
 	rec, ok := stamp.ObservedFor(annotations, tmpl)
 	return ok && rec.Hash == want.Hash, nil
-}
-
-// unreadWarning is the warning of an update admitted with its stored stamp because
-// config could not be read: the watcher tells its nudges' outcome by its start
-// (stamp.WarningUnreadConfig).
-func unreadWarning(kind *workload.Kind, storedHash string, err error) string {
-	return stamp.WarningUnreadConfig + "; the " + kind.Kind + " keeps its stored config hash (" + stamp.ShortHash(storedHash) +
-		") and configstamp re-checks it shortly: " + err.Error()
 }
 
 func (s *Stamper) kinds() []*workload.Kind {

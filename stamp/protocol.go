@@ -1,0 +1,50 @@
+package stamp
+
+import "strings"
+
+// The webhook <-> watcher protocol: the marker on the watcher's updates, and the warning
+// the webhook answers one with when it could not read config. Each side encodes and
+// decodes it here only.
+
+const (
+	// NudgeAnnotation is set on a Deployment's metadata by the watcher's nudge and
+	// stripped again by the webhook. It tells the webhook that the update is a nudge
+	// (so an unstamped Deployment may be adopted) rather than someone's no-op update.
+	NudgeAnnotation = "configstamp.io/nudge"
+	// NudgeValue is the NudgeAnnotation value of the watcher's nudge.
+	NudgeValue = "true"
+	// NudgeRecord is the NudgeAnnotation value of the watcher's own update of a record
+	// (any other value is a nudge): only that update may change the record.
+	NudgeRecord = "record"
+)
+
+// WarningUnreadConfig starts the warning the webhook answers an update with when it
+// could not read config and kept what was stored: the watcher tells its nudges'
+// outcome by it.
+const WarningUnreadConfig = "configstamp: could not read config"
+
+// Marker is what an update's NudgeAnnotation says, whoever set it.
+type Marker struct {
+	// Present: the update carries the annotation (the webhook strips it).
+	Present bool
+	// Nudge: a nudge (any value but "" and NudgeRecord).
+	Nudge bool
+	// Record: the watcher's write of a record (NudgeRecord).
+	Record bool
+}
+
+// ParseMarker reads the marker in a workload's metadata annotations.
+func ParseMarker(annotations map[string]string) Marker {
+	v, ok := annotations[NudgeAnnotation]
+	return Marker{Present: ok, Nudge: ok && v != "" && v != NudgeRecord, Record: ok && v == NudgeRecord}
+}
+
+// UnreadWarning is the warning of an update of a kind's workload admitted with its
+// stored stamp because config could not be read (err).
+func UnreadWarning(kind, storedHash string, err error) string {
+	return WarningUnreadConfig + "; the " + kind + " keeps its stored config hash (" + ShortHash(storedHash) +
+		") and configstamp re-checks it shortly: " + err.Error()
+}
+
+// IsUnreadWarning reports whether a warning is an UnreadWarning.
+func IsUnreadWarning(w string) bool { return strings.HasPrefix(w, WarningUnreadConfig) }

@@ -1,0 +1,37 @@
+package stamp
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestParseMarker(t *testing.T) {
+	for _, tc := range []struct {
+		annotations map[string]string
+		want        Marker
+	}{
+		{nil, Marker{}},
+		{map[string]string{"other": "true"}, Marker{}},
+		{map[string]string{NudgeAnnotation: NudgeValue}, Marker{Present: true, Nudge: true}},
+		{map[string]string{NudgeAnnotation: "1"}, Marker{Present: true, Nudge: true}},
+		{map[string]string{NudgeAnnotation: NudgeRecord}, Marker{Present: true, Record: true}},
+		{map[string]string{NudgeAnnotation: ""}, Marker{Present: true}},
+	} {
+		if got := ParseMarker(tc.annotations); got != tc.want {
+			t.Errorf("%v: %+v, want %+v", tc.annotations, got, tc.want)
+		}
+	}
+}
+
+func TestUnreadWarning(t *testing.T) {
+	w := UnreadWarning("Deployment", "0123456789abcdef", errors.New("etcdserver: request timed out"))
+	if want := "configstamp: could not read config; the Deployment keeps its stored config hash (0123456789ab) and configstamp re-checks it shortly: etcdserver: request timed out"; w != want {
+		t.Errorf("%q, want %q", w, want)
+	}
+	if !IsUnreadWarning(w) || IsUnreadWarning("configstamp: not stamped: internal error") {
+		t.Error("IsUnreadWarning")
+	}
+	if w := UnreadWarning("StatefulSet", "", errors.New("x")); !IsUnreadWarning(w) || w != "configstamp: could not read config; the StatefulSet keeps its stored config hash (none) and configstamp re-checks it shortly: x" {
+		t.Errorf("unstamped: %q", w)
+	}
+}
