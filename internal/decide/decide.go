@@ -77,8 +77,8 @@ type Input struct {
 	Template *corev1.PodTemplateSpec
 	// Refs are the sources it consumes (stamp.Consumed).
 	Refs []stamp.Source
-	// Basis is the config hash its pods are judged to run: its record's when Certain
-	// (stamp.ObservedFor and Observed.Certain), else its stamp's ("" when unstamped).
+	// Basis is the config hash its pods are judged to run, and Certain whether it is
+	// its record's (see Basis).
 	Basis   string
 	Certain bool
 	// Record is the hash of its record for this template, certain or not ("": none).
@@ -128,7 +128,7 @@ func Decide(in Input, ev Evidence) (Decision, error) {
 	if in.Basis == in.Want.Hash {
 		return Decision{Action: Current}, nil
 	}
-	if unmet := in.Want.Unmet(); len(unmet) > 0 {
+	if unmet := HeldBy(in.Basis, in.Want); len(unmet) > 0 {
 		return Decision{Action: Held, Unmet: unmet}, nil
 	}
 	d, err := ShouldRoll(in, ev)
@@ -137,7 +137,7 @@ func Decide(in Input, ev Evidence) (Decision, error) {
 	}
 	stored := in.Template.Annotations[stamp.HashAnnotation]
 	d.Restart = stamp.NeedsRestart(stored, in.Want.Hash, in.Certain, in.Record)
-	if !stamp.AnnotationsFit(in.Template.Annotations, stamp.TemplateAnnotations(in.Want.Hash, in.Want.SourcesAnnotation(), RestartPlaceholder(d.Restart))) {
+	if !StampFits(in.Template.Annotations, in.Want, d.Restart) {
 		d.Action = TooLarge
 	}
 	return d, nil
