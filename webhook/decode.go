@@ -1,0 +1,144 @@
+package webhook
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/configstamp/configstamp/internal/decide"
+	"github.com/configstamp/configstamp/internal/workload"
+	"github.com/configstamp/configstamp/stamp"
+)
+
+// input is one admission request of a stamped kind, decoded: all its plan is made from.
+type input struct {
+	kind *workload.Kind
+	// obj is the incoming object; old the stored one (nil on CREATE).
+	obj, old client.Object
+	// reqNamespace and reqName are the request's; namespace and name the object's (the
+	// request's namespace when it has none).
+	reqNamespace, reqName, namespace, name string
+	operation, user                        string
+	dryRun                                 bool
+	// now is the restart time, should the plan set one.
+	now time.Time
+
+	// annotations are the incoming metadata annotations.
+	annotations map[string]string
+	// tmpl is the incoming pod template (nil: none of its own); problem says why it does
+	// not decode.
+	tmpl    *corev1.PodTemplateSpec
+	problem string
+	// skip: opted out.
+	skip bool
+	// marked: it carries the marker (stripped whoever set it); nudged and recording:
+	// configstamp's own nudge, or its own write of a record.
+	marked, nudged, recording bool
+
+	// The rest is set only for a template to stamp (tmpl set, no problem, not skipped).
+	extraProblems []string
+	// stored is the template metadata whose stamp is stored (the old object's, else the
+	// incoming one's); storedHash its stamp.
+	stored     *metav1.ObjectMeta
+	storedHash string
+	// templateChanged: a new template or new extra sources, so new pods.
+	templateChanged bool
+	// record holds the stored record (the old object's annotations, or the incoming
+	// ones when configstamp writes it); rec is that record when valid for tmpl.
+	record   map[string]string
+	rec      stamp.Observed
+	recValid bool
+	srcs     []stamp.Source
+	// basis is what the pods are judged to run; certain: it is the record's.
+	basis   string
+	certain bool
+}
+
+// undecodable is an object of the review that does not decode as its kind.
+type undecodable struct {
+	field string // "object" or "oldObject"
+	msg   string // the log message
+	err   error
+}
+
+func (u *undecodable) Error() string { return "decode " + u.field + ": " + u.err.Error() }
+func (u *undecodable) Unwrap() error { return u.err }
+
+// input decodes a CREATE or UPDATE of kind.
+func (s *Stamper) input(kind *workload.Kind, req admission.Request) (*input, *undecodable) {
+	obj, err := decode(kind, req.Object.Raw)
+	if err != nil {
+		return nil, &undecodable{"object", "Rejected undecodable object", err}
+	}
+	in := &input{kind: kind, obj: obj, reqNamespace: req.Namespace, reqName: req.Name, namespace: obj.GetNamespace(), name: obj.GetName(),
+		operation: string(req.Operation), user: req.UserInfo.Username, dryRun: req.DryRun != nil && *req.DryRun, now: time.Now()}
+	if in.namespace == "" {
+		in.namespace = req.Namespace
+	}
+	if req.Operation == admissionv1.Update {
+		if in.old, err = decode(kind, req.OldObject.Raw); err != nil {
+			return nil, &undecodable{"oldObject", "Rejected undecodable old object", err}
+		}
+	}
+	in.annotations = obj.GetAnnotations()
+	marker := stamp.ParseMarker(in.annotations)
+	// Only configstamp's own marker counts: a leftover one (the webhook was down when it
+	// was set), one copied back by rollout undo, or one set by hand is stripped and ignored.
+	ours := marker.Present && (s.Self == "" || in.user == s.Self)
+	in.marked, in.nudged, in.recording = marker.Present, ours && marker.Nudge, ours && marker.Record
+	in.tmpl, in.problem = kind.Template(obj), kind.Problem(obj)
+	in.skip = stamp.IsTrue(in.annotations[stamp.SkipAnnotation])
+	if in.tmpl != nil && in.problem == "" && !in.skip {
+		in.consumed(s.Sources)
+	}
+	return in, nil
+}
+
+// consumed reads what the template consumes, and the stamp and record stored for it.
+func (in *input) consumed(opts stamp.Options) {
+	if v, ok := in.annotations[stamp.ExtraSourcesAnnotation]; ok {
+		_, in.extraProblems = stamp.ExtraSources(v, opts)
+	}
+	// The stamp and the record are configstamp's: an UPDATE that drops or changes them
+	// (kubectl replace, rollout undo) does not change what they say.
+	in.stored, in.templateChanged = &in.tmpl.ObjectMeta, true
+	var oldTmpl *corev1.PodTemplateSpec
+	if in.old != nil {
+		oldTmpl = in.kind.Template(in.old)
+	}
+	if oldTmpl != nil {
+		in.stored = &oldTmpl.ObjectMeta
+		in.templateChanged = !stamp.SameTemplate(oldTmpl, in.tmpl) ||
+			in.old.GetAnnotations()[stamp.ExtraSourcesAnnotation] != in.annotations[stamp.ExtraSourcesAnnotation]
+		in.record = in.old.GetAnnotations()
+	}
+	if in.recording {
+		in.record = in.annotations
+	}
+	in.storedHash = in.stored.Annotations[stamp.HashAnnotation]
+	in.srcs = stamp.Consumed(in.annotations, &in.tmpl.Spec, opts)
+	in.rec, in.recValid = stamp.ObservedFor(in.record, in.tmpl)
+	in.basis, in.certain = decide.Basis(in.storedHash, in.rec, in.recValid, in.srcs)
+}
+
+// observed is the record of hash for the incoming template.
+func (in *input) observed(hash string) string {
+	return stamp.Observed{Hash: hash, Template: stamp.TemplateFingerprint(in.tmpl), Secrets: stamp.HasSecrets(in.srcs)}.String()
+}
+
+func decode(kind *workload.Kind, raw []byte) (client.Object, error) {
+	if len(raw) == 0 {
+		return nil, fmt.Errorf("empty object")
+	}
+	obj := kind.New()
+	if err := json.Unmarshal(raw, obj); err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
