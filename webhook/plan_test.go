@@ -48,13 +48,19 @@ func recordOf(d *appsv1.Deployment, hash string) string {
 	return stamp.Observed{Hash: hash, Template: stamp.TemplateFingerprint(&d.Spec.Template)}.String()
 }
 
-func marked(d *appsv1.Deployment, marker string) *appsv1.Deployment {
+// annotated is d with its metadata annotation key set to v.
+func annotated(d *appsv1.Deployment, key, v string) *appsv1.Deployment {
 	d = d.DeepCopy()
 	if d.Annotations == nil {
 		d.Annotations = map[string]string{}
 	}
-	d.Annotations[stamp.NudgeAnnotation] = marker
+	d.Annotations[key] = v
 	return d
+}
+
+// marked is d carrying the watcher's marker.
+func marked(d *appsv1.Deployment, marker string) *appsv1.Deployment {
+	return annotated(d, stamp.NudgeAnnotation, marker)
 }
 
 func withAnnotations(d *appsv1.Deployment, m map[string]string) *appsv1.Deployment {
@@ -86,12 +92,7 @@ func TestPlan(t *testing.T) {
 	podsRunOld := withRecord(dep(stamped(cur), "img", "cfg"), "img", old.Hash) // the stamp is current, the pods are not
 	fullRunsOld := withRecord(dep(full(stamped(cur), 30), "img", "cfg"), "img", old.Hash)
 	cause := func(d *appsv1.Deployment, v string) *appsv1.Deployment {
-		d = d.DeepCopy()
-		if d.Annotations == nil {
-			d.Annotations = map[string]string{}
-		}
-		d.Annotations[stamp.ChangeCauseAnnotation] = v
-		return d
+		return annotated(d, stamp.ChangeCauseAnnotation, v)
 	}
 	ownCause := stamp.ChangeCause(stamp.Rollout{StoredHash: old.Hash, StoredSources: old.SourcesAnnotation(), Hash: cur.Hash, Sources: cur.SourcesAnnotation()})
 	labelled := func(d *appsv1.Deployment) *appsv1.Deployment {
