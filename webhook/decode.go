@@ -19,8 +19,8 @@ import (
 // input is one admission request of a stamped kind, decoded: all its plan is made from.
 type input struct {
 	kind *workload.Kind
-	// obj is the incoming object; old the stored one (nil on CREATE).
-	obj, old client.Object
+	// old is the stored object (nil on CREATE).
+	old client.Object
 	// reqNamespace and reqName are the request's; namespace and name the object's (the
 	// request's namespace when it has none).
 	reqNamespace, reqName, namespace, name string
@@ -76,7 +76,7 @@ func (s *Stamper) input(kind *workload.Kind, req admission.Request) (*input, *un
 	if err != nil {
 		return nil, &undecodable{"object", "Rejected undecodable object", err}
 	}
-	in := &input{kind: kind, obj: obj, reqNamespace: req.Namespace, reqName: req.Name, namespace: obj.GetNamespace(), name: obj.GetName(),
+	in := &input{kind: kind, reqNamespace: req.Namespace, reqName: req.Name, namespace: obj.GetNamespace(), name: obj.GetName(),
 		operation: string(req.Operation), user: req.UserInfo.Username, dryRun: req.DryRun != nil && *req.DryRun, now: time.Now()}
 	if in.namespace == "" {
 		in.namespace = req.Namespace
