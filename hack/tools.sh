@@ -2,11 +2,12 @@
 # tools.sh builds the Kubernetes binaries the tests need from the Go module proxy and
 # caches them outside the clone, keyed by version, so a fresh clone reuses them.
 #
-#   hack/tools.sh [control-plane|controllers|e2e]   (default: control-plane)
+#   hack/tools.sh [control-plane|controllers|e2e|lint]   (default: control-plane)
 #
 #   control-plane  etcd, kube-apiserver (integration tests, bench-scale)
 #   controllers    + kube-controller-manager, kube-scheduler, kwok (demo)
 #   e2e            + helm, helmfile (end-to-end and chart tests)
+#   lint           golangci-lint (make lint)
 #
 # Prints the directory holding the binaries on its last line. When KUBEBUILDER_ASSETS is
 # set and holds etcd and kube-apiserver, the control-plane set is taken from there.
@@ -18,6 +19,7 @@ ETCD_VERSION=${ETCD_VERSION:-v3.7.3}
 KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
 HELMFILE_VERSION=${HELMFILE_VERSION:-v1.8.0}
+GOLANGCI_LINT_VERSION=${GOLANGCI_LINT_VERSION:-v2.15.0}
 
 CACHE=${CONFIGSTAMP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/configstamp}
 BIN="$CACHE/bin"
@@ -117,6 +119,16 @@ helmfile() {
   link helmfile "$HELMFILE_VERSION"
 }
 
+golangci_lint() {
+  if want golangci-lint "$GOLANGCI_LINT_VERSION"; then
+    log "building golangci-lint $GOLANGCI_LINT_VERSION"
+    GOBIN="$WORK/golangci-lint-$GOLANGCI_LINT_VERSION" \
+      go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION"
+    mv "$WORK/golangci-lint-$GOLANGCI_LINT_VERSION/golangci-lint" "$BIN/golangci-lint-$GOLANGCI_LINT_VERSION"
+  fi
+  link golangci-lint "$GOLANGCI_LINT_VERSION"
+}
+
 control_plane() {
   if [ -n "${KUBEBUILDER_ASSETS:-}" ] && [ -x "$KUBEBUILDER_ASSETS/etcd" ] && [ -x "$KUBEBUILDER_ASSETS/kube-apiserver" ]; then
     ln -sf "$KUBEBUILDER_ASSETS/etcd" "$BIN/etcd"
@@ -131,6 +143,7 @@ case "${1:-control-plane}" in
   control-plane) control_plane ;;
   controllers) control_plane; kube kube-controller-manager kube-scheduler; kwok ;;
   e2e) control_plane; kube kube-controller-manager kube-scheduler; kwok; helm; helmfile ;;
-  *) echo "usage: $0 [control-plane|controllers|e2e]" >&2; exit 2 ;;
+  lint) golangci_lint ;;
+  *) echo "usage: $0 [control-plane|controllers|e2e|lint]" >&2; exit 2 ;;
 esac
 echo "$BIN"
