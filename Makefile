@@ -20,10 +20,11 @@ build: ## Build bin/configstamp.
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/configstamp ./cmd/configstamp
 
 .PHONY: lint
-lint: ## go vet and gofmt.
+lint: ## go vet and gofmt of everything; golangci-lint (.golangci.yml, complexity over 30 fails) of product code.
 	$(GO) vet ./...
 	$(GO) -C test/monitoring vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
+	$$(bash $(TOOLS) lint | tail -1)/golangci-lint run ./...
 
 .PHONY: tools
 tools: ## Build the control-plane binaries the integration tests need.
