@@ -157,7 +157,7 @@ func TestEnsureLosesRaceToAnotherReplica(t *testing.T) {
 	base := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(empty, registration()).Build()
 	winner := newFakeRotator(t, base)
 	raced := false
-	c := interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
+	c := interceptor.NewClient(base, interceptor.Funcs{
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
 			if _, ok := obj.(*corev1.Secret); ok && !raced {
 				raced = true
@@ -287,7 +287,7 @@ func TestPublishWithoutRegistration(t *testing.T) {
 func TestEnsureGivesUpOnOtherErrors(t *testing.T) {
 	base := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(registration()).Build()
 	calls := 0
-	c := interceptor.NewClient(base.(client.WithWatch), interceptor.Funcs{
+	c := interceptor.NewClient(base, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			if _, ok := obj.(*corev1.Secret); ok {
 				calls++

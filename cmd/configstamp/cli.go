@@ -99,14 +99,14 @@ func checkServerFlags(args []string, stderr io.Writer) bool {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return true
 	}
-	fmt.Fprintln(stderr, "error:", err)
+	_, _ = fmt.Fprintln(stderr, "error:", err)
 	for _, a := range args {
 		if slices.Contains(cliCommands, a) {
-			fmt.Fprintf(stderr, "The command-line tools take their command first: configstamp %s [flags] (see configstamp help).\n", a)
+			_, _ = fmt.Fprintf(stderr, "The command-line tools take their command first: configstamp %s [flags] (see configstamp help).\n", a)
 			return false
 		}
 	}
-	fmt.Fprintln(stderr, "Run configstamp --help for the server's flags, or configstamp help for the command-line tools (explain, impact, hash).")
+	_, _ = fmt.Fprintln(stderr, "Run configstamp --help for the server's flags, or configstamp help for the command-line tools (explain, impact, hash).")
 	return false
 }
 
@@ -121,7 +121,7 @@ func (v anyValue) IsBoolFlag() bool { return v.isBool }
 func serverUsage(fs *flag.FlagSet) func() {
 	return func() {
 		out := fs.Output()
-		fmt.Fprintf(out, "Usage: configstamp [flags]: the server (admission webhook and watcher).\n"+
+		_, _ = fmt.Fprintf(out, "Usage: configstamp [flags]: the server (admission webhook and watcher).\n"+
 			"       configstamp explain|impact|hash ...: the command-line tools (also as the kubectl plugin kubectl-configstamp); configstamp help tells more.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
@@ -132,7 +132,7 @@ func runCLI(plugin bool, args []string, stdout, stderr io.Writer) int {
 	root := newCLI(plugin, stdout, stderr)
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
-		fmt.Fprintln(stderr, "error:", err)
+		_, _ = fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
 	return 0
@@ -239,7 +239,7 @@ func (c *cli) print(v any, table func(io.Writer) error) error {
 	return fmt.Errorf("unknown output format %q: want table, json or yaml", c.output)
 }
 
-func (c *cli) warn(msg string) { fmt.Fprintln(c.stderr, "warning:", msg) }
+func (c *cli) warn(msg string) { _, _ = fmt.Fprintln(c.stderr, "warning:", msg) }
 
 // namespace is the namespace of -n, or the kubeconfig context's.
 func (c *cli) namespace() (string, error) {
@@ -520,7 +520,7 @@ func (c *cli) hashCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				defer fh.Close()
+				defer func() { _ = fh.Close() }()
 				r = fh
 			}
 			if err := explain.Decode(r, ns, kinds, &m); err != nil {

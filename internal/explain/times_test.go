@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -154,5 +153,4 @@ func TestImpactBinaryKey(t *testing.T) {
 	if r.Workloads[0].Roll {
 		t.Errorf("binaryData key via env: %+v", r.Workloads[0])
 	}
-	var _ *appsv1.Deployment = d
 }
