@@ -9,10 +9,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -103,26 +102,15 @@ func (p *Publisher) trustedFor(ca []byte, now time.Time) (bool, time.Time) {
 // a certificate-mode switch.
 const CAsAnnotation = "configstamp.io/cas"
 
-type caState struct {
-	Since   time.Time  `json:"since"`
-	Retired *time.Time `json:"retired,omitempty"`
-}
-
 // retention is how long a retired CA stays in the bundle: every replica has switched
 // well within it.
 func (p *Publisher) retention() time.Duration { return max(time.Hour, 3*p.switchDelay()) }
 
-// publish makes every entry of the registration trust bundle, plus the CAs it trusted
-// that bundle no longer holds, each for retention after it was first found retired;
-// expired CAs leave. The bundle is sorted the same way by every writer (newest first,
-// then by fingerprint), so replicas with the same inputs write the same bytes. A
-// registration that does not exist yet is no error: there is nothing to keep (its
-// creation is watched).
-//
-// served is the CA of the certificate this process serves (nil: none yet): it stays in
-// the bundle, retired if need be, whatever the Secret and the registration say (after a
-// replace that emptied both, the pods still serve it); and a bundle counts as empty (an
-// install, a new CA served at once) only when nothing is served.
+// publish makes every entry of the registration trust bundle, with the CAs it trusted
+// that bundle no longer holds kept for a while, and records when each joined (see
+// nextBundle). A registration that does not exist yet is no error: there is nothing to
+// keep (its creation is watched). served is the CA of the certificate this process
+// serves (nil: none yet).
 func (p *Publisher) publish(ctx context.Context, bundle []byte, now time.Time, served *x509.Certificate) error {
 	if p.Registration == "" {
 		return nil
@@ -141,103 +129,36 @@ func (p *Publisher) publish(ctx context.Context, bundle []byte, now time.Time, s
 		p.setSince(nil, true) // nothing calls the webhook through it
 		return nil
 	}
-	states := map[string]caState{}
-	recorded := json.Unmarshal([]byte(mwc.Annotations[CAsAnnotation]), &states) == nil && len(states) > 0
+	in := bundleInput{record: mwc.Annotations[CAsAnnotation], known: p.knownSince(), want: bundle, served: served, now: now, retention: p.retention()}
+	for _, w := range mwc.Webhooks {
+		in.entries = append(in.entries, w.ClientConfig.CABundle)
+	}
+	next, states := nextBundle(in)
+	if setBundle(&mwc, pemCerts(next), states) {
+		if err := p.Client.Update(ctx, &mwc); err != nil {
+			return fmt.Errorf("update caBundle of %s: %w", p.Registration, err)
+		}
+		log.Info("Updated the registration's caBundle", "registration", p.Registration, "cas", len(next))
+	}
+	since := map[string]time.Time{}
 	for fp, st := range states {
-		// A time ahead of this clock (an edit, a writer whose clock runs fast) counts
-		// as now; a time this process knows to be later (the record lost or edited) as
-		// that.
-		st.Since = later(minTime(st.Since, now), p.knownSince(fp))
-		if st.Retired != nil && st.Retired.After(now) {
-			st.Retired = &now
-		}
-		states[fp] = st
+		since[fp] = st.Since
 	}
-	var inAll, present []*x509.Certificate // valid CAs trusted by every entry, by any entry
-	for i, w := range mwc.Webhooks {
-		var cur []*x509.Certificate
-		for _, c := range parseCerts(w.ClientConfig.CABundle) {
-			if c.NotAfter.After(now) {
-				cur = append(cur, c)
-			}
-		}
-		if i == 0 {
-			inAll = slices.Clone(cur)
-		} else {
-			inAll = slices.DeleteFunc(inAll, func(c *x509.Certificate) bool { return !contains(cur, c) })
-		}
-		for _, c := range cur {
-			if !contains(present, c) {
-				present = append(present, c)
-			}
-		}
-	}
-	if served != nil && served.NotAfter.After(now) && !contains(present, served) {
-		present = append(present, served)
-		inAll = append(inAll, served) // trusted until the replace: it keeps its record
-	}
-	next, nextStates := []*x509.Certificate{}, map[string]caState{}
-	for _, c := range parseCerts(bundle) {
-		if !c.NotAfter.After(now) || contains(next, c) {
-			continue
-		}
-		fp := fingerprint(c)
-		st, ok := states[fp]
-		switch {
-		case !contains(inAll, c):
-			// Joining now (or again, or into an entry that lacked it).
-			st.Since = now
-			if len(present) == 0 {
-				// Into an empty bundle (an install): nothing was being called.
-				st.Since = time.Time{}
-			}
-		case !ok && !recorded:
-			// Trusted before any record (an earlier version, cert-manager's injector).
-			st.Since = p.knownSince(fp)
-		case !ok:
-			st.Since = later(now, p.knownSince(fp))
-		}
-		// A CA named again stays marked retired until the retention has passed since,
-		// so that writers whose Secrets disagree (during a switch of certificate
-		// modes) do not undo each other's marks on every pass.
-		if st.Retired != nil && now.Sub(*st.Retired) >= p.retention() {
-			st.Retired = nil
-		}
-		next = append(next, c)
-		nextStates[fp] = st
-	}
-	for _, c := range present {
-		if contains(next, c) {
-			continue
-		}
-		fp := fingerprint(c)
-		st, ok := states[fp]
-		if !ok {
-			st.Since = time.Time{}
-		}
-		if st.Retired == nil || st.Retired.After(now) {
-			st.Retired = &now
-		}
-		if now.Sub(*st.Retired) < p.retention() {
-			next = append(next, c)
-			nextStates[fp] = st
-		}
-	}
-	slices.SortFunc(next, func(a, b *x509.Certificate) int {
-		if c := b.NotBefore.Compare(a.NotBefore); c != 0 {
-			return c
-		}
-		return strings.Compare(fingerprint(a), fingerprint(b))
-	})
-	out := pemCerts(next)
+	p.setSince(since, false)
+	return nil
+}
+
+// setBundle puts bundle into every entry of mwc and states into its record, and reports
+// whether that changed mwc.
+func setBundle(mwc *admissionregistrationv1.MutatingWebhookConfiguration, bundle []byte, states map[string]caState) bool {
 	changed := false
 	for i := range mwc.Webhooks {
-		if !bytes.Equal(mwc.Webhooks[i].ClientConfig.CABundle, out) {
-			mwc.Webhooks[i].ClientConfig.CABundle = out
+		if !bytes.Equal(mwc.Webhooks[i].ClientConfig.CABundle, bundle) {
+			mwc.Webhooks[i].ClientConfig.CABundle = bundle
 			changed = true
 		}
 	}
-	ann, _ := json.Marshal(nextStates) // map keys sorted: the same bytes for the same record
+	ann, _ := json.Marshal(states) // map keys sorted: the same bytes for the same record
 	if _, old := mwc.Annotations["configstamp.io/retired-cas"]; old {
 		delete(mwc.Annotations, "configstamp.io/retired-cas") // an earlier build's record
 		changed = true
@@ -249,35 +170,15 @@ func (p *Publisher) publish(ctx context.Context, bundle []byte, now time.Time, s
 		mwc.Annotations[CAsAnnotation] = string(ann)
 		changed = true
 	}
-	if changed {
-		if err := p.Client.Update(ctx, &mwc); err != nil {
-			return fmt.Errorf("update caBundle of %s: %w", p.Registration, err)
-		}
-		log.Info("Updated the registration's caBundle", "registration", p.Registration, "cas", len(next))
-	}
-	since := map[string]time.Time{}
-	if len(mwc.Webhooks) > 0 {
-		for fp, st := range nextStates {
-			since[fp] = st.Since
-		}
-	}
-	p.setSince(since, false)
-	return nil
+	return changed
 }
 
-// knownSince is when this process last knew ca (by fingerprint) to have joined the
-// bundle (zero: not known).
-func (p *Publisher) knownSince(fp string) time.Time {
+// knownSince is when this process last knew each CA (by fingerprint) to have joined
+// the bundle.
+func (p *Publisher) knownSince() map[string]time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.since[fp]
-}
-
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
+	return maps.Clone(p.since)
 }
 
 func (p *Publisher) setSince(m map[string]time.Time, absent bool) {
@@ -291,15 +192,6 @@ func fingerprint(c *x509.Certificate) string { return fingerprintDER(c.Raw) }
 func fingerprintDER(der []byte) string {
 	s := sha256.Sum256(der)
 	return hex.EncodeToString(s[:])
-}
-
-func contains(cs []*x509.Certificate, c *x509.Certificate) bool {
-	for _, o := range cs {
-		if o.Equal(c) {
-			return true
-		}
-	}
-	return false
 }
 
 // watch returns a channel that receives whenever the registration, or the Secret when
