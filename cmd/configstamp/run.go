@@ -2,39 +2,21 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
-	"net/url"
-	"os"
 	"strings"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	"github.com/configstamp/configstamp/certs"
-	"github.com/configstamp/configstamp/internal/argo"
-	"github.com/configstamp/configstamp/internal/configread"
 	"github.com/configstamp/configstamp/internal/hashkey"
 	"github.com/configstamp/configstamp/internal/scope"
-	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/watcher"
 	"github.com/configstamp/configstamp/webhook"
 )
-
-// digestCacheSize bounds the digest cache: about 150 bytes an entry.
-const digestCacheSize = 16384
 
 type options struct {
 	devWebhookURL           string
@@ -136,6 +118,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	return o, nil
 }
 
+// run starts the server step by step; main logs the error it returns and exits non-zero.
 func run(ctx context.Context, args []string) error {
 	o, err := parseFlags(flag.CommandLine, args)
 	if err != nil {
@@ -146,178 +129,33 @@ func run(ctx context.Context, args []string) error {
 		return nil
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
-	log := ctrl.Log.WithName("setup")
-
-	sc, err := scope.New(o.namespaceLabel, strings.Split(o.excludeNamespaces, ","))
+	s, err := newSetup(o)
 	if err != nil {
 		return err
 	}
-	kinds := workload.Builtin()
-	if o.argoRollouts {
-		kinds = append(kinds, workload.Rollout)
-	}
-	sources := stamp.Options{Secrets: o.secrets}
-
-	cfg, err := ctrl.GetConfig()
-	if err != nil {
-		return fmt.Errorf("load kubeconfig: %w", err)
-	}
-	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
-	cfg.UserAgent = "configstamp"
-	// The webhook's warnings on the watcher's nudges tell why one was not stamped.
-	cfg.WarningHandler, cfg.WarningHandlerWithContext = nil, watcher.WarningHandler()
-
-	// The registration configstamp reads (coverage) and, in dev mode, writes.
-	registrationName := o.registrationName
-	var registration *admissionregistrationv1.MutatingWebhookConfiguration
-	if o.devWebhookURL != "" {
-		registrationName = o.devRegistrationName
-		u, err := url.Parse(o.devWebhookURL)
-		if err != nil || u.Scheme != "https" || u.Hostname() == "" {
-			return fmt.Errorf("--dev-webhook-url %q: want https://HOST[:PORT]", o.devWebhookURL)
-		}
-		if o.webhookCertDir == "" {
-			if o.webhookCertDir, err = os.MkdirTemp("", "configstamp-certs-"); err != nil {
-				return fmt.Errorf("create cert dir: %w", err)
-			}
-			defer os.RemoveAll(o.webhookCertDir)
-		}
-		ca, err := certs.EnsureSelfSigned(o.webhookCertDir, u.Hostname(), "localhost", "127.0.0.1")
-		if err != nil {
-			return err
-		}
-		u.Path = ""
-		registration = webhook.Registration(admissionregistrationv1.WebhookClientConfig{URL: new(u.String()), CABundle: ca}, sc, kinds)
-		registration.Name = registrationName
-		log.Info("Using a self-signed serving certificate", "dir", o.webhookCertDir, "url", u.String())
-	}
-
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := argo.AddToScheme(scheme); err != nil {
-		return err
-	}
-	// One uncached client for the few direct reads and writes (the permission check,
-	// the certificate mode, the hash key Secret, dev mode's registration): never a cache
-	// of Secrets.
-	direct, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return fmt.Errorf("create client: %w", err)
-	}
-	// Fail start-up with the missing permissions named rather than serve admission with
-	// a watcher whose caches never sync.
-	want := needed(kinds, o.secrets, o.metricsSecure, registrationName)
-	if o.certs.enabled() {
-		// Both certificate modes keep the registration's caBundle, watching it by name.
-		for _, verb := range []string{"update", "list", "watch"} {
-			want = append(want, access{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", verb, registrationName, ""})
-		}
-		want = append(want, o.certs.secretAccess()...)
-	}
-	missing, unchecked := checkAccess(ctx, direct, want)
-	if missing != nil {
-		return missing
-	}
-	if unchecked != nil {
-		log.Error(unchecked, "Could not check configstamp's permissions; starting anyway")
-	}
-	keeper, err := o.certs.keeper(cfg, direct, o.webhookCertDir, registrationName)
+	registration, cleanup, err := s.devRegistration()
+	defer cleanup()
 	if err != nil {
 		return err
 	}
-	if keeper != nil {
-		// The webhook server needs its files before it starts; before the manager,
-		// which binds the probe address ensureFirst answers on meanwhile.
-		if err := ensureFirst(ctx, keeper, o.probeAddr); err != nil {
-			return fmt.Errorf("serving certificate: %w", err)
-		}
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  scheme,
-		Metrics:                 metricsOptions(o.metricsAddr, o.metricsSecure, o.enableHTTP2),
-		HealthProbeBindAddress:  o.probeAddr,
-		PprofBindAddress:        o.pprofAddr,
-		LeaderElection:          o.leaderElect,
-		LeaderElectionID:        o.leaderElectionID,
-		LeaderElectionNamespace: o.leaderElectionNamespace,
-		// Release the lease on shutdown so a standby takes over at once.
-		LeaderElectionReleaseOnCancel: true,
-		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
-			Host: o.webhookHost, Port: o.webhookPort, CertDir: o.webhookCertDir,
-			TLSOpts: []func(*tls.Config){webhookTLS(o.enableHTTP2)},
-		}),
-		GracefulShutdownTimeout: new(10 * time.Second),
-		// The watch caches keep only what configstamp reads: no last-applied copy of
-		// the whole object, and of managedFields only the latest write time.
-		Cache: cache.Options{DefaultTransform: watcher.TrimForCache()},
-	})
-	if err != nil {
-		return fmt.Errorf("create manager: %w", err)
-	}
-
-	// Admission reads get a client of their own, not throttled client-side: they are
-	// bounded by the API server's admission traffic and must never wait behind the
-	// watcher's reads.
-	admissionCfg := rest.CopyConfig(cfg)
-	admissionCfg.QPS = -1
-	admissionReader, err := client.New(admissionCfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return fmt.Errorf("create admission client: %w", err)
-	}
-	// Digests of unchanged ConfigMaps are remembered by resourceVersion, so a check
-	// reads metadata only; 32 bytes each, bounded.
-	digests := configread.NewDigestCache(digestCacheSize)
-	self, err := whoAmI(ctx, admissionCfg, scheme)
-	if err != nil {
-		log.Error(err, "Could not tell which user configstamp runs as (SelfSubjectReview); nudge and record markers from any user are honoured")
-	} else {
-		log.Info("Running as", "user", self)
-	}
-	var key func() []byte
-	if o.secrets {
-		// Every replica needs the key before it serves admission, and follows the
-		// Secret afterwards (a rotation), so that all replicas digest alike.
-		ref, _ := hashkey.ParseRef(o.secretHashKey)
-		keeper := &hashkey.Keeper{Client: direct, Ref: ref}
-		if err := keeper.Load(ctx); err != nil {
-			return fmt.Errorf("secret hash key: %w", err)
-		}
-		if err := mgr.Add(keeper); err != nil {
-			return err
-		}
-		key = keeper.Key
-		log.Info("Loaded the hash key of Secret digests", "secret", ref.String())
-	}
-	// The builtin kinds' and (with --argo-rollouts) the Rollout path are served from the
-	// start, whether or not the CRD exists yet: the API server calls only what exists.
-	webhook.SetupWithManager(mgr, webhook.Options{
-		ReadTimeout: o.readTimeout, Reader: admissionReader, Cache: digests, Self: self,
-		Kinds: kinds, Sources: sources, Key: key,
-	})
-	if err := watcher.SetupWithManager(ctx, mgr, watcher.Options{
-		Debounce: o.debounce, DebounceMax: o.debounceMax, ReadTimeout: o.readTimeout, Concurrency: o.concurrency,
-		Scope: sc, Registration: registrationName, MinRolloutInterval: o.minRolloutInterval,
-		RollStaleAtInstall: o.rollStaleAtInstall, Cache: digests,
-		ArgoRollouts: o.argoRollouts, Sources: sources, Key: key,
-	}); err != nil {
+	if err := s.connect(); err != nil {
 		return err
 	}
-	if keeper != nil {
-		if err := mgr.Add(keeper); err != nil {
-			return err
-		}
-	}
-	if registration != nil {
-		if err := mgr.Add(&webhook.Registrar{Client: direct, Registration: registration, Started: mgr.GetWebhookServer().StartedChecker(), Keep: o.devKeepRegistration}); err != nil {
-			return err
-		}
-	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+	if err := s.checkAccess(ctx); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+	keeper, err := s.certificates(ctx)
+	if err != nil {
+		return err
+	}
+	mgr, err := s.newManager()
+	if err != nil {
+		return err
+	}
+	if err := s.setupControllers(ctx, mgr); err != nil {
+		return err
+	}
+	if err := s.addRunnables(mgr, keeper, registration); err != nil {
 		return err
 	}
 	mgrCtx, stop, stopping := delayShutdown(ctx, o.shutdownDelay)
@@ -326,7 +164,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 
-	log.Info("Starting configstamp", "version", buildVersion(), "debounce", o.debounce.String(), "leaderElect", o.leaderElect, "devWebhookURL", o.devWebhookURL,
-		"secrets", o.secrets, "argoRollouts", o.argoRollouts, "registration", registrationName, "metricsSecure", o.metricsSecure, "shutdownDelay", o.shutdownDelay.String())
+	s.log.Info("Starting configstamp", "version", buildVersion(), "debounce", o.debounce.String(), "leaderElect", o.leaderElect, "devWebhookURL", o.devWebhookURL,
+		"secrets", o.secrets, "argoRollouts", o.argoRollouts, "registration", s.registrationName, "metricsSecure", o.metricsSecure, "shutdownDelay", o.shutdownDelay.String())
 	return mgr.Start(mgrCtx)
 }

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/configstamp/configstamp/certs"
+	"github.com/configstamp/configstamp/internal/argo"
+	"github.com/configstamp/configstamp/internal/configread"
+	"github.com/configstamp/configstamp/internal/hashkey"
+	"github.com/configstamp/configstamp/internal/scope"
+	"github.com/configstamp/configstamp/internal/workload"
+	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/watcher"
+	"github.com/configstamp/configstamp/webhook"
+)
+
+// digestCacheSize bounds the digest cache: about 150 bytes an entry.
+const digestCacheSize = 16384
+
+// setup is what run's steps share.
+type setup struct {
+	o       *options
+	log     logr.Logger
+	scope   *scope.Scope
+	kinds   []*workload.Kind
+	sources stamp.Options
+	cfg     *rest.Config
+	scheme  *runtime.Scheme
+	// registrationName is the registration configstamp reads (coverage) and, in dev
+	// mode, writes.
+	registrationName string
+	// direct is one uncached client for the few direct reads and writes (the permission
+	// check, the certificate mode, the hash key Secret, dev mode's registration): never a
+	// cache of Secrets.
+	direct client.Client
+}
+
+// newSetup reads what every step needs: the scope, the kinds and the client config.
+func newSetup(o *options) (*setup, error) {
+	s := &setup{o: o, log: ctrl.Log.WithName("setup"), sources: stamp.Options{Secrets: o.secrets}, registrationName: o.registrationName}
+	var err error
+	if s.scope, err = scope.New(o.namespaceLabel, strings.Split(o.excludeNamespaces, ",")); err != nil {
+		return nil, err
+	}
+	s.kinds = workload.Builtin()
+	if o.argoRollouts {
+		s.kinds = append(s.kinds, workload.Rollout)
+	}
+	if s.cfg, err = ctrl.GetConfig(); err != nil {
+		return nil, fmt.Errorf("load kubeconfig: %w", err)
+	}
+	s.cfg.QPS, s.cfg.Burst = float32(o.qps), o.burst
+	s.cfg.UserAgent = "configstamp"
+	// The webhook's warnings on the watcher's nudges tell why one was not stamped.
+	s.cfg.WarningHandler, s.cfg.WarningHandlerWithContext = nil, watcher.WarningHandler()
+	if o.devWebhookURL != "" {
+		s.registrationName = o.devRegistrationName
+	}
+	return s, nil
+}
+
+// devRegistration is, with --dev-webhook-url, the registration dev mode writes, its
+// serving certificate made (in a temporary cert dir unless one is named, removed by
+// cleanup); nil otherwise. cleanup is never nil.
+func (s *setup) devRegistration() (_ *admissionregistrationv1.MutatingWebhookConfiguration, cleanup func(), _ error) {
+	o := s.o
+	cleanup = func() {}
+	if o.devWebhookURL == "" {
+		return nil, cleanup, nil
+	}
+	u, err := url.Parse(o.devWebhookURL)
+	if err != nil || u.Scheme != "https" || u.Hostname() == "" {
+		return nil, cleanup, fmt.Errorf("--dev-webhook-url %q: want https://HOST[:PORT]", o.devWebhookURL)
+	}
+	if o.webhookCertDir == "" {
+		if o.webhookCertDir, err = os.MkdirTemp("", "configstamp-certs-"); err != nil {
+			return nil, cleanup, fmt.Errorf("create cert dir: %w", err)
+		}
+		dir := o.webhookCertDir
+		cleanup = func() { _ = os.RemoveAll(dir) }
+	}
+	ca, err := certs.EnsureSelfSigned(o.webhookCertDir, u.Hostname(), "localhost", "127.0.0.1")
+	if err != nil {
+		return nil, cleanup, err
+	}
+	u.Path = ""
+	registration := webhook.Registration(admissionregistrationv1.WebhookClientConfig{URL: new(u.String()), CABundle: ca}, s.scope, s.kinds)
+	registration.Name = s.registrationName
+	s.log.Info("Using a self-signed serving certificate", "dir", o.webhookCertDir, "url", u.String())
+	return registration, cleanup, nil
+}
+
+// connect makes the scheme and the direct client.
+func (s *setup) connect() error {
+	s.scheme = runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s.scheme); err != nil {
+		return err
+	}
+	if err := argo.AddToScheme(s.scheme); err != nil {
+		return err
+	}
+	var err error
+	if s.direct, err = client.New(s.cfg, client.Options{Scheme: s.scheme}); err != nil {
+		return fmt.Errorf("create client: %w", err)
+	}
+	return nil
+}
+
+// checkAccess fails start-up with the missing permissions named rather than serve
+// admission with a watcher whose caches never sync.
+func (s *setup) checkAccess(ctx context.Context) error {
+	o := s.o
+	want := needed(s.kinds, o.secrets, o.metricsSecure, s.registrationName)
+	if o.certs.enabled() {
+		// Both certificate modes keep the registration's caBundle, watching it by name.
+		for _, verb := range []string{"update", "list", "watch"} {
+			want = append(want, access{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", verb, s.registrationName, ""})
+		}
+		want = append(want, o.certs.secretAccess()...)
+	}
+	missing, unchecked := checkAccess(ctx, s.direct, want)
+	if missing != nil {
+		return missing
+	}
+	if unchecked != nil {
+		s.log.Error(unchecked, "Could not check configstamp's permissions; starting anyway")
+	}
+	return nil
+}
+
+// certificates is the certificate mode's keeper (nil: none), its first pass done: the
+// webhook server needs its files before it starts. That is before the manager, which
+// binds the probe address ensureFirst answers on meanwhile.
+func (s *setup) certificates(ctx context.Context) (ensurer, error) {
+	keeper, err := s.o.certs.keeper(s.cfg, s.direct, s.o.webhookCertDir, s.registrationName)
+	if err != nil || keeper == nil {
+		return nil, err
+	}
+	if err := ensureFirst(ctx, keeper, s.o.probeAddr); err != nil {
+		return nil, fmt.Errorf("serving certificate: %w", err)
+	}
+	return keeper, nil
+}
+
+func (s *setup) newManager() (ctrl.Manager, error) {
+	o := s.o
+	mgr, err := ctrl.NewManager(s.cfg, ctrl.Options{
+		Scheme:                  s.scheme,
+		Metrics:                 metricsOptions(o.metricsAddr, o.metricsSecure, o.enableHTTP2),
+		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        o.leaderElectionID,
+		LeaderElectionNamespace: o.leaderElectionNamespace,
+		// Release the lease on shutdown so a standby takes over at once.
+		LeaderElectionReleaseOnCancel: true,
+		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
+			Host: o.webhookHost, Port: o.webhookPort, CertDir: o.webhookCertDir,
+			TLSOpts: []func(*tls.Config){webhookTLS(o.enableHTTP2)},
+		}),
+		GracefulShutdownTimeout: new(10 * time.Second),
+		// The watch caches keep only what configstamp reads: no last-applied copy of
+		// the whole object, and of managedFields only the latest write time.
+		Cache: cache.Options{DefaultTransform: watcher.TrimForCache()},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create manager: %w", err)
+	}
+	return mgr, nil
+}
+
+// setupControllers registers the webhook and the watcher with mgr.
+func (s *setup) setupControllers(ctx context.Context, mgr ctrl.Manager) error {
+	o := s.o
+	// Admission reads get a client of their own, not throttled client-side: they are
+	// bounded by the API server's admission traffic and must never wait behind the
+	// watcher's reads.
+	admissionCfg := rest.CopyConfig(s.cfg)
+	admissionCfg.QPS = -1
+	admissionReader, err := client.New(admissionCfg, client.Options{Scheme: s.scheme})
+	if err != nil {
+		return fmt.Errorf("create admission client: %w", err)
+	}
+	// Digests of unchanged ConfigMaps are remembered by resourceVersion, so a check
+	// reads metadata only; 32 bytes each, bounded.
+	digests := configread.NewDigestCache(digestCacheSize)
+	self, err := whoAmI(ctx, admissionCfg, s.scheme)
+	if err != nil {
+		s.log.Error(err, "Could not tell which user configstamp runs as (SelfSubjectReview); nudge and record markers from any user are honoured")
+	} else {
+		s.log.Info("Running as", "user", self)
+	}
+	key, err := s.hashKey(ctx, mgr)
+	if err != nil {
+		return err
+	}
+	// The builtin kinds' and (with --argo-rollouts) the Rollout path are served from the
+	// start, whether or not the CRD exists yet: the API server calls only what exists.
+	webhook.SetupWithManager(mgr, webhook.Options{
+		ReadTimeout: o.readTimeout, Reader: admissionReader, Cache: digests, Self: self,
+		Kinds: s.kinds, Sources: s.sources, Key: key,
+	})
+	return watcher.SetupWithManager(ctx, mgr, watcher.Options{
+		Debounce: o.debounce, DebounceMax: o.debounceMax, ReadTimeout: o.readTimeout, Concurrency: o.concurrency,
+		Scope: s.scope, Registration: s.registrationName, MinRolloutInterval: o.minRolloutInterval,
+		RollStaleAtInstall: o.rollStaleAtInstall, Cache: digests,
+		ArgoRollouts: o.argoRollouts, Sources: s.sources, Key: key,
+	})
+}
+
+// hashKey is, with --secrets, the key of Secret digests (nil without). Every replica
+// needs the key before it serves admission, and follows the Secret afterwards (a
+// rotation), so that all replicas digest alike.
+func (s *setup) hashKey(ctx context.Context, mgr ctrl.Manager) (func() []byte, error) {
+	if !s.o.secrets {
+		return nil, nil
+	}
+	ref, _ := hashkey.ParseRef(s.o.secretHashKey)
+	keeper := &hashkey.Keeper{Client: s.direct, Ref: ref}
+	if err := keeper.Load(ctx); err != nil {
+		return nil, fmt.Errorf("secret hash key: %w", err)
+	}
+	if err := mgr.Add(keeper); err != nil {
+		return nil, err
+	}
+	s.log.Info("Loaded the hash key of Secret digests", "secret", ref.String())
+	return keeper.Key, nil
+}
+
+// addRunnables adds the certificate keeper and dev mode's registrar (each when there is
+// one) and the health checks to mgr.
+func (s *setup) addRunnables(mgr ctrl.Manager, keeper ensurer, registration *admissionregistrationv1.MutatingWebhookConfiguration) error {
+	if keeper != nil {
+		if err := mgr.Add(keeper); err != nil {
+			return err
+		}
+	}
+	if registration != nil {
+		if err := mgr.Add(&webhook.Registrar{Client: s.direct, Registration: registration, Started: mgr.GetWebhookServer().StartedChecker(), Keep: s.o.devKeepRegistration}); err != nil {
+			return err
+		}
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	return mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker())
+}
