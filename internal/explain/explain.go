@@ -1,10 +1,11 @@
 // Package explain answers "why did (or didn't) my workload roll?" from the objects
 // configstamp works with: a workload, the sources it consumes as they are now, its
 // namespace and its Events. Explain and Impact are pure functions of those objects;
-// Gather reads them from a cluster with the code the webhook uses (configread), and
-// Offline computes a stamp from manifests. Nothing of the watcher's is re-implemented:
-// its decision comes from internal/decide (verdict.go puts it in words), references from
-// stamp.Consumed, digests from stamp and configread, scope from scope.
+// Gather reads them from a cluster (the sources with configread, as the webhook reads
+// them), and Offline computes a stamp from manifests. The decision is internal/decide's,
+// the watcher's own rules (verdict.go puts it in words), on evidence gathered here; the
+// entry checks, the basis and the reading of the coverage annotation are restated from
+// the watcher's, not shared with it.
 package explain
 
 import (

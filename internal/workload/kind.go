@@ -1,8 +1,9 @@
-// Package workload holds everything configstamp knows about each kind of workload it
-// stamps: which object it is, where its pod template lives, how to list it, and how to
-// tell when the pods of its current template began to be created. The webhook and the
-// watcher are written against Kind, so a new kind is one entry here (kubectl's
-// polymorphic helpers are the model), not a copy of the Deployment code.
+// Package workload holds what configstamp knows about each kind of workload it stamps:
+// which object it is, where its pod template lives, how to list it, and when the pods
+// of its current template began to be created (kubectl's polymorphic helpers are the
+// model). A new kind is an entry here and more: the webhook's patches assume the
+// template at spec.template, the command-line tools and the chart name the kinds
+// themselves, and PodsSince reads pod history from ReplicaSets or ControllerRevisions.
 package workload
 
 import (
