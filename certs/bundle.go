@@ -37,8 +37,8 @@ type current struct {
 // nextBundle is publish's arithmetic, apart from I/O: the CAs the registration's bundle
 // holds next and their record. Every wanted CA is in it; a CA trusted now but no longer
 // wanted stays, marked retired, for the retention after it was first found so; expired
-// CAs leave. The order (newest first, then by fingerprint) is the same for every writer,
-// so replicas with the same inputs write the same bytes.
+// CAs, wanted or not, leave. The order (newest first, then by fingerprint) is the same
+// for every writer, so replicas with the same inputs write the same bytes.
 //
 // The served CA stays, retired if need be, whatever the entries and the record say
 // (after a replace that emptied both, the pods still serve it); and a bundle counts as
