@@ -36,9 +36,9 @@ func clientSideApplied(name string) metav1.ObjectMeta {
 		},
 		ManagedFields: []metav1.ManagedFieldsEntry{
 			{Manager: "kubectl-client-side-apply", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &t2,
-				FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{"f:config.yaml":{}}}`)}},
+				FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:data":{"f:config.yaml":{}}}`)},
 			{Manager: "kubectl-edit", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &t3,
-				FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{"f:other":{}}}`)}},
+				FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:data":{"f:other":{}}}`)},
 			{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Time: &t1, Subresource: "status"},
 			{Manager: "no-time"},
 		},
