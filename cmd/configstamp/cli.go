@@ -319,12 +319,23 @@ func (s *scopeFlags) bind(cmd *cobra.Command) {
 	s.secretsSet = func() bool { return cmd.Flags().Changed("secrets") }
 }
 
-// kindAliases maps what a user may type to a workload kind.
-var kindAliases = map[string]*workload.Kind{
-	"deployment": workload.Deployment, "deployments": workload.Deployment, "deploy": workload.Deployment,
-	"statefulset": workload.StatefulSet, "statefulsets": workload.StatefulSet, "sts": workload.StatefulSet,
-	"daemonset": workload.DaemonSet, "daemonsets": workload.DaemonSet, "ds": workload.DaemonSet,
-	"rollout": workload.Rollout, "rollouts": workload.Rollout, "ro": workload.Rollout,
+// findKind returns the workload kind a user typed (any of its Names), nil when none.
+func findKind(typed string) *workload.Kind {
+	for _, k := range workload.All() {
+		if slices.Contains(k.Names(), typed) {
+			return k
+		}
+	}
+	return nil
+}
+
+// kindNames are the workload kinds in lowercase, as completion offers them.
+func kindNames() []string {
+	var out []string
+	for _, k := range workload.All() {
+		out = append(out, strings.ToLower(k.Kind))
+	}
+	return out
 }
 
 // splitRef parses "KIND/NAME" (or KIND NAME as two arguments); a group suffix
@@ -353,9 +364,10 @@ func parseWorkload(args []string) (*workload.Kind, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	k, ok := kindAliases[kind]
-	if !ok {
-		return nil, "", fmt.Errorf("unsupported kind %q: want deployment, statefulset, daemonset or rollout", kind)
+	k := findKind(kind)
+	if k == nil {
+		names := kindNames()
+		return nil, "", fmt.Errorf("unsupported kind %q: want %s or %s", kind, strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
 	}
 	return k, name, nil
 }
@@ -385,7 +397,7 @@ func (c *cli) explainCmd() *cobra.Command {
 			"Events about it. KIND is deployment (deploy), statefulset (sts), daemonset (ds) or rollout.",
 		Example:           "  configstamp explain -n shop deployment/web\n  kubectl configstamp explain deploy/web -o json",
 		Args:              cobra.RangeArgs(1, 2),
-		ValidArgsFunction: completeKinds("deployment", "statefulset", "daemonset", "rollout"),
+		ValidArgsFunction: completeKinds(kindNames()...),
 	}
 	cmd.RunE = func(_ *cobra.Command, args []string) error {
 		kind, name, err := parseWorkload(args)
@@ -471,7 +483,7 @@ func (c *cli) impactCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		r, err := g.Impact(cmd.Context(), append(workload.Builtin(), workload.Rollout), kind, ns, name, key)
+		r, err := g.Impact(cmd.Context(), workload.All(), kind, ns, name, key)
 		if err != nil {
 			return err
 		}
@@ -512,7 +524,7 @@ func (c *cli) hashCmd() *cobra.Command {
 			}
 		}
 		m := explain.Manifests{NamespaceDefaulted: defaulted}
-		kinds := append(workload.Builtin(), workload.Rollout)
+		kinds := workload.All()
 		for _, f := range files {
 			var r io.Reader = os.Stdin
 			if f != "-" {

@@ -46,6 +46,10 @@ func TestParseWorkload(t *testing.T) {
 			t.Errorf("%s: no error", in)
 		}
 	}
+	want := `unsupported kind "pod": want deployment, statefulset, daemonset or rollout`
+	if _, _, err := parseWorkload([]string{"pod/a"}); err == nil || err.Error() != want {
+		t.Errorf("pod/a: %v, want %s", err, want)
+	}
 }
 
 func TestCLIErrorsExitNonZero(t *testing.T) {

@@ -1,9 +1,8 @@
 // Package workload holds what configstamp knows about each kind of workload it stamps:
-// which object it is, where its pod template lives, how to list it, and when the pods
-// of its current template began to be created (kubectl's polymorphic helpers are the
-// model). A new kind is an entry here and more: the webhook's patches assume the
-// template at spec.template, the command-line tools and the chart name the kinds
-// themselves, and PodsSince reads pod history from ReplicaSets or ControllerRevisions.
+// which object it is, what users call it, where its pod template lives, how to list it,
+// and when the pods of its current template began to be created (kubectl's polymorphic
+// helpers are the model). A new kind is an entry here plus its registration, RBAC and
+// kind-specific pod history: docs/development.md, "Adding a workload kind".
 package workload
 
 import (
@@ -27,6 +26,9 @@ import (
 type Kind struct {
 	// Group, Version, Kind and Resource (plural) name it in the API.
 	Group, Version, Kind, Resource string
+	// ShortNames are what a user may type for it besides the lowercase kind and
+	// resource (kubectl's short names).
+	ShortNames []string
 
 	newObject func() client.Object
 	newList   func() client.ObjectList
@@ -125,7 +127,7 @@ func (k *Kind) LabelEntryName() string { return k.Resource + ".by-label.configst
 // The kinds configstamp stamps.
 var (
 	Deployment = &Kind{
-		Group: "apps", Version: "v1", Kind: "Deployment", Resource: "deployments",
+		Group: "apps", Version: "v1", Kind: "Deployment", Resource: "deployments", ShortNames: []string{"deploy"},
 		newObject:    func() client.Object { return &appsv1.Deployment{} },
 		newList:      func() client.ObjectList { return &appsv1.DeploymentList{} },
 		templatePath: "/spec/template",
@@ -139,7 +141,7 @@ var (
 		hashLabel: appsv1.DefaultDeploymentUniqueLabelKey,
 	}
 	StatefulSet = &Kind{
-		Group: "apps", Version: "v1", Kind: "StatefulSet", Resource: "statefulsets",
+		Group: "apps", Version: "v1", Kind: "StatefulSet", Resource: "statefulsets", ShortNames: []string{"sts"},
 		newObject:    func() client.Object { return &appsv1.StatefulSet{} },
 		newList:      func() client.ObjectList { return &appsv1.StatefulSetList{} },
 		templatePath: "/spec/template",
@@ -154,7 +156,7 @@ var (
 		revision: func(o client.Object) string { return o.(*appsv1.StatefulSet).Status.UpdateRevision },
 	}
 	DaemonSet = &Kind{
-		Group: "apps", Version: "v1", Kind: "DaemonSet", Resource: "daemonsets",
+		Group: "apps", Version: "v1", Kind: "DaemonSet", Resource: "daemonsets", ShortNames: []string{"ds"},
 		newObject:    func() client.Object { return &appsv1.DaemonSet{} },
 		newList:      func() client.ObjectList { return &appsv1.DaemonSetList{} },
 		templatePath: "/spec/template",
@@ -171,6 +173,15 @@ var (
 
 // Builtin are the kinds every cluster has.
 func Builtin() []*Kind { return []*Kind{Deployment, StatefulSet, DaemonSet} }
+
+// All are the kinds configstamp knows: the builtin ones, then those of CRDs.
+func All() []*Kind { return append(Builtin(), Rollout) }
+
+// Names are what a user may type for the kind: its kind and resource in lowercase, and
+// its short names.
+func (k *Kind) Names() []string {
+	return append([]string{strings.ToLower(k.Kind), k.Resource}, k.ShortNames...)
+}
 
 // Find returns the kind of kinds with this API group and kind, nil when none.
 func Find(kinds []*Kind, group, kind string) *Kind {

@@ -137,7 +137,7 @@ func TestPodsSinceRollout(t *testing.T) {
 
 // TemplatePath names where Template is in the object's JSON, for every kind.
 func TestTemplatePath(t *testing.T) {
-	for _, k := range append(Builtin(), Rollout) {
+	for _, k := range All() {
 		obj := k.New()
 		k.Template(obj).Annotations = map[string]string{"x": "y"}
 		b, err := json.Marshal(obj)
@@ -158,5 +158,21 @@ func TestTemplatePath(t *testing.T) {
 		if node != "y" {
 			t.Errorf("%s: %s does not lead to the template in %s", k, k.TemplatePath(), b)
 		}
+	}
+}
+
+// Names tells each kind from every other: no name a user may type names two kinds.
+func TestNamesUnique(t *testing.T) {
+	seen := map[string]*Kind{}
+	for _, k := range All() {
+		for _, n := range k.Names() {
+			if other, ok := seen[n]; ok {
+				t.Errorf("%q names both %s and %s", n, other, k)
+			}
+			seen[n] = k
+		}
+	}
+	if len(seen) != 12 {
+		t.Errorf("%d names, want 12 (kind, resource and one short name for each of 4 kinds): %v", len(seen), seen)
 	}
 }

@@ -16,6 +16,7 @@ import (
 // template does not decode).
 var Rollout = &Kind{
 	Group: argo.GroupVersion.Group, Version: argo.GroupVersion.Version, Kind: "Rollout", Resource: "rollouts",
+	ShortNames:   []string{"ro"},
 	newObject:    func() client.Object { return &argo.Rollout{} },
 	newList:      func() client.ObjectList { return &argo.RolloutList{} },
 	templatePath: "/spec/template",
