@@ -130,19 +130,21 @@ func (r *workloadReconciler) judge(ctx context.Context, obj client.Object, tr tr
 }
 
 // admitted returns the template and the consumed sources of a workload the watcher
-// checks; a nil template when it does not (none, being deleted, skipped, out of scope,
-// or consuming nothing).
+// checks; a nil template when it does not (none, or an entry check stops it: decide.Gate).
 func (r *workloadReconciler) admitted(ctx context.Context, obj client.Object) (*corev1.PodTemplateSpec, []stamp.Source, error) {
 	tmpl := r.kind.Template(obj)
-	if tmpl == nil || obj.GetDeletionTimestamp() != nil || stamp.IsTrue(obj.GetAnnotations()[stamp.SkipAnnotation]) {
+	if tmpl == nil {
 		return nil, nil, nil
-	}
-	if ok, err := inScope(ctx, r.client, r.scope, obj); err != nil || !ok {
-		return nil, nil, err
 	}
 	refs := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, r.sources)
-	if len(refs) == 0 {
-		return nil, nil, nil
+	stop, err := decide.Gate(decide.Entry{Object: obj, Refs: refs}, func() (decide.Scope, error) {
+		if ok, err := inScope(ctx, r.client, r.scope, obj); err != nil || !ok {
+			return decide.OutOfScope, err
+		}
+		return decide.InScope, nil
+	})
+	if err != nil || stop != decide.Pass {
+		return nil, nil, err
 	}
 	return tmpl, refs, nil
 }
