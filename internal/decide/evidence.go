@@ -93,6 +93,24 @@ func CreatedCovered(created, kindSince, secretsSince time.Time, hasSecrets bool,
 	return created.After(covered) && !created.Before(nsWritten)
 }
 
+// Bypassed is Evidence.Bypassed of an unstamped workload created at created that
+// consumes refs, from since when its kind (kindSince) and Secrets (secretsSince) are
+// covered (zero: not covered): whether it was created while configstamp covered it
+// (CreatedCovered). namespace is read only when it is covered: the workload's namespace
+// (nil: none) and whether it opts in. A workload opted in by its own label alone never
+// counts: nothing tells when the label was added, so it is taken as installed over.
+func Bypassed(created time.Time, refs []stamp.Source, kindSince, secretsSince time.Time, namespace func() (ns metav1.Object, included bool, err error)) (bool, error) {
+	hasSecrets := stamp.HasSecrets(refs)
+	if kindSince.IsZero() || hasSecrets && secretsSince.IsZero() {
+		return false, nil
+	}
+	ns, included, err := namespace()
+	if err != nil || ns == nil || !included {
+		return false, err
+	}
+	return CreatedCovered(created, kindSince, secretsSince, hasSecrets, workload.LastWrite(ns)), nil
+}
+
 // CoverageSecrets is the coverage key of Secrets (the others are resources).
 const CoverageSecrets = "secrets"
 

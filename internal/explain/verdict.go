@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configstamp/configstamp/internal/decide"
-	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
 
@@ -198,26 +197,24 @@ func (g *gathered) evidence() *Evidence {
 	return g.r.Evidence
 }
 
-// Bypassed: as the watcher's, from the registration's coverage and the namespace
+// Bypassed is decide.Bypassed, with the registration's coverage and the namespace
 // Gather read; not known when either could not be read.
 func (g *gathered) Bypassed() (bool, error) {
 	ev, t := g.evidence(), g.in.Times
 	if t == nil || t.Coverage == nil {
 		return false, decide.ErrUnknown
 	}
-	hasSecrets := stamp.HasSecrets(g.refs)
-	kindSince, secretsSince := t.Coverage[g.in.Kind.Resource], t.Coverage[decide.CoverageSecrets]
-	b := false
-	switch {
-	case kindSince.IsZero() || hasSecrets && secretsSince.IsZero():
-		// Not covered: known without the namespace.
-	case t.Namespace == nil:
-		return false, decide.ErrUnknown
-	case t.NamespaceIncluded:
-		b = decide.CreatedCovered(g.in.Object.GetCreationTimestamp().Time, kindSince, secretsSince, hasSecrets, workload.LastWrite(t.Namespace))
+	b, err := decide.Bypassed(g.in.Object.GetCreationTimestamp().Time, g.refs, t.Coverage[g.in.Kind.Resource], t.Coverage[decide.CoverageSecrets],
+		func() (metav1.Object, bool, error) {
+			if t.Namespace == nil {
+				return nil, false, decide.ErrUnknown
+			}
+			return t.Namespace, t.NamespaceIncluded, nil
+		})
+	if err == nil {
+		ev.CreatedCovered = &b
 	}
-	ev.CreatedCovered = &b
-	return b, nil
+	return b, err
 }
 
 func (g *gathered) PodsSince() (time.Time, bool, error) {
