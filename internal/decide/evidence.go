@@ -110,24 +110,3 @@ func Bypassed(created time.Time, refs []stamp.Source, kindSince, secretsSince ti
 	}
 	return CreatedCovered(created, kindSince, secretsSince, hasSecrets, workload.LastWrite(ns)), nil
 }
-
-// CoverageSecrets is the coverage key of Secrets (the others are resources).
-const CoverageSecrets = "secrets"
-
-// CoveredSince is since when key (a resource, or CoverageSecrets) has been covered, from
-// the registration's creation time and its coverage entries
-// (stamp.CoverageAnnotation): Deployments since its creation, the others since their
-// entry but never before its creation; zero when not covered.
-func CoveredSince(created time.Time, entries map[string]time.Time, key string) time.Time {
-	if key == workload.Deployment.Resource {
-		return created
-	}
-	t, ok := entries[key]
-	if !ok {
-		return time.Time{}
-	}
-	if created.After(t) {
-		return created
-	}
-	return t
-}

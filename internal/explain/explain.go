@@ -2,10 +2,9 @@
 // configstamp works with: a workload, the sources it consumes as they are now, its
 // namespace and its Events. Explain and Impact are pure functions of those objects;
 // Gather reads them from a cluster (the sources with configread, as the webhook reads
-// them), and Offline computes a stamp from manifests. The entry checks, the basis and
-// the decision are internal/decide's, the watcher's own rules (verdict.go puts them in
-// words), on evidence gathered here; the reading of the coverage annotation is restated
-// from the watcher's, not shared with it.
+// them), and Offline computes a stamp from manifests. The entry checks, the basis, the
+// reading of the coverage annotation and the decision are internal/decide's, the
+// watcher's own rules (verdict.go puts them in words), on evidence gathered here.
 package explain
 
 import (
