@@ -48,7 +48,9 @@ type Entry struct {
 
 // Gate applies the entry checks of the watcher, explain and impact to e: the first that
 // leaves it alone, else Pass. scope is called only when the checks before it pass; when
-// it fails, the scope is not known (StopScopeUnknown) and its error is returned.
+// it fails, the scope is not known (StopScopeUnknown) and its error is returned. The
+// webhook checks only skip: the registration selects what it is sent, and it answers a
+// workload being deleted or consuming nothing as any other.
 func Gate(e Entry, scope func() (Scope, error)) (Stop, error) {
 	switch {
 	case stamp.IsTrue(e.Object.GetAnnotations()[stamp.SkipAnnotation]):
