@@ -105,8 +105,8 @@ func (r *workloadReconciler) judge(ctx context.Context, obj client.Object, tr tr
 	}
 	j := judged{obj: obj, key: client.ObjectKeyFromObject(obj), tmpl: tmpl, refs: refs,
 		storedSources: tmpl.Annotations[stamp.SourcesAnnotation], tr: tr, live: live}
-	var rec stamp.Observed
-	j.basis, rec, j.certain = basisOf(obj, tmpl, refs)
+	rec, recValid := stamp.ObservedFor(obj.GetAnnotations(), tmpl)
+	j.basis, j.certain = decide.Basis(tmpl.Annotations[stamp.HashAnnotation], rec, recValid, refs)
 	if !j.certain && !live {
 		fresh := r.kind.New()
 		if err := r.live.Get(ctx, j.key, fresh); err != nil {
@@ -130,19 +130,21 @@ func (r *workloadReconciler) judge(ctx context.Context, obj client.Object, tr tr
 }
 
 // admitted returns the template and the consumed sources of a workload the watcher
-// checks; a nil template when it does not (none, being deleted, skipped, out of scope,
-// or consuming nothing).
+// checks; a nil template when it does not (none, or an entry check stops it: decide.Gate).
 func (r *workloadReconciler) admitted(ctx context.Context, obj client.Object) (*corev1.PodTemplateSpec, []stamp.Source, error) {
 	tmpl := r.kind.Template(obj)
-	if tmpl == nil || obj.GetDeletionTimestamp() != nil || stamp.IsTrue(obj.GetAnnotations()[stamp.SkipAnnotation]) {
+	if tmpl == nil {
 		return nil, nil, nil
-	}
-	if ok, err := inScope(ctx, r.client, r.scope, obj); err != nil || !ok {
-		return nil, nil, err
 	}
 	refs := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, r.sources)
-	if len(refs) == 0 {
-		return nil, nil, nil
+	stop, err := decide.Gate(decide.Entry{Object: obj, Refs: refs}, func() (decide.Scope, error) {
+		if ok, err := inScope(ctx, r.client, r.scope, obj); err != nil || !ok {
+			return decide.OutOfScope, err
+		}
+		return decide.InScope, nil
+	})
+	if err != nil || stop != decide.Pass {
+		return nil, nil, err
 	}
 	return tmpl, refs, nil
 }
@@ -161,19 +163,6 @@ func (r *workloadReconciler) leftToDebounce(ctx context.Context, obj client.Obje
 		}
 	}
 	return false
-}
-
-// basisOf is what obj's pods are judged to run, and whether that is certain: the hash
-// of a record made for this very template (the webhook writes one with every stamp),
-// else the template's stamp, which another template may have had (an update that
-// bypassed the webhook), or none (a workload that predates configstamp). rec is the
-// record, certain or not.
-func basisOf(obj client.Object, tmpl *corev1.PodTemplateSpec, refs []stamp.Source) (basis string, rec stamp.Observed, certain bool) {
-	rec, ok := stamp.ObservedFor(obj.GetAnnotations(), tmpl)
-	if ok && rec.Certain(refs) {
-		return rec.Hash, rec, true
-	}
-	return tmpl.Annotations[stamp.HashAnnotation], rec, false
 }
 
 // act carries out the decision d made for j.

@@ -99,15 +99,12 @@ func (c *coverage) get(ctx context.Context) (*admissionregistrationv1.MutatingWe
 	return &reg, nil
 }
 
-// entries reads the registration's CoverageAnnotation; an unreadable one (edited by
-// hand) counts as empty, and is written afresh.
+// entries reads the registration's CoverageAnnotation (decide.ParseCoverage); an
+// unreadable one counts as empty, and is written afresh.
 func entries(ctx context.Context, reg *admissionregistrationv1.MutatingWebhookConfiguration) map[string]time.Time {
-	m := map[string]time.Time{}
-	if v := reg.Annotations[stamp.CoverageAnnotation]; v != "" {
-		if err := json.Unmarshal([]byte(v), &m); err != nil {
-			logf.FromContext(ctx).Info("Ignored an unreadable coverage annotation on the registration", "registration", reg.Name, "error", err.Error())
-			return map[string]time.Time{}
-		}
+	m, err := decide.ParseCoverage(reg.Annotations[stamp.CoverageAnnotation])
+	if err != nil {
+		logf.FromContext(ctx).Info("Ignored an unreadable coverage annotation on the registration", "registration", reg.Name, "error", err.Error())
 	}
 	return m
 }
@@ -170,8 +167,7 @@ func (c *coverage) sync(ctx context.Context) (pending bool, err error) {
 	if !maps.Equal(want, have) {
 		var value *string // null removes the annotation
 		if len(want) > 0 {
-			b, _ := json.Marshal(want)
-			value = new(string(b))
+			value = new(decide.FormatCoverage(want))
 		}
 		// Conditional on what was read: no concurrent write is lost.
 		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{

@@ -42,21 +42,20 @@ type workloadEvidence struct {
 	refs []stamp.Source
 }
 
-// Bypassed reads the coverage from the registration (live) and the namespace from the
-// cache (decide.CreatedCovered). A workload opted in by its own label alone never
-// counts: nothing tells when the label was added, so it is taken as installed over
-// (recorded, not rolled).
+// Bypassed is decide.Bypassed, with the coverage read from the registration (live) and
+// the namespace from the cache.
 func (w workloadEvidence) Bypassed() (bool, error) {
 	since, err := w.e.coverage.ofAll(w.ctx, w.kind.Resource, decide.CoverageSecrets)
-	if err != nil || since[0].IsZero() {
+	if err != nil {
 		return false, err
 	}
-	hasSecrets := stamp.HasSecrets(w.refs)
-	ns, err := namespaceMeta(w.ctx, w.e.cache, w.obj.GetNamespace())
-	if err != nil || ns == nil || !w.e.scope.Includes(ns.Name, ns.Labels) {
-		return false, err
-	}
-	return decide.CreatedCovered(w.obj.GetCreationTimestamp().Time, since[0], since[1], hasSecrets, workload.LastWrite(ns)), nil
+	return decide.Bypassed(w.obj.GetCreationTimestamp().Time, w.refs, since[0], since[1], func() (metav1.Object, bool, error) {
+		ns, err := namespaceMeta(w.ctx, w.e.cache, w.obj.GetNamespace())
+		if err != nil || ns == nil {
+			return nil, false, err
+		}
+		return ns, w.e.scope.Includes(ns.Name, ns.Labels), nil
+	})
 }
 
 // PodsSince lists the workload's ReplicaSets or ControllerRevisions live.

@@ -211,6 +211,44 @@ func TestCreatedCovered(t *testing.T) {
 	}
 }
 
+func TestBypassed(t *testing.T) {
+	boom := errors.New("boom")
+	cms := []stamp.Source{{Kind: stamp.KindConfigMap, Name: "app"}}
+	withSecret := append(slices.Clone(cms), stamp.Source{Kind: stamp.KindSecret, Name: "db"})
+	ns := &metav1.ObjectMeta{Name: "ns", CreationTimestamp: metav1.NewTime(t0)}
+	later := t0.Add(time.Minute)
+	for _, tc := range []struct {
+		name                string
+		created             time.Time
+		refs                []stamp.Source
+		kind, secrets       time.Time
+		ns                  metav1.Object
+		included            bool
+		nsErr               error
+		want, wantNamespace bool
+		wantErr             error
+	}{
+		{name: "created after coverage and its namespace's opt-in", created: later, refs: cms, kind: t0, ns: ns, included: true, want: true, wantNamespace: true},
+		{name: "kind not covered: known without the namespace", created: later, refs: cms, nsErr: boom},
+		{name: "a Secret, Secrets not covered: known without the namespace", created: later, refs: withSecret, kind: t0, nsErr: boom},
+		{name: "a Secret, Secrets covered", created: later, refs: withSecret, kind: t0, secrets: t0, ns: ns, included: true, want: true, wantNamespace: true},
+		{name: "a Secret, created before Secrets were covered", created: later, refs: withSecret, kind: t0, secrets: t0.Add(time.Hour), ns: ns, included: true, wantNamespace: true},
+		{name: "created before coverage", created: t0.Add(-time.Minute), refs: cms, kind: t0, ns: ns, included: true, wantNamespace: true},
+		{name: "opted in by its own label alone", created: later, refs: cms, kind: t0, ns: ns, wantNamespace: true},
+		{name: "no namespace", created: later, refs: cms, kind: t0, included: true, wantNamespace: true},
+		{name: "namespace not read", created: later, refs: cms, kind: t0, nsErr: boom, wantNamespace: true, wantErr: boom},
+	} {
+		asked := false
+		got, err := Bypassed(tc.created, tc.refs, tc.kind, tc.secrets, func() (metav1.Object, bool, error) {
+			asked = true
+			return tc.ns, tc.included, tc.nsErr
+		})
+		if got != tc.want || !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) || asked != tc.wantNamespace {
+			t.Errorf("%s: %v, %v (namespace read %v), want %v, %v (%v)", tc.name, got, err, asked, tc.want, tc.wantErr, tc.wantNamespace)
+		}
+	}
+}
+
 func TestCoveredSince(t *testing.T) {
 	entries := map[string]time.Time{"statefulsets": t0.Add(-time.Hour), "daemonsets": t0.Add(time.Hour), CoverageSecrets: t0.Add(2 * time.Hour)}
 	for key, want := range map[string]time.Time{

@@ -93,23 +93,20 @@ func CreatedCovered(created, kindSince, secretsSince time.Time, hasSecrets bool,
 	return created.After(covered) && !created.Before(nsWritten)
 }
 
-// CoverageSecrets is the coverage key of Secrets (the others are resources).
-const CoverageSecrets = "secrets"
-
-// CoveredSince is since when key (a resource, or CoverageSecrets) has been covered, from
-// the registration's creation time and its coverage entries
-// (stamp.CoverageAnnotation): Deployments since its creation, the others since their
-// entry but never before its creation; zero when not covered.
-func CoveredSince(created time.Time, entries map[string]time.Time, key string) time.Time {
-	if key == workload.Deployment.Resource {
-		return created
+// Bypassed is Evidence.Bypassed of an unstamped workload created at created that
+// consumes refs, from since when its kind (kindSince) and Secrets (secretsSince) are
+// covered (zero: not covered): whether it was created while configstamp covered it
+// (CreatedCovered). namespace is read only when it is covered: the workload's namespace
+// (nil: none) and whether it opts in. A workload opted in by its own label alone never
+// counts: nothing tells when the label was added, so it is taken as installed over.
+func Bypassed(created time.Time, refs []stamp.Source, kindSince, secretsSince time.Time, namespace func() (ns metav1.Object, included bool, err error)) (bool, error) {
+	hasSecrets := stamp.HasSecrets(refs)
+	if kindSince.IsZero() || hasSecrets && secretsSince.IsZero() {
+		return false, nil
 	}
-	t, ok := entries[key]
-	if !ok {
-		return time.Time{}
+	ns, included, err := namespace()
+	if err != nil || ns == nil || !included {
+		return false, err
 	}
-	if created.After(t) {
-		return created
-	}
-	return t
+	return CreatedCovered(created, kindSince, secretsSince, hasSecrets, workload.LastWrite(ns)), nil
 }

@@ -86,6 +86,18 @@ func TestDeleting(t *testing.T) {
 	}
 }
 
+// Impact leaves a workload being deleted alone, as the watcher does (it said a change
+// rolls it).
+func TestImpactDeleting(t *testing.T) {
+	d := deployment()
+	gone := metav1.Now()
+	d.DeletionTimestamp = &gone
+	r := Impact(stamp.KindConfigMap, "ns", "app", "", false, false, stamp.Options{}, []Candidate{{Kind: workload.Deployment, Object: d, InScope: true}})
+	if len(r.Workloads) != 1 || r.Workloads[0].Roll || r.Workloads[0].Reason != "being deleted: configstamp leaves it alone" {
+		t.Errorf("workloads: %+v, want web, not rolled: being deleted", r.Workloads)
+	}
+}
+
 // "Changed since, but not in a key the pods see" counts writes after the pods started
 // (not after the workload's last write, which a scale or label edit moves).
 func TestWrittenSincePods(t *testing.T) {

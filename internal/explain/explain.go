@@ -2,10 +2,9 @@
 // configstamp works with: a workload, the sources it consumes as they are now, its
 // namespace and its Events. Explain and Impact are pure functions of those objects;
 // Gather reads them from a cluster (the sources with configread, as the webhook reads
-// them), and Offline computes a stamp from manifests. The decision is internal/decide's,
-// the watcher's own rules (verdict.go puts it in words), on evidence gathered here; the
-// entry checks, the basis and the reading of the coverage annotation are restated from
-// the watcher's, not shared with it.
+// them), and Offline computes a stamp from manifests. The entry checks, the basis, the
+// reading of the coverage annotation and the decision are internal/decide's, the
+// watcher's own rules (verdict.go puts them in words), on evidence gathered here.
 package explain
 
 import (
@@ -16,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/configstamp/configstamp/internal/decide"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
@@ -260,14 +260,15 @@ func Explain(in Input) Report {
 	}
 	r.Stamp = StampInfo{Hash: tmpl.Annotations[stamp.HashAnnotation], Sources: tmpl.Annotations[stamp.SourcesAnnotation]}
 	refs := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, in.Options)
-	if rec, ok := stamp.ObservedFor(obj.GetAnnotations(), tmpl); ok {
-		r.Record = rec.Hash
-		if rec.Certain(refs) {
-			r.Basis, r.BasisHash = "record", rec.Hash
-		}
-	}
-	if r.Basis == "none" && r.Stamp.Hash != "" {
-		r.Basis, r.BasisHash = "stamp", r.Stamp.Hash
+	rec, recValid := stamp.ObservedFor(obj.GetAnnotations(), tmpl)
+	r.Record = rec.Hash
+	var certain bool
+	r.BasisHash, certain = decide.Basis(r.Stamp.Hash, rec, recValid, refs)
+	switch {
+	case certain:
+		r.Basis = "record"
+	case r.BasisHash != "":
+		r.Basis = "stamp"
 	}
 	r.Sources = sources(in, tmpl, refs)
 	if r.Basis == "record" && r.Record != r.Stamp.Hash && r.Stamp.Hash != "" {

@@ -2,7 +2,6 @@ package explain
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -137,21 +136,17 @@ func (c *Cluster) readCoverage(ctx context.Context) map[string]time.Time {
 		}
 		return nil
 	}
-	m := map[string]time.Time{}
-	if v := reg.Annotations[stamp.CoverageAnnotation]; v != "" {
-		if err := json.Unmarshal([]byte(v), &m); err != nil {
-			c.warn("the registration %s's %s can't be read: %v", name, stamp.CoverageAnnotation, err)
-			m = map[string]time.Time{}
-		}
+	m, err := decide.ParseCoverage(reg.Annotations[stamp.CoverageAnnotation])
+	if err != nil {
+		c.warn("the registration %s's %s can't be read: %v", name, stamp.CoverageAnnotation, err)
 	}
 	// Since when each is covered, as the watcher reads it (decide.CoveredSince).
 	cov := map[string]time.Time{}
 	for _, k := range append(slices.Collect(maps.Keys(m)), workload.Deployment.Resource) {
 		cov[k] = decide.CoveredSince(reg.CreationTimestamp.Time, m, k)
 	}
-	m = cov
-	c.coverage = m
-	return m
+	c.coverage = cov
+	return cov
 }
 
 // secretsCount tells whether Secrets count for the workload: as the registration's
@@ -159,7 +154,7 @@ func (c *Cluster) readCoverage(ctx context.Context) map[string]time.Time {
 // else as the workload's valid record says (when it consumes a Secret), else not.
 func (c *Cluster) secretsCount(ctx context.Context, obj client.Object, tmpl *corev1.PodTemplateSpec) bool {
 	if cov := c.readCoverage(ctx); cov != nil {
-		_, on := cov["secrets"]
+		_, on := cov[decide.CoverageSecrets]
 		return on
 	}
 	if c.SecretsSet {

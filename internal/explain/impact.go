@@ -6,6 +6,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/configstamp/configstamp/internal/decide"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
@@ -71,12 +72,16 @@ func Impact(kind, namespace, name, key string, ignored, binaryKey bool, opts sta
 		if c.Secrets != nil {
 			secretsCount = *c.Secrets
 		}
+		// srcs holds the source: the gate never stops it for consuming nothing.
+		stop, _ := decide.Gate(decide.Entry{Object: c.Object, Refs: srcs}, scopeOf(c.InScope, c.ScopeUnknown))
 		switch {
-		case stamp.IsTrue(c.Object.GetAnnotations()[stamp.SkipAnnotation]):
+		case stop == decide.StopSkipped:
 			w.Reason = "skipped: annotation " + stamp.SkipAnnotation + "=true"
-		case c.ScopeUnknown:
+		case stop == decide.StopDeleting:
+			w.Reason = deletingReason
+		case stop == decide.StopScopeUnknown:
 			w.Reason = "scope unknown: the namespace can't be read and the workload is not labelled; if the namespace opts in, a change of a key it consumes rolls it"
-		case !c.InScope:
+		case stop == decide.StopNotInScope:
 			w.Reason = "namespace not opted in (nor the workload), or excluded"
 		case kind == stamp.KindSecret && !secretsCount:
 			w.Reason = "Secrets are not hashed (configstamp runs without --secrets)"

@@ -10,28 +10,44 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configstamp/configstamp/internal/decide"
-	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
 
-// verdict is the watcher's decision (decide.Decide, as watcher/workloads.go makes it)
-// in words.
+// deletingReason is why a workload being deleted does not roll, in explain and impact.
+const deletingReason = "being deleted: configstamp leaves it alone"
+
+// scopeOf is a workload's scope as Gather found it, for decide.Gate.
+func scopeOf(inScope, unknown bool) func() (decide.Scope, error) {
+	return func() (decide.Scope, error) {
+		switch {
+		case unknown:
+			return decide.ScopeUnknown, nil
+		case inScope:
+			return decide.InScope, nil
+		}
+		return decide.OutOfScope, nil
+	}
+}
+
+// verdict is the watcher's decision (decide.Gate, then decide.Decide, as
+// watcher/check.go makes it) in words.
 func verdict(in Input, r *Report, refs []stamp.Source) (code, reason string, roll bool) {
-	switch {
-	case r.Skipped:
+	stop, _ := decide.Gate(decide.Entry{Object: in.Object, KindNotCovered: in.KindNotCovered, Refs: refs}, scopeOf(in.InScope, in.ScopeUnknown))
+	switch stop {
+	case decide.StopSkipped:
 		return VerdictSkipped, "skipped: annotation " + stamp.SkipAnnotation + "=true", false
-	case in.Object.GetDeletionTimestamp() != nil:
-		return VerdictDeleting, "being deleted: configstamp leaves it alone", false
-	case in.KindNotCovered:
+	case decide.StopDeleting:
+		return VerdictDeleting, deletingReason, false
+	case decide.StopKindNotCovered:
 		return VerdictNotInScope, fmt.Sprintf("configstamp does not cover %ss: the server runs without --argo-rollouts (the registration's %s has no %s)",
 			r.Kind, stamp.CoverageAnnotation, in.Kind.Resource), false
-	case in.ScopeUnknown:
+	case decide.StopScopeUnknown:
 		return VerdictUnknownScope, fmt.Sprintf("scope unknown: namespace %s could not be read, and the %s has no label %s=%s; if the namespace opts in, it is judged as below",
 			r.Namespace, r.Kind, in.NamespaceLabel, stamp.InjectValue), false
-	case !in.InScope:
+	case decide.StopNotInScope:
 		return VerdictNotInScope, fmt.Sprintf("namespace not opted in: neither namespace %s nor the %s has the label %s=%s (or the namespace is excluded)",
 			r.Namespace, r.Kind, in.NamespaceLabel, stamp.InjectValue), false
-	case len(refs) == 0:
+	case decide.StopNoSources:
 		return VerdictNoSources, "consumes no ConfigMap" + map[bool]string{true: " or Secret", false: ""}[in.Options.Secrets] + ": nothing to stamp", false
 	}
 	dIn := decide.Input{Template: in.Kind.Template(in.Object), Refs: refs, Basis: r.BasisHash, Certain: r.Basis == "record",
@@ -181,26 +197,24 @@ func (g *gathered) evidence() *Evidence {
 	return g.r.Evidence
 }
 
-// Bypassed: as the watcher's, from the registration's coverage and the namespace
+// Bypassed is decide.Bypassed, with the registration's coverage and the namespace
 // Gather read; not known when either could not be read.
 func (g *gathered) Bypassed() (bool, error) {
 	ev, t := g.evidence(), g.in.Times
 	if t == nil || t.Coverage == nil {
 		return false, decide.ErrUnknown
 	}
-	hasSecrets := stamp.HasSecrets(g.refs)
-	kindSince, secretsSince := t.Coverage[g.in.Kind.Resource], t.Coverage[decide.CoverageSecrets]
-	b := false
-	switch {
-	case kindSince.IsZero() || hasSecrets && secretsSince.IsZero():
-		// Not covered: known without the namespace.
-	case t.Namespace == nil:
-		return false, decide.ErrUnknown
-	case t.NamespaceIncluded:
-		b = decide.CreatedCovered(g.in.Object.GetCreationTimestamp().Time, kindSince, secretsSince, hasSecrets, workload.LastWrite(t.Namespace))
+	b, err := decide.Bypassed(g.in.Object.GetCreationTimestamp().Time, g.refs, t.Coverage[g.in.Kind.Resource], t.Coverage[decide.CoverageSecrets],
+		func() (metav1.Object, bool, error) {
+			if t.Namespace == nil {
+				return nil, false, decide.ErrUnknown
+			}
+			return t.Namespace, t.NamespaceIncluded, nil
+		})
+	if err == nil {
+		ev.CreatedCovered = &b
 	}
-	ev.CreatedCovered = &b
-	return b, nil
+	return b, err
 }
 
 func (g *gathered) PodsSince() (time.Time, bool, error) {

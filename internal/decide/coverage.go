@@ -1,0 +1,51 @@
+package decide
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/configstamp/configstamp/internal/workload"
+)
+
+// The registration's coverage annotation (stamp.CoverageAnnotation), read and written
+// here only.
+
+// CoverageSecrets is the coverage key of Secrets (the others are resources).
+const CoverageSecrets = "secrets"
+
+// CoveredSince is since when key (a resource, or CoverageSecrets) has been covered, from
+// the registration's creation time and its coverage entries
+// (stamp.CoverageAnnotation): Deployments since its creation, the others since their
+// entry but never before its creation; zero when not covered.
+func CoveredSince(created time.Time, entries map[string]time.Time, key string) time.Time {
+	if key == workload.Deployment.Resource {
+		return created
+	}
+	t, ok := entries[key]
+	if !ok {
+		return time.Time{}
+	}
+	if created.After(t) {
+		return created
+	}
+	return t
+}
+
+// ParseCoverage reads the entries of a coverage annotation's value ("": none). An
+// unreadable one (edited by hand) gives none, and the error.
+func ParseCoverage(v string) (map[string]time.Time, error) {
+	m := map[string]time.Time{}
+	if v == "" {
+		return m, nil
+	}
+	if err := json.Unmarshal([]byte(v), &m); err != nil {
+		return map[string]time.Time{}, err
+	}
+	return m, nil
+}
+
+// FormatCoverage is the coverage annotation's value of entries.
+func FormatCoverage(entries map[string]time.Time) string {
+	b, _ := json.Marshal(entries)
+	return string(b)
+}
