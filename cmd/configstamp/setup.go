@@ -127,7 +127,7 @@ func (s *setup) connect() error {
 // admission with a watcher whose caches never sync.
 func (s *setup) checkAccess(ctx context.Context) error {
 	o := s.o
-	want := needed(s.kinds, o.secrets, o.metricsSecure, s.registrationName)
+	want := needed(s.kinds, s.sources, o.metricsSecure, s.registrationName)
 	if o.certs.enabled() {
 		// Both certificate modes keep the registration's caBundle, watching it by name.
 		for _, verb := range []string{"update", "list", "watch"} {
