@@ -211,6 +211,9 @@ func Keyed(kind string) bool {
 	return k != nil && k.Keyed
 }
 
+// Keyed reports whether the source's digest is keyed (its kind is).
+func (s Source) Keyed() bool { return Keyed(s.Kind) }
+
 // SourceNames lists the Names of the source kinds as a choice: "configmap or secret",
 // each followed by suffix ("/NAME").
 func SourceNames(suffix string) string {
