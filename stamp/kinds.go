@@ -211,6 +211,17 @@ func Keyed(kind string) bool {
 	return k != nil && k.Keyed
 }
 
+// Keyed reports whether a keyed kind counts under o: its digests need the
+// installation's key.
+func (o Options) Keyed() bool {
+	for _, k := range sourceKinds {
+		if k.Keyed && k.Counts(o) {
+			return true
+		}
+	}
+	return false
+}
+
 // Keyed reports whether the source's digest is keyed (its kind is).
 func (s Source) Keyed() bool { return Keyed(s.Kind) }
 

@@ -160,7 +160,7 @@ func Offline(m *Manifests, key []byte) ([]OfflineStamp, error) {
 			return cm, nil
 		}
 		var nsKey []byte
-		if opts.Secrets {
+		if opts.Keyed() {
 			nsKey = stamp.NamespaceKey(key, obj.GetNamespace())
 		}
 		st, err := stamp.Compute(context.Background(), refs, lookup, nsKey)
