@@ -46,7 +46,7 @@ type SourceKind struct {
 	keyRef    func(*corev1.EnvVarSource) (podRef, bool)
 }
 
-// Object is an API object of a source kind (what a client reads).
+// Object is an API object of a source kind, as a client reads one (client.Object).
 type Object interface {
 	metav1.Object
 	runtime.Object
@@ -179,7 +179,8 @@ func SecretContent(sec *corev1.Secret) *corev1.ConfigMap {
 	return cm
 }
 
-// sourceKinds are the source kinds, in Name order (the order of the hash encoding).
+// sourceKinds are the source kinds, in Name order (the encoding sorts sources so too):
+// controllers, permissions and messages follow it.
 var sourceKinds = []*SourceKind{ConfigMap, Secret}
 
 // SourceKinds returns the source kinds, in Name order.
