@@ -38,8 +38,8 @@ func Lookup(r client.Reader, namespace string) stamp.Lookup {
 	}
 }
 
-// sourceKind is the source kind named kind; a ConfigMap for a name of none (as before
-// the table).
+// sourceKind is the source kind named kind; a ConfigMap's for an unknown name
+// (stamp.Consumed gives none).
 func sourceKind(kind string) *stamp.SourceKind {
 	if k := stamp.SourceKindNamed(kind); k != nil {
 		return k
