@@ -20,10 +20,10 @@ const (
 // SourceKind is one kind of object whose content a pod consumes.
 type SourceKind struct {
 	// Name names it in stamps and annotations ("configmap"): the sources annotation,
-	// extra-sources, the hash encoding, index keys, metric labels.
+	// extra-sources, the hash encoding, index keys, metric labels, explain's "kind/name".
 	Name string
 	// Group, Version, Kind and Resource (plural) name it in the API, for reads, watches
-	// and permissions (get, list, watch).
+	// and permissions (get, list, watch); Kind also in messages ("Secret digests").
 	Group, Version, Kind, Resource string
 	// Aliases are what a user may type for it on the command line.
 	Aliases []string
