@@ -21,24 +21,9 @@ const EncodingVersion = "configstamp/v1"
 // digestChars is how many hex characters of a source digest the sources annotation shows.
 const digestChars = 12
 
-// Lookup reads one source of the workload's namespace by kind and name, a Secret as
-// SecretContent gives it. It returns (nil, nil) when the source does not exist.
+// Lookup reads one source of the workload's namespace by kind and name, as its
+// SourceKind's Content gives it. It returns (nil, nil) when the source does not exist.
 type Lookup func(ctx context.Context, kind, name string) (*corev1.ConfigMap, error)
-
-// SecretContent is a Secret as the stamp sees it: every key of its data as a data key
-// (env and volumes both see all of a Secret's data), with its metadata. nil for nil.
-// The values alias the Secret's bytes rather than copy them (a Secret of 1 MiB is not
-// held twice): sec's data must not change while the result is in use.
-func SecretContent(sec *corev1.Secret) *corev1.ConfigMap {
-	if sec == nil {
-		return nil
-	}
-	cm := &corev1.ConfigMap{ObjectMeta: sec.ObjectMeta, Data: make(map[string]string, len(sec.Data))}
-	for k, v := range sec.Data {
-		cm.Data[k] = unsafe.String(unsafe.SliceData(v), len(v))
-	}
-	return cm
-}
 
 // Digest is the hash of one source as the pod sees it.
 type Digest struct {
@@ -137,15 +122,15 @@ func Ignored(cm *corev1.ConfigMap) bool {
 }
 
 // SourceDigest hashes one source as the pod sees it; cm is nil when it does not exist. A
-// ConfigMap's digest is the SHA-256 of its encoding; a Secret's is the HMAC-SHA256 of
-// its encoding under key, the NamespaceKey of the Secret's namespace, which must not be
-// empty for a Secret (a caller that reads Secrets holds a key: an unkeyed digest of a
-// Secret is never made).
+// ConfigMap's digest is the SHA-256 of its encoding; that of a Keyed kind (a Secret) is
+// the HMAC-SHA256 of its encoding under key, the NamespaceKey of the source's namespace,
+// which must not be empty for it (a caller that reads Secrets holds a key: an unkeyed
+// digest of a Secret is never made).
 func SourceDigest(src Source, cm *corev1.ConfigMap, key []byte) Digest {
 	enc := encoder{h: sha256.New()}
-	if src.Kind == KindSecret {
+	if k := SourceKindNamed(src.Kind); k != nil && k.Keyed {
 		if len(key) == 0 {
-			panic("stamp: a Secret digest needs a key")
+			panic("stamp: a " + k.Kind + " digest needs a key")
 		}
 		enc.h = hmac.New(sha256.New, key)
 	}

@@ -1,6 +1,9 @@
 // Package stamp is configstamp's pure core: it finds the ConfigMap and Secret keys a pod
 // template consumes and hashes their content into the stamp the webhook writes and the
 // watcher verifies. It performs no I/O; callers pass a Lookup that reads the sources.
+// The table of source kinds (SourceKind) is here because the core needs it (references,
+// names in the encoding, keyed digests); the webhook, the watcher and the command read,
+// watch and grant each kind as its entry says.
 package stamp
 
 // Keys users see, documented in README.md ("Reference", "Keys"): keep them stable.

@@ -8,14 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Source kinds. The kind is part of the hash encoding, so a ConfigMap and a Secret of one
-// name never share an encoding.
-const (
-	KindConfigMap = "configmap"
-	KindSecret    = "secret"
-)
-
-// Options say which sources count.
+// Options say which sources count: a field for each source kind with a Flag, read by
+// its SourceKind.Counts.
 type Options struct {
 	// Secrets: Secrets count as sources (secret volumes, projected secrets,
 	// envFrom.secretRef, secretKeyRef, secret/ entries of extra-sources). Off, they are
@@ -70,36 +64,35 @@ func Consumed(annotations map[string]string, spec *corev1.PodSpec, opts Options)
 		for _, r := range refs {
 			// Whatever consumes it (a sidecar injected at pod creation, the API) may
 			// read it all, files included; it is not required.
-			s := c.source(r.Kind, r.Name, new(true))
+			s := c.source(SourceKindNamed(r.Kind), r.Name, new(true))
 			s.AllKeys, s.Binary = true, true
 		}
 	}
 	return c.sources()
 }
 
+// addPodSpec adds what each source kind's references in spec select.
 func (c collector) addPodSpec(spec *corev1.PodSpec) {
-	for i := range spec.Volumes {
-		v := &spec.Volumes[i]
-		if v.ConfigMap != nil {
-			c.addVolume(KindConfigMap, v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.Optional)
-		}
-		if v.Secret != nil {
-			c.addVolume(KindSecret, v.Secret.SecretName, v.Secret.Items, v.Secret.Optional)
-		}
-		if v.Projected != nil {
-			for j := range v.Projected.Sources {
-				if cm := v.Projected.Sources[j].ConfigMap; cm != nil {
-					c.addVolume(KindConfigMap, cm.Name, cm.Items, cm.Optional)
+	for _, k := range sourceKinds {
+		for i := range spec.Volumes {
+			v := &spec.Volumes[i]
+			if k.volume != nil {
+				if r, ok := k.volume(v); ok {
+					c.addVolume(k, r)
 				}
-				if sec := v.Projected.Sources[j].Secret; sec != nil {
-					c.addVolume(KindSecret, sec.Name, sec.Items, sec.Optional)
+			}
+			if v.Projected != nil && k.projected != nil {
+				for j := range v.Projected.Sources {
+					if r, ok := k.projected(&v.Projected.Sources[j]); ok {
+						c.addVolume(k, r)
+					}
 				}
 			}
 		}
-	}
-	for _, list := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
-		for i := range list {
-			c.addContainer(&list[i])
+		for _, list := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+			for i := range list {
+				c.addContainer(k, &list[i])
+			}
 		}
 	}
 }
@@ -110,14 +103,14 @@ type collector struct {
 }
 
 // source returns the entry of one source, nil when its kind does not count.
-func (c collector) source(kind, name string, optional *bool) *Source {
-	if kind == KindSecret && !c.opts.Secrets {
+func (c collector) source(kind *SourceKind, name string, optional *bool) *Source {
+	if !kind.Counts(c.opts) {
 		return nil
 	}
-	id := kind + "/" + name
+	id := kind.Name + "/" + name
 	s, ok := c.m[id]
 	if !ok {
-		s = &Source{Kind: kind, Name: name}
+		s = &Source{Kind: kind.Name, Name: name}
 		c.m[id] = s
 	}
 	if !isOptional(optional) {
@@ -128,70 +121,64 @@ func (c collector) source(kind, name string, optional *bool) *Source {
 
 func isOptional(o *bool) bool { return o != nil && *o }
 
-func (c collector) addVolume(kind, name string, items []corev1.KeyToPath, optional *bool) {
-	if name == "" {
+func (c collector) addVolume(kind *SourceKind, r podRef) {
+	if r.name == "" {
 		return
 	}
-	s := c.source(kind, name, optional)
+	s := c.source(kind, r.name, r.optional)
 	if s == nil {
 		return
 	}
 	s.Binary = true
-	if len(items) == 0 {
+	if len(r.items) == 0 {
 		s.AllKeys = true
 		return
 	}
-	for _, it := range items {
+	for _, it := range r.items {
 		s.Keys = append(s.Keys, it.Key)
-		if !isOptional(optional) {
+		if !isOptional(r.optional) {
 			s.RequiredKeys = append(s.RequiredKeys, it.Key)
 		}
 	}
 }
 
-func (c collector) addContainer(ct *corev1.Container) {
-	allKeys := func(kind, name string, optional *bool) {
-		if name == "" {
-			return
+// addContainer adds the sources of one kind a container's envFrom and env select.
+func (c collector) addContainer(kind *SourceKind, ct *corev1.Container) {
+	for i := range ct.EnvFrom {
+		if kind.envFrom == nil {
+			break
 		}
-		if s := c.source(kind, name, optional); s != nil {
-			s.AllKeys = true
-		}
-	}
-	for _, ef := range ct.EnvFrom {
-		if ef.ConfigMapRef != nil {
-			allKeys(KindConfigMap, ef.ConfigMapRef.Name, ef.ConfigMapRef.Optional)
-		}
-		if ef.SecretRef != nil {
-			allKeys(KindSecret, ef.SecretRef.Name, ef.SecretRef.Optional)
+		if r, ok := kind.envFrom(&ct.EnvFrom[i]); ok && r.name != "" {
+			if s := c.source(kind, r.name, r.optional); s != nil {
+				s.AllKeys = true
+			}
 		}
 	}
-	for _, e := range ct.Env {
-		if e.ValueFrom == nil {
-			continue
+	for i := range ct.Env {
+		if kind.keyRef == nil {
+			break
 		}
-		if ref := e.ValueFrom.ConfigMapKeyRef; ref != nil {
-			c.addKey(KindConfigMap, ref.Name, ref.Key, ref.Optional)
-		}
-		if ref := e.ValueFrom.SecretKeyRef; ref != nil {
-			c.addKey(KindSecret, ref.Name, ref.Key, ref.Optional)
+		if vf := ct.Env[i].ValueFrom; vf != nil {
+			if r, ok := kind.keyRef(vf); ok {
+				c.addKey(kind, r)
+			}
 		}
 	}
 }
 
 // addKey adds one key an env variable selects.
-func (c collector) addKey(kind, name, key string, optional *bool) {
-	if name == "" {
+func (c collector) addKey(kind *SourceKind, r podRef) {
+	if r.name == "" {
 		return
 	}
-	s := c.source(kind, name, optional)
+	s := c.source(kind, r.name, r.optional)
 	if s == nil {
 		return
 	}
-	s.Keys = append(s.Keys, key)
-	if !isOptional(optional) {
-		s.RequiredKeys = append(s.RequiredKeys, key)
-		s.RequiredEnvKeys = append(s.RequiredEnvKeys, key)
+	s.Keys = append(s.Keys, r.key)
+	if !isOptional(r.optional) {
+		s.RequiredKeys = append(s.RequiredKeys, r.key)
+		s.RequiredEnvKeys = append(s.RequiredEnvKeys, r.key)
 	}
 }
 

@@ -121,6 +121,12 @@ func registers(reg *admissionregistrationv1.MutatingWebhookConfiguration, resour
 	return false
 }
 
+// sourceCoverage reports whether key is a source kind's (Secrets'): those need no
+// registration rule.
+func sourceCoverage(key string) bool {
+	return slices.ContainsFunc(stamp.SourceKinds(), func(k *stamp.SourceKind) bool { return k.Coverage == key })
+}
+
 // sync brings the registration's entries in line with what this process covers: a
 // missing entry gets the time remembered for this registration, or now; an entry for
 // something no longer covered (Secrets or Rollouts turned off) is removed.
@@ -145,7 +151,7 @@ func (c *coverage) sync(ctx context.Context) (pending bool, err error) {
 		if k == workload.Deployment.Resource {
 			continue // since the registration's creation, always
 		}
-		if k != coverageSecrets && !registers(reg, k) {
+		if !sourceCoverage(k) && !registers(reg, k) {
 			pending = true
 			continue // not until the registration sends its admissions
 		}

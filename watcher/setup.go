@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -106,8 +105,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if opts.Scope == nil {
 		return errors.New("watcher: no scope")
 	}
-	if opts.Sources.Secrets && opts.Key == nil {
-		return errors.New("watcher: Secrets enabled without a hash key")
+	sourceKinds, err := counted(opts)
+	if err != nil {
+		return err
 	}
 	server, _, err := rest.DefaultServerUrlFor(mgr.GetConfig())
 	if err != nil {
@@ -117,11 +117,8 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	cov := newCoverage(mgr.GetAPIReader(), mgr.GetClient(), opts.Registration, clock)
 	w := &watcher{mgr: mgr, opts: opts, sources: map[string]*sourceReconciler{}, coverage: cov}
 	replay := &replayWindow{serverNow: clock}
-	sourceKinds := []string{stamp.KindConfigMap}
-	if opts.Sources.Secrets {
-		sourceKinds = append(sourceKinds, stamp.KindSecret)
-	}
-	for _, kind := range sourceKinds {
+	for _, k := range sourceKinds {
+		kind := k.Name
 		debounce := newDebouncer[types.NamespacedName](opts.Debounce, opts.DebounceMax)
 		debounce.gauge = debouncePending.WithLabelValues(kind)
 		burstAge.set(kind, debounce.oldest)
@@ -136,8 +133,10 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		}
 		covered = append(covered, k.Resource)
 	}
-	if opts.Sources.Secrets {
-		covered = append(covered, coverageSecrets)
+	for _, k := range sourceKinds {
+		if k.Coverage != "" {
+			covered = append(covered, k.Coverage)
+		}
 	}
 	// The leader keeps the registration's coverage entries (a kind detected later is
 	// added when it is set up).
@@ -145,19 +144,15 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err := mgr.Add(cov); err != nil {
 		return err
 	}
-	for _, kind := range sourceKinds {
-		src := w.sources[kind]
-		obj := client.Object(&corev1.ConfigMap{})
-		if kind == stamp.KindSecret {
-			obj = &corev1.Secret{}
-		}
+	for _, k := range sourceKinds {
+		src := w.sources[k.Name]
 		err := ctrl.NewControllerManagedBy(mgr).
-			Named(kind).
-			WatchesMetadata(obj, src.events()).
+			Named(k.Name).
+			WatchesMetadata(k.New(), src.events()).
 			WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
 			Complete(src)
 		if err != nil {
-			return fmt.Errorf("set up %s controller: %w", kind, err)
+			return fmt.Errorf("set up %s controller: %w", k.Name, err)
 		}
 	}
 	if opts.ArgoRollouts {
@@ -174,6 +169,22 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		}})
 	}
 	return nil
+}
+
+// counted are the source kinds that count under opts.Sources; a keyed one needs
+// opts.Key.
+func counted(opts Options) ([]*stamp.SourceKind, error) {
+	var out []*stamp.SourceKind
+	for _, k := range stamp.SourceKinds() {
+		if !k.Counts(opts.Sources) {
+			continue
+		}
+		if k.Keyed && opts.Key == nil {
+			return nil, fmt.Errorf("watcher: %s enabled without a hash key", k.Plural)
+		}
+		out = append(out, k)
+	}
+	return out, nil
 }
 
 // watcher sets up the controllers of the workload kinds.

@@ -33,7 +33,7 @@ type dependentsOf struct {
 // the source has been quiet. The triggers it adds tell the workload controllers which
 // of them saw a real change.
 type sourceReconciler struct {
-	kind     string        // stamp.KindConfigMap or stamp.KindSecret
+	kind     string        // a stamp.SourceKind's Name
 	client   client.Reader // the manager's cache
 	debounce *debouncer[types.NamespacedName]
 	quiet    time.Duration

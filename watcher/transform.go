@@ -86,7 +86,7 @@ func trim(obj any) {
 	}
 }
 
-// sourceMeta reports whether obj is the metadata of a ConfigMap or a Secret (the watch of
+// sourceMeta reports whether obj is the metadata of a source kind's object (the watch of
 // sources is metadata-only; the cache sets the kind on every object it holds).
 func sourceMeta(obj any) bool {
 	p, ok := obj.(*metav1.PartialObjectMetadata)
@@ -94,7 +94,7 @@ func sourceMeta(obj any) bool {
 		return false
 	}
 	gvk := p.GroupVersionKind()
-	return gvk.Group == "" && (gvk.Kind == "ConfigMap" || gvk.Kind == "Secret")
+	return stamp.FindSourceKind(gvk.Group, gvk.Kind) != nil
 }
 
 func hasKey(m map[string]string, k string) bool {

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/internal/workload"
+	"github.com/configstamp/configstamp/stamp"
 )
 
 // access is one permission configstamp needs, cluster-wide (on one object when name is
@@ -33,26 +34,36 @@ func (a access) String() string {
 // its cache never syncs and the watcher never starts (while the webhook serves on, so the
 // gap would go unnoticed).
 // Its registration is read and annotated too (since when each kind is covered).
-func needed(kinds []*workload.Kind, secrets, metricsSecure bool, registration string) []access {
-	out := []access{
-		{"", "configmaps", "get", "", ""}, {"", "configmaps", "list", "", ""}, {"", "configmaps", "watch", "", ""},
-		{"", "namespaces", "list", "", ""}, {"", "namespaces", "watch", "", ""},
-		{"apps", "replicasets", "list", "", ""}, {"apps", "controllerrevisions", "list", "", ""},
-		{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get", registration, ""},
-		{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch", registration, ""},
-	}
+func needed(kinds []*workload.Kind, sources stamp.Options, metricsSecure bool, registration string) []access {
+	out := sourceAccess(sources, false)
+	out = append(out,
+		access{"", "namespaces", "list", "", ""}, access{"", "namespaces", "watch", "", ""},
+		access{"apps", "replicasets", "list", "", ""}, access{"apps", "controllerrevisions", "list", "", ""},
+		access{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get", registration, ""},
+		access{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch", registration, ""},
+	)
 	for _, k := range kinds {
 		for _, verb := range []string{"get", "list", "watch", "patch"} {
 			out = append(out, access{k.Group, k.Resource, verb, "", ""})
 		}
 	}
-	if secrets {
-		for _, verb := range []string{"get", "list", "watch"} {
-			out = append(out, access{"", "secrets", verb, "", ""})
-		}
-	}
+	out = append(out, sourceAccess(sources, true)...)
 	if metricsSecure {
 		out = append(out, access{"authentication.k8s.io", "tokenreviews", "create", "", ""}, access{"authorization.k8s.io", "subjectaccessreviews", "create", "", ""})
+	}
+	return out
+}
+
+// sourceAccess is what reading and watching the source kinds that count needs: those
+// always on, or (flagged) those a flag turns on, which needed lists last.
+func sourceAccess(sources stamp.Options, flagged bool) []access {
+	var out []access
+	for _, k := range stamp.SourceKinds() {
+		if k.Counts(sources) && (k.Flag != "") == flagged {
+			for _, verb := range []string{"get", "list", "watch"} {
+				out = append(out, access{k.Group, k.Resource, verb, "", ""})
+			}
+		}
 	}
 	return out
 }

@@ -377,13 +377,31 @@ func parseSource(args []string) (string, string, error) {
 	if err != nil {
 		return "", "", err
 	}
-	switch kind {
-	case "configmap", "configmaps", "cm":
-		return stamp.KindConfigMap, name, nil
-	case "secret", "secrets":
-		return stamp.KindSecret, name, nil
+	for _, k := range stamp.SourceKinds() {
+		if slices.Contains(k.Aliases, kind) {
+			return k.Name, name, nil
+		}
 	}
-	return "", "", fmt.Errorf("unsupported kind %q: want configmap or secret", kind)
+	return "", "", fmt.Errorf("unsupported kind %q: want %s", kind, stamp.SourceNames(""))
+}
+
+// sourceNames are the source kinds' names, as impact completes them.
+func sourceNames() []string {
+	var out []string
+	for _, k := range stamp.SourceKinds() {
+		out = append(out, k.Name)
+	}
+	return out
+}
+
+// keyedSources reports whether a sources annotation names a source of a keyed kind.
+func keyedSources(v string) bool {
+	for id := range stamp.ParseSources(v) {
+		if kind, _, _ := strings.Cut(id, "/"); stamp.Keyed(kind) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *cli) explainCmd() *cobra.Command {
@@ -472,7 +490,7 @@ func (c *cli) impactCmd() *cobra.Command {
 			"how, and whether a change of it (with --key, of that key) would roll each. KIND is configmap (cm) or secret.",
 		Example:           "  configstamp impact -n shop configmap/web-config --key routes.yaml",
 		Args:              cobra.RangeArgs(1, 2),
-		ValidArgsFunction: completeKinds("configmap", "secret"),
+		ValidArgsFunction: completeKinds(sourceNames()...),
 	}
 	cmd.RunE = func(_ *cobra.Command, args []string) error {
 		kind, name, err := parseSource(args)
@@ -547,7 +565,7 @@ func (c *cli) hashCmd() *cobra.Command {
 			return err
 		}
 		for _, st := range stamps {
-			if st.NamespaceDefaulted && strings.Contains(st.Sources, stamp.KindSecret+"/") {
+			if st.NamespaceDefaulted && keyedSources(st.Sources) {
 				c.warn(fmt.Sprintf("%s/%s: Secret digests are keyed by namespace, and its namespace %q is a default (none in the manifest, no -n, no kubeconfig context namespace): pass -n NAMESPACE", st.Kind, st.Name, ns))
 			}
 		}

@@ -127,7 +127,7 @@ func (s *setup) connect() error {
 // admission with a watcher whose caches never sync.
 func (s *setup) checkAccess(ctx context.Context) error {
 	o := s.o
-	want := needed(s.kinds, o.secrets, o.metricsSecure, s.registrationName)
+	want := needed(s.kinds, s.sources, o.metricsSecure, s.registrationName)
 	if o.certs.enabled() {
 		// Both certificate modes keep the registration's caBundle, watching it by name.
 		for _, verb := range []string{"update", "list", "watch"} {
@@ -225,11 +225,11 @@ func (s *setup) setupControllers(ctx context.Context, mgr ctrl.Manager) error {
 	})
 }
 
-// hashKey is, with --secrets, the key of Secret digests (nil without). Every replica
-// needs the key before it serves admission, and follows the Secret afterwards (a
-// rotation), so that all replicas digest alike.
+// hashKey is, when a keyed kind counts (--secrets), the key of its digests (nil
+// without). Every replica needs the key before it serves admission, and follows the
+// Secret afterwards (a rotation), so that all replicas digest alike.
 func (s *setup) hashKey(ctx context.Context, mgr ctrl.Manager) (func() []byte, error) {
-	if !s.o.secrets {
+	if !s.sources.Keyed() {
 		return nil, nil
 	}
 	ref, _ := hashkey.ParseRef(s.o.secretHashKey)

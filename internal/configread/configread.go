@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"runtime/debug"
 	"strconv"
@@ -25,25 +24,27 @@ import (
 	"github.com/configstamp/configstamp/stamp"
 )
 
-// Lookup reads the sources of one namespace through r, a Secret as stamp.SecretContent
-// gives it. Pass an uncached reader (manager.GetAPIReader()): a cache can lag behind a
-// write made a moment ago (and a cached Secret read would cache every Secret).
+// Lookup reads the sources of one namespace through r, each as its kind's Content gives
+// it. Pass an uncached reader (manager.GetAPIReader()): a cache can lag behind a write
+// made a moment ago (and a cached Secret read would cache every Secret).
 func Lookup(r client.Reader, namespace string) stamp.Lookup {
 	return func(ctx context.Context, kind, name string) (*corev1.ConfigMap, error) {
-		key := client.ObjectKey{Namespace: namespace, Name: name}
-		if kind == stamp.KindSecret {
-			var sec corev1.Secret
-			if err := r.Get(ctx, key, &sec); err != nil {
-				return nil, client.IgnoreNotFound(err)
-			}
-			return stamp.SecretContent(&sec), nil
-		}
-		var cm corev1.ConfigMap
-		if err := r.Get(ctx, key, &cm); err != nil {
+		k := sourceKind(kind)
+		obj := k.New()
+		if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj); err != nil {
 			return nil, client.IgnoreNotFound(err)
 		}
-		return &cm, nil
+		return k.Content(obj), nil
 	}
+}
+
+// sourceKind is the source kind named kind; a ConfigMap's for an unknown name
+// (stamp.Consumed gives none).
+func sourceKind(kind string) *stamp.SourceKind {
+	if k := stamp.SourceKindNamed(kind); k != nil {
+		return k
+	}
+	return stamp.ConfigMap
 }
 
 // Reader computes stamps from live reads.
@@ -72,19 +73,10 @@ func (r *Reader) Stamp(ctx context.Context, namespace string, srcs []stamp.Sourc
 }
 
 // MetaGVK is the GroupVersionKind of a source kind, for metadata-only reads.
-func MetaGVK(kind string) schema.GroupVersionKind {
-	if kind == stamp.KindSecret {
-		return corev1.SchemeGroupVersion.WithKind("Secret")
-	}
-	return corev1.SchemeGroupVersion.WithKind("ConfigMap")
-}
+func MetaGVK(kind string) schema.GroupVersionKind { return sourceKind(kind).GVK() }
 
 // NewMeta is an empty metadata-only object of a source kind.
-func NewMeta(kind string) *metav1.PartialObjectMetadata {
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(MetaGVK(kind))
-	return m
-}
+func NewMeta(kind string) *metav1.PartialObjectMetadata { return sourceKind(kind).NewMeta() }
 
 // DigestCache remembers, per ConfigMap and key selection, the digest of the content at
 // one resourceVersion (which changes with every write), so an unchanged ConfigMap is
@@ -122,9 +114,9 @@ func cacheKey(namespace string, src stamp.Source, hmacKey []byte) string {
 	}
 	field(namespace)
 	field(src.Kind)
-	if src.Kind == stamp.KindSecret {
-		// A Secret's digest depends on the key: a rotated key must not find the
-		// digests made with the old one.
+	if stamp.Keyed(src.Kind) {
+		// A keyed digest depends on the key: a rotated key must not find the digests
+		// made with the old one.
 		fp := sha256.Sum256(hmacKey)
 		field(hex.EncodeToString(fp[:8]))
 	}
@@ -198,8 +190,8 @@ func compute(ctx context.Context, r client.Reader, cache *DigestCache, key []byt
 // seen before is first read metadata-only; its content is read when it is new, or when
 // its resourceVersion moved.
 func digest(ctx context.Context, r client.Reader, cache *DigestCache, hmacKey []byte, namespace string, src stamp.Source) (*stamp.Digest, error) {
-	if src.Kind == stamp.KindSecret && len(hmacKey) == 0 {
-		return nil, errors.New("no key for Secret digests")
+	if k := sourceKind(src.Kind); k.Keyed && len(hmacKey) == 0 {
+		return nil, fmt.Errorf("no key for %s digests", k.Kind)
 	}
 	key := cacheKey(namespace, src, hmacKey)
 	if cache != nil {

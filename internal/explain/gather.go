@@ -184,17 +184,18 @@ func (c *Cluster) times(ctx context.Context, kind *workload.Kind, obj client.Obj
 }
 
 // live reads the sources and computes their digests with configread, the webhook's
-// code. Without the hash key, Secrets are read for their keys but not digested.
+// code. Without the hash key, keyed kinds (Secrets) are read for their keys but not
+// digested.
 func (c *Cluster) live(ctx context.Context, namespace string, refs []stamp.Source) (Live, error) {
 	l := Live{Content: map[string]*corev1.ConfigMap{}, Complete: true}
 	lookup := configread.Lookup(c.Client, namespace)
-	secretsReadable := true
+	keyedReadable := true
 	for _, ref := range refs {
 		cm, err := lookup(ctx, ref.Kind, ref.Name)
-		if ref.Kind == stamp.KindSecret && apierrors.IsForbidden(err) {
-			// Many users may not read Secrets: compare the ConfigMaps.
-			c.warn("Secret digests can't be compared: no access to %s in namespace %s", ref.ID(), namespace)
-			secretsReadable = false
+		if k := stamp.SourceKindNamed(ref.Kind); k != nil && k.Keyed && apierrors.IsForbidden(err) {
+			// Many users may not read Secrets: compare the others.
+			c.warn("%s digests can't be compared: no access to %s in namespace %s", k.Kind, ref.ID(), namespace)
+			keyedReadable = false
 			continue
 		}
 		if err != nil {
@@ -203,20 +204,14 @@ func (c *Cluster) live(ctx context.Context, namespace string, refs []stamp.Sourc
 		l.Content[ref.ID()] = cm
 	}
 	var key []byte
-	if stamp.HasSecrets(refs) {
+	if slices.ContainsFunc(refs, stamp.Source.Keyed) {
 		var k []byte
-		if secretsReadable {
+		if keyedReadable {
 			k = c.hashKey(ctx)
 		}
 		if k == nil {
 			l.Complete = false
-			var cms []stamp.Source
-			for _, ref := range refs {
-				if ref.Kind != stamp.KindSecret {
-					cms = append(cms, ref)
-				}
-			}
-			refs = cms
+			refs = slices.DeleteFunc(slices.Clone(refs), stamp.Source.Keyed)
 		} else {
 			key = stamp.NamespaceKey(k, namespace)
 		}

@@ -47,7 +47,7 @@ type OfflineStamp struct {
 // Manifests are the objects read from files.
 type Manifests struct {
 	Workloads []Candidate
-	// Sources by namespace and "kind/name" (a Secret as stamp.SecretContent gives it).
+	// Sources by namespace and "kind/name", as their kind's Content gives them.
 	Sources map[string]map[string]*corev1.ConfigMap
 	// NamespaceDefaulted: the namespace given to Decode is only a default (not -n nor
 	// the kubeconfig's).
@@ -56,7 +56,7 @@ type Manifests struct {
 }
 
 // Decode reads a stream of YAML documents or JSON objects (and v1 Lists) and keeps the
-// workloads of kinds and the ConfigMaps and Secrets; objects without a namespace get
+// workloads of kinds and the objects of the source kinds; objects without a namespace get
 // namespace. Other objects are skipped.
 func Decode(r io.Reader, namespace string, kinds []*workload.Kind, m *Manifests) error {
 	if m.Sources == nil {
@@ -102,49 +102,33 @@ func (m *Manifests) add(u *unstructured.Unstructured, namespace string, kinds []
 		}
 		return nil
 	}
-	source := func(kind string, cm *corev1.ConfigMap) {
+	if sk := stamp.FindSourceKind(gvk.Group, gvk.Kind); sk != nil {
+		obj := sk.New()
+		if err := into(obj); err != nil {
+			return err
+		}
 		ns := m.Sources[u.GetNamespace()]
 		if ns == nil {
 			ns = map[string]*corev1.ConfigMap{}
 			m.Sources[u.GetNamespace()] = ns
 		}
-		ns[kind+"/"+u.GetName()] = cm
+		ns[sk.Name+"/"+u.GetName()] = sk.Content(obj)
+		return nil
 	}
-	switch {
-	case gvk.Group == "" && gvk.Kind == "ConfigMap":
-		var cm corev1.ConfigMap
-		if err := into(&cm); err != nil {
-			return err
+	k := workload.Find(kinds, gvk.Group, gvk.Kind)
+	if k == nil {
+		return nil
+	}
+	obj := k.New()
+	if err := into(obj); err != nil {
+		return err
+	}
+	m.Workloads = append(m.Workloads, Candidate{Kind: k, Object: obj})
+	if defaulted {
+		if m.defaulted == nil {
+			m.defaulted = map[client.Object]bool{}
 		}
-		source(stamp.KindConfigMap, &cm)
-	case gvk.Group == "" && gvk.Kind == "Secret":
-		var sec corev1.Secret
-		if err := into(&sec); err != nil {
-			return err
-		}
-		for k, v := range sec.StringData { // as the API server merges stringData in
-			if sec.Data == nil {
-				sec.Data = map[string][]byte{}
-			}
-			sec.Data[k] = []byte(v)
-		}
-		source(stamp.KindSecret, stamp.SecretContent(&sec))
-	default:
-		k := workload.Find(kinds, gvk.Group, gvk.Kind)
-		if k == nil {
-			return nil
-		}
-		obj := k.New()
-		if err := into(obj); err != nil {
-			return err
-		}
-		m.Workloads = append(m.Workloads, Candidate{Kind: k, Object: obj})
-		if defaulted {
-			if m.defaulted == nil {
-				m.defaulted = map[client.Object]bool{}
-			}
-			m.defaulted[obj] = true
-		}
+		m.defaulted[obj] = true
 	}
 	return nil
 }
@@ -176,7 +160,7 @@ func Offline(m *Manifests, key []byte) ([]OfflineStamp, error) {
 			return cm, nil
 		}
 		var nsKey []byte
-		if opts.Secrets {
+		if opts.Keyed() {
 			nsKey = stamp.NamespaceKey(key, obj.GetNamespace())
 		}
 		st, err := stamp.Compute(context.Background(), refs, lookup, nsKey)
