@@ -20,9 +20,6 @@ import (
 	"github.com/configstamp/configstamp/stamp"
 )
 
-// coverageSecrets is the coverage key of Secrets (the others are workload resources).
-const coverageSecrets = decide.CoverageSecrets
-
 // coverageInterval is how often the leader checks the registration's coverage entries
 // (they are lost when the registration is replaced whole: helm upgrade --force,
 // kubectl replace).

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/configstamp/configstamp/internal/decide"
 	"github.com/configstamp/configstamp/stamp"
 )
 
@@ -56,12 +57,12 @@ func TestCoverage(t *testing.T) {
 	_ = clientgoscheme.AddToScheme(scheme)
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(registrationFor("a", created, "deployments", "statefulsets")).Build()
 	cov := newCoverage(c, c, "configstamp", func(context.Context) (time.Time, error) { return now, nil })
-	cov.cover("deployments", "statefulsets", "daemonsets", coverageSecrets)
+	cov.cover("deployments", "statefulsets", "daemonsets", decide.CoverageSecrets)
 	if _, err := cov.sync(ctx); err != nil {
 		t.Fatal(err)
 	}
 	got := coverageOf(t, c)
-	if len(got) != 2 || !got["statefulsets"].Equal(now) || !got[coverageSecrets].Equal(now) {
+	if len(got) != 2 || !got["statefulsets"].Equal(now) || !got[decide.CoverageSecrets].Equal(now) {
 		t.Fatalf("coverage %v: want statefulsets and secrets at %v (no daemonsets entry in the registration yet; deployments implicit)", got, now)
 	}
 	if d, _ := ofOne(cov, ctx, "deployments"); !d.Equal(created) {
@@ -86,18 +87,18 @@ func TestCoverage(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = coverageOf(t, c)
-	if !got["statefulsets"].Equal(now) || !got[coverageSecrets].Equal(now) || !got["daemonsets"].Equal(later) {
+	if !got["statefulsets"].Equal(now) || !got[decide.CoverageSecrets].Equal(now) || !got["daemonsets"].Equal(later) {
 		t.Fatalf("after a replace: %v", got)
 	}
 
 	// Secrets turned off: its entry goes.
 	cov.mu.Lock()
-	delete(cov.wanted, coverageSecrets)
+	delete(cov.wanted, decide.CoverageSecrets)
 	cov.mu.Unlock()
 	if _, err := cov.sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got = coverageOf(t, c); len(got) != 2 || !got[coverageSecrets].IsZero() {
+	if got = coverageOf(t, c); len(got) != 2 || !got[decide.CoverageSecrets].IsZero() {
 		t.Fatalf("Secrets off: %v", got)
 	}
 

@@ -5,13 +5,15 @@ import (
 	"time"
 
 	"github.com/configstamp/configstamp/internal/workload"
+	"github.com/configstamp/configstamp/stamp"
 )
 
 // The registration's coverage annotation (stamp.CoverageAnnotation), read and written
 // here only.
 
-// CoverageSecrets is the coverage key of Secrets (the others are resources).
-const CoverageSecrets = "secrets"
+// CoverageSecrets is the coverage key of Secrets (the others are resources): the
+// Secret source kind's.
+var CoverageSecrets = stamp.Secret.Coverage
 
 // CoveredSince is since when key (a resource, or CoverageSecrets) has been covered, from
 // the registration's creation time and its coverage entries
