@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/configstamp/configstamp/internal/argo"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
@@ -95,6 +96,18 @@ func TestImpactDeleting(t *testing.T) {
 	r := Impact(stamp.KindConfigMap, "ns", "app", "", false, false, stamp.Options{}, []Candidate{{Kind: workload.Deployment, Object: d, InScope: true}})
 	if len(r.Workloads) != 1 || r.Workloads[0].Roll || r.Workloads[0].Reason != "being deleted: configstamp leaves it alone" {
 		t.Errorf("workloads: %+v, want web, not rolled: being deleted", r.Workloads)
+	}
+}
+
+// Impact leaves a workload of a kind the registration does not cover alone, as explain
+// does.
+func TestImpactKindNotCovered(t *testing.T) {
+	d := deployment()
+	ro := &argo.Rollout{ObjectMeta: d.ObjectMeta, Spec: argo.RolloutSpec{Template: d.Spec.Template}}
+	r := Impact(stamp.KindConfigMap, "ns", "app", "", false, false, stamp.Options{}, []Candidate{{Kind: workload.Rollout, Object: ro, InScope: true, KindNotCovered: true}})
+	want := "configstamp does not cover rollouts: the server runs without --argo-rollouts (the registration's configstamp.io/covered-since has no rollouts)"
+	if len(r.Workloads) != 1 || r.Workloads[0].Roll || r.Workloads[0].Reason != want {
+		t.Errorf("workloads: %+v, want not rolled: %s", r.Workloads, want)
 	}
 }
 

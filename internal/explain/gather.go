@@ -67,22 +67,8 @@ func (c *Cluster) Explain(ctx context.Context, kind *workload.Kind, namespace, n
 	if err != nil {
 		return Report{}, err
 	}
-	switch {
-	case known:
-		in.InScope = c.Scope.IncludesWorkload(ns.Name, ns.Labels, obj.GetLabels())
-	case slices.Contains(c.Scope.Excluded, obj.GetNamespace()):
-		in.InScope = false
-	case c.Scope.Labelled(obj.GetLabels()):
-		in.InScope = true
-	default:
-		in.ScopeUnknown = true
-	}
-	if kind == workload.Rollout {
-		if cov := c.readCoverage(ctx); cov != nil {
-			_, covered := cov[workload.Rollout.Resource]
-			in.KindNotCovered = !covered
-		}
-	}
+	in.InScope, in.ScopeUnknown = c.inScope(ns, known, obj)
+	in.KindNotCovered = c.kindNotCovered(ctx, kind)
 	tmpl := kind.Template(obj)
 	if tmpl != nil {
 		in.Options = stamp.Options{Secrets: c.secretsCount(ctx, obj, tmpl)}
@@ -102,6 +88,34 @@ func (c *Cluster) Explain(ctx context.Context, kind *workload.Kind, namespace, n
 	}
 	in.Events = evs.Items
 	return Explain(in), nil
+}
+
+// inScope says whether obj is in scope, from its namespace ns (known: ns could be read)
+// and its own labels; unknown when that cannot be told.
+func (c *Cluster) inScope(ns *corev1.Namespace, known bool, obj client.Object) (in, unknown bool) {
+	switch {
+	case known:
+		return c.Scope.IncludesWorkload(ns.Name, ns.Labels, obj.GetLabels()), false
+	case slices.Contains(c.Scope.Excluded, obj.GetNamespace()):
+		return false, false
+	case c.Scope.Labelled(obj.GetLabels()):
+		return true, false
+	}
+	return false, true
+}
+
+// kindNotCovered says whether the registration shows that configstamp does not cover
+// kind (Rollouts without --argo-rollouts); false when that cannot be read.
+func (c *Cluster) kindNotCovered(ctx context.Context, kind *workload.Kind) bool {
+	if kind != workload.Rollout {
+		return false
+	}
+	cov := c.readCoverage(ctx)
+	if cov == nil {
+		return false
+	}
+	_, covered := cov[workload.Rollout.Resource]
+	return !covered
 }
 
 // namespace reads a namespace; known is false when it may not be read.
@@ -263,6 +277,7 @@ func (c *Cluster) Impact(ctx context.Context, kinds []*workload.Kind, kind, name
 	}
 	var cands []Candidate
 	var forbidden error
+	var notCovered map[*workload.Kind]bool
 	listed := false
 	for _, k := range kinds {
 		list := k.NewList()
@@ -278,17 +293,13 @@ func (c *Cluster) Impact(ctx context.Context, kinds []*workload.Kind, kind, name
 			return ImpactReport{}, describe(err, k.Resource, namespace)
 		}
 		listed = true
+		if notCovered == nil {
+			notCovered = map[*workload.Kind]bool{}
+		}
+		notCovered[k] = c.kindNotCovered(ctx, k)
 		for _, obj := range k.Items(list) {
-			cand := Candidate{Kind: k, Object: obj}
-			switch {
-			case nsKnown:
-				cand.InScope = c.Scope.IncludesWorkload(ns.Name, ns.Labels, obj.GetLabels())
-			case slices.Contains(c.Scope.Excluded, namespace):
-			case c.Scope.Labelled(obj.GetLabels()):
-				cand.InScope = true
-			default:
-				cand.ScopeUnknown = true
-			}
+			cand := Candidate{Kind: k, Object: obj, KindNotCovered: notCovered[k]}
+			cand.InScope, cand.ScopeUnknown = c.inScope(ns, nsKnown, obj)
 			if tmpl := k.Template(obj); tmpl != nil {
 				secrets := c.secretsCount(ctx, obj, tmpl)
 				cand.Secrets = &secrets

@@ -42,6 +42,8 @@ type Candidate struct {
 	InScope bool
 	// ScopeUnknown: its namespace could not be read and it is not labelled.
 	ScopeUnknown bool
+	// KindNotCovered: the registration shows configstamp does not cover its kind.
+	KindNotCovered bool
 	// Secrets: whether Secrets count for it (nil: as opts.Secrets says).
 	Secrets *bool
 }
@@ -73,12 +75,14 @@ func Impact(kind, namespace, name, key string, ignored, binaryKey bool, opts sta
 			secretsCount = *c.Secrets
 		}
 		// srcs holds the source: the gate never stops it for consuming nothing.
-		stop, _ := decide.Gate(decide.Entry{Object: c.Object, Refs: srcs}, scopeOf(c.InScope, c.ScopeUnknown))
+		stop, _ := decide.Gate(decide.Entry{Object: c.Object, KindNotCovered: c.KindNotCovered, Refs: srcs}, scopeOf(c.InScope, c.ScopeUnknown))
 		switch {
 		case stop == decide.StopSkipped:
 			w.Reason = "skipped: annotation " + stamp.SkipAnnotation + "=true"
 		case stop == decide.StopDeleting:
 			w.Reason = deletingReason
+		case stop == decide.StopKindNotCovered:
+			w.Reason = kindNotCoveredReason(c.Kind)
 		case stop == decide.StopScopeUnknown:
 			w.Reason = "scope unknown: the namespace can't be read and the workload is not labelled; if the namespace opts in, a change of a key it consumes rolls it"
 		case stop == decide.StopNotInScope:

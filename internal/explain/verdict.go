@@ -10,11 +10,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configstamp/configstamp/internal/decide"
+	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
 
 // deletingReason is why a workload being deleted does not roll, in explain and impact.
 const deletingReason = "being deleted: configstamp leaves it alone"
+
+// kindNotCoveredReason is why a workload of a kind configstamp does not cover does not
+// roll, in explain and impact.
+func kindNotCoveredReason(k *workload.Kind) string {
+	return fmt.Sprintf("configstamp does not cover %ss: the server runs without --argo-rollouts (the registration's %s has no %s)",
+		strings.ToLower(k.Kind), stamp.CoverageAnnotation, k.Resource)
+}
 
 // scopeOf is a workload's scope as Gather found it, for decide.Gate.
 func scopeOf(inScope, unknown bool) func() (decide.Scope, error) {
@@ -39,8 +47,7 @@ func verdict(in Input, r *Report, refs []stamp.Source) (code, reason string, rol
 	case decide.StopDeleting:
 		return VerdictDeleting, deletingReason, false
 	case decide.StopKindNotCovered:
-		return VerdictNotInScope, fmt.Sprintf("configstamp does not cover %ss: the server runs without --argo-rollouts (the registration's %s has no %s)",
-			r.Kind, stamp.CoverageAnnotation, in.Kind.Resource), false
+		return VerdictNotInScope, kindNotCoveredReason(in.Kind), false
 	case decide.StopScopeUnknown:
 		return VerdictUnknownScope, fmt.Sprintf("scope unknown: namespace %s could not be read, and the %s has no label %s=%s; if the namespace opts in, it is judged as below",
 			r.Namespace, r.Kind, in.NamespaceLabel, stamp.InjectValue), false
