@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/test/internal/configmaps"
 )
 
 // testExtraSources: a Deployment whose pods consume nothing, naming a ConfigMap in
@@ -28,7 +29,7 @@ func testExtraSources(t *testing.T) {
 
 	relabel(t, ns, "sidecar-cfg")
 	env.ExpectReplicaSets(t, ns, "sidecar", 1, settle)
-	patchConfigMap(t, ns, "sidecar-cfg", `{"binaryData":{"blob":"AAI="}}`)
+	configmaps.Patch(t, env.Client, ns, "sidecar-cfg", `{"binaryData":{"blob":"AAI="}}`)
 	stampedWith(t, env.ExpectReplicaSets(t, ns, "sidecar", 2, settle), docHash(t, ns, "sidecar-cfg"))
 	checkAfterRestart(func(t *testing.T) { env.ExpectReplicaSets(t, ns, "sidecar", 2, 0) })
 }
@@ -79,7 +80,7 @@ func testExtraSourcesMalformed(t *testing.T) {
 	stampedWith(t, d, docHash(t, ns, "ok"))
 
 	env.ExpectReplicaSets(t, ns, "malformed", 1, 0)
-	setData(t, ns, "ok", "k", "2")
+	configmaps.SetData(t, env.Client, ns, "ok", "k", "2")
 	stampedWith(t, env.ExpectReplicaSets(t, ns, "malformed", 2, settle), docHash(t, ns, "ok"))
 	checkAfterRestart(func(t *testing.T) { env.ExpectReplicaSets(t, ns, "malformed", 2, 0) })
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
+	"github.com/configstamp/configstamp/test/internal/configmaps"
 )
 
 // options run configstamp as these tests need it: Argo Rollouts stamped and watched
@@ -185,7 +186,7 @@ func revisionScenario(t *testing.T, obj client.Object) {
 	ns, cm := obj.GetNamespace(), template(t, obj).Spec.Volumes[0].ConfigMap.Name
 	relabel(t, ns, cm)
 	env.ExpectRevisions(t, obj, 1, settle)
-	setData(t, ns, cm, "k", "2")
+	configmaps.SetData(t, env.Client, ns, cm, "k", "2")
 	after := env.ExpectRevisions(t, obj, 2, settle)
 	stampedWith(t, after, docHash(t, ns, cm))
 	checkAfterRestart(func(t *testing.T) { env.ExpectRevisions(t, obj, 2, 0) })
