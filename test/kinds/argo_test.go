@@ -17,6 +17,7 @@ import (
 	"github.com/configstamp/configstamp/internal/argo"
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
+	"github.com/configstamp/configstamp/test/internal/apitime"
 	"github.com/configstamp/configstamp/test/internal/configmaps"
 )
 
@@ -211,7 +212,7 @@ func testRolloutCRDFirst(t *testing.T, start func() *framework.Configstamp) {
 	ns := env.NewNamespace(t, true)
 	createConfigMap(t, ns, "down-cfg", map[string]string{"k": "1"}, nil)
 	createConfigMap(t, ns, "cfg", map[string]string{"k": "1"}, nil)
-	time.Sleep(1100 * time.Millisecond)
+	apitime.NextSecond()
 	// configstamp is stopped; its registration stays (failurePolicy Ignore).
 	down := newRollout(ns, "down", "down-cfg")
 	if err := c.Create(bg, down); err != nil {

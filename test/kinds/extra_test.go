@@ -5,12 +5,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/test/internal/apitime"
 	"github.com/configstamp/configstamp/test/internal/configmaps"
 )
 
@@ -21,7 +21,7 @@ func testExtraSources(t *testing.T) {
 	t.Parallel()
 	ns := env.NewNamespace(t, true)
 	createConfigMap(t, ns, "sidecar-cfg", map[string]string{"a": "1"}, map[string][]byte{"blob": {0, 1}})
-	time.Sleep(1100 * time.Millisecond)
+	apitime.NextSecond()
 	d := newDeployment(ns, "sidecar", "", nil)
 	d.Annotations = map[string]string{stamp.ExtraSourcesAnnotation: "configmap/sidecar-cfg"}
 	create(t, d)
@@ -53,7 +53,7 @@ func testExtraSourcesMalformed(t *testing.T) {
 	t.Parallel()
 	ns := env.NewNamespace(t, true)
 	createConfigMap(t, ns, "ok", map[string]string{"k": "1"}, nil)
-	time.Sleep(1100 * time.Millisecond)
+	apitime.NextSecond()
 
 	w := &warnings{}
 	cfg := rest.CopyConfig(env.Cluster.Config)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
+	"github.com/configstamp/configstamp/test/internal/apitime"
 	"github.com/configstamp/configstamp/test/internal/configmaps"
 )
 
@@ -49,7 +50,7 @@ func installOver(t *testing.T) *installedOver {
 		createConfigMap(t, o.ns, strings.ToLower(k.name), map[string]string{"k": "1"}, nil)
 	}
 	createConfigMap(t, o.optNs, "cfg", map[string]string{"k": "1"}, nil)
-	time.Sleep(1100 * time.Millisecond)
+	apitime.NextSecond()
 	for _, k := range revKinds {
 		name := strings.ToLower(k.name)
 		obj := k.new(o.ns, name, name)
@@ -111,7 +112,7 @@ func TestKinds(t *testing.T) {
 				t.Parallel()
 				ns := env.NewNamespace(t, true)
 				createConfigMap(t, ns, "cfg", map[string]string{"k": "1"}, nil)
-				time.Sleep(1100 * time.Millisecond)
+				apitime.NextSecond()
 				obj := k.new(ns, "cfg", "cfg")
 				create(t, obj)
 				stampedWith(t, obj, docHash(t, ns, "cfg")) // the response to the create
@@ -126,7 +127,7 @@ func TestKinds(t *testing.T) {
 			t.Parallel()
 			ns := env.NewNamespace(t, false)
 			createConfigMap(t, ns, "cfg", map[string]string{"k": "1"}, nil)
-			time.Sleep(1100 * time.Millisecond)
+			apitime.NextSecond()
 			labelled, plain := newDeployment(ns, "labelled", "cfg", optedIn), newDeployment(ns, "plain", "cfg", nil)
 			create(t, labelled)
 			create(t, plain)
@@ -138,7 +139,7 @@ func TestKinds(t *testing.T) {
 			t.Parallel()
 			ns := env.NewNamespace(t, false)
 			createConfigMap(t, ns, "cfg", map[string]string{"k": "1"}, nil)
-			time.Sleep(1100 * time.Millisecond)
+			apitime.NextSecond()
 			labelled, plain := newDeployment(ns, "labelled", "cfg", nil), newDeployment(ns, "plain", "cfg", nil)
 			create(t, labelled)
 			create(t, plain)
