@@ -101,7 +101,8 @@ manifests: ## Regenerate the kustomize base from the Helm chart.
 # own free ports and temporary directories), longest first so the schedule packs well;
 # lint and the unit tests, which only need CPU, come last. The binaries are built (or
 # found) once, before, so no two hack/tools.sh runs race on the same file. Each
-# target's output is printed whole when it ends.
+# target's output is printed whole when it ends. (As the recipe calls $(MAKE), even
+# make -n test runs it, hack/tools.sh included.)
 TEST_JOBS ?= 3
 TEST_ORDER := test-faults test-precision test-integration test-secrets test-kinds test-e2e \
   test-deploy test-badinput test-cli test-monitoring lint test-unit
