@@ -7,6 +7,9 @@ TOOLS := hack/tools.sh
 # CONFIGSTAMP_BIN_DIR or KUBEBUILDER_ASSETS points at them.
 CONFIGSTAMP_BIN_DIR ?=
 export CONFIGSTAMP_BIN_DIR
+# golangci-lint to run (default: built by hack/tools.sh lint).
+GOLANGCI_LINT ?=
+export GOLANGCI_LINT
 
 .PHONY: help
 help: ## Show the targets.
@@ -24,7 +27,7 @@ lint: ## go vet and gofmt of everything; golangci-lint (.golangci.yml, complexit
 	$(GO) vet ./...
 	$(GO) -C test/monitoring vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
-	$$(bash $(TOOLS) lint | tail -1)/golangci-lint run ./...
+	$${GOLANGCI_LINT:-$$(bash $(TOOLS) lint | tail -1)/golangci-lint} run ./...
 
 .PHONY: tools
 tools: ## Build the control-plane binaries the integration tests need.
@@ -94,8 +97,24 @@ manifests: ## Regenerate the kustomize base from the Helm chart.
 	  $$(bash $(TOOLS) e2e | tail -1)/helm template configstamp deploy/helm/configstamp --namespace configstamp-system; } \
 	  > deploy/kustomize/configstamp.yaml
 
+# make test runs the suites TEST_JOBS at a time (each on its own control plane, on its
+# own free ports and temporary directories), longest first so the schedule packs well;
+# lint and the unit tests, which only need CPU, come last. The binaries are built (or
+# found) once, before, so no two hack/tools.sh runs race on the same file. Each
+# target's output is printed whole when it ends. (As the recipe calls $(MAKE), even
+# make -n test runs it, hack/tools.sh included.)
+TEST_JOBS ?= 3
+TEST_ORDER := test-faults test-precision test-integration test-secrets test-kinds test-e2e \
+  test-deploy test-badinput test-cli test-monitoring lint test-unit
 .PHONY: test
-test: lint test-unit test-integration test-e2e test-precision test-kinds test-secrets test-badinput test-faults test-cli test-deploy test-monitoring ## Everything: lint, unit, integration, end-to-end, precision, kinds, Secrets, bad input, faults, command-line and chart tests, alerts and dashboard.
+test: ## Everything, TEST_JOBS (3) at a time: lint, unit, integration, end-to-end, precision, kinds, Secrets, bad input, faults, command-line and chart tests, alerts and dashboard.
+	@set -eo pipefail; \
+	bins=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) e2e | tail -1)}; \
+	lint=$${GOLANGCI_LINT:-$$(bash $(TOOLS) lint | tail -1)/golangci-lint}; \
+	start=$$(date +%s); \
+	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target \
+	  CONFIGSTAMP_BIN_DIR="$$bins" GOLANGCI_LINT="$$lint" $(TEST_ORDER); \
+	echo "make test: passed in $$(( $$(date +%s) - start ))s, $(TEST_JOBS) at a time"
 
 BENCH_COUNT ?= 6
 .PHONY: bench

@@ -13,10 +13,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/internal/hashkey"
-	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/test/framework"
 	"github.com/configstamp/configstamp/test/hashdoc"
+	"github.com/configstamp/configstamp/test/internal/deployments"
 )
 
 var bg = context.Background()
@@ -62,27 +62,15 @@ func volume(vol, name string, secret bool) corev1.Volume {
 
 func getDeployment(t *testing.T, ns, name string) *appsv1.Deployment {
 	t.Helper()
-	var d appsv1.Deployment
-	if err := k8s.Get(bg, client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
-		t.Fatalf("get deployment %s/%s: %v", ns, name, err)
-	}
-	return &d
+	return deployments.Get(t, k8s, ns, name)
 }
 
-func hashOf(d *appsv1.Deployment) string { return d.Spec.Template.Annotations[stamp.HashAnnotation] }
+func hashOf(d *appsv1.Deployment) string { return deployments.Hash(d) }
 
 // waitStamp waits until the Deployment carries want as its config hash.
 func waitStamp(t *testing.T, ns, name, want string) *appsv1.Deployment {
 	t.Helper()
-	var d *appsv1.Deployment
-	framework.Eventually(t, 60*time.Second, "stamp of "+name, func() error {
-		d = getDeployment(t, ns, name)
-		if got := hashOf(d); got != want {
-			return fmt.Errorf("hash %q, want %q", got, want)
-		}
-		return nil
-	})
-	return d
+	return deployments.WaitStamp(t, k8s, 60*time.Second, ns, name, want)
 }
 
 // docHash recomputes the config hash from docs/hash.md (test/hashdoc), independently of

@@ -1,38 +1,21 @@
 package badinput
 
 import (
-	"bufio"
 	"fmt"
-	"net/http"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/configstamp/configstamp/test/bench"
 	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/test/framework"
+	"github.com/configstamp/configstamp/test/internal/promtext"
 )
 
 // scrape reads configstamp's Prometheus endpoint into "name{labels}" -> value.
 func (s *suite) scrape(t *testing.T) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + s.metrics + "/metrics")
-	if err != nil {
-		t.Fatalf("scrape metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if i := strings.LastIndexByte(line, ' '); i > 0 && !strings.HasPrefix(line, "#") {
-			if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
-				out[line[:i]] = v
-			}
-		}
-	}
-	return out
+	return promtext.MustScrape(t, s.metrics)
 }
 
 // admissions is the series of configstamp_admission_requests_total for one result.

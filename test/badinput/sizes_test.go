@@ -2,14 +2,12 @@ package badinput
 
 import (
 	"bytes"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/client-go/rest"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
+	"github.com/configstamp/configstamp/test/internal/events"
 	"github.com/configstamp/configstamp/watcher"
 )
 
@@ -169,14 +168,5 @@ const (
 
 // findEvent looks for an Event of reason about the Deployment name.
 func findEvent(ns, name, reason string) error {
-	var list eventsv1.EventList
-	if err := k8s.List(bg, &list, client.InNamespace(ns)); err != nil {
-		return err
-	}
-	for _, e := range list.Items {
-		if e.Regarding.Name == name && e.Reason == reason {
-			return nil
-		}
-	}
-	return fmt.Errorf("no %s event on %s among %d events", reason, name, len(list.Items))
+	return events.Find(k8s, ns, name, reason, "")
 }

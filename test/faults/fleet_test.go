@@ -16,6 +16,7 @@ import (
 
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
+	"github.com/configstamp/configstamp/test/internal/apitime"
 )
 
 var bg = context.Background()
@@ -47,7 +48,7 @@ func newFleet(t *testing.T, mode string, n int) *fleet {
 	if err := env.Client.Create(bg, cm); err != nil {
 		t.Fatalf("create configmap in %s: %v", f.ns, err)
 	}
-	time.Sleep(1100 * time.Millisecond)
+	apitime.NextSecond()
 	for i := range n {
 		f.names = append(f.names, fmt.Sprintf("app-%02d", i))
 	}

@@ -2,16 +2,14 @@ package faults
 
 import (
 	"fmt"
-	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/test/framework"
+	"github.com/configstamp/configstamp/test/internal/promtext"
 )
 
 // The watcher's own delays (watcher/setup.go defaults), which tell when it has nothing
@@ -103,35 +101,11 @@ var metricsClient = &http.Client{Timeout: 2 * time.Second} // a paused process a
 // scrape reads a Prometheus endpoint: every series by its full name (with labels, as
 // printed) and every family (name without labels) as the sum of its series.
 func scrape(addr string) (map[string]float64, error) {
-	resp, err := metricsClient.Get("http://" + addr + "/metrics")
+	m, err := promtext.Scrape(metricsClient, addr)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]float64{}
-	for _, line := range strings.Split(string(body), "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		series := line[:i]
-		out[series] = v
-		if j := strings.IndexByte(series, '{'); j > 0 {
-			out[series[:j]] += v
-		}
-	}
-	return out, nil
+	return promtext.WithFamilies(m), nil
 }
 
 // metric reads one series (or a family's sum) of c now; absent is 0.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,10 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
+	"github.com/configstamp/configstamp/internal/argo"
 	"github.com/configstamp/configstamp/test/cluster"
 )
 
@@ -132,4 +135,22 @@ func readCRDs(path string) ([]*unstructured.Unstructured, error) {
 		return nil, fmt.Errorf("read %s: no CustomResourceDefinition", path)
 	}
 	return crds, nil
+}
+
+// ArgoClient is an admin client that knows the built-in kinds and Argo Rollouts; make it
+// after the CRD is installed.
+func (e *Env) ArgoClient(t testing.TB) client.Client {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := argo.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(e.Cluster.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -10,7 +10,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,17 +18,15 @@ import (
 	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/test/framework"
 	"github.com/configstamp/configstamp/test/hashdoc"
+	"github.com/configstamp/configstamp/test/internal/configmaps"
+	"github.com/configstamp/configstamp/test/internal/deployments"
 )
 
 var bg = context.Background()
 
 func getDeployment(t *testing.T, ns, name string) *appsv1.Deployment {
 	t.Helper()
-	var d appsv1.Deployment
-	if err := k8s.Get(bg, client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
-		t.Fatalf("get deployment %s/%s: %v", ns, name, err)
-	}
-	return &d
+	return deployments.Get(t, k8s, ns, name)
 }
 
 func configMap(ns, name string, data map[string]string) *corev1.ConfigMap {
@@ -46,23 +43,12 @@ func create(t *testing.T, obj client.Object) {
 // setData replaces one key of a ConfigMap (merge patch: no conflicts).
 func setData(t *testing.T, ns, name, key, value string) {
 	t.Helper()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	patch := fmt.Sprintf(`{"data":{%q:%q}}`, key, value)
-	if err := k8s.Patch(bg, cm, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
-		t.Fatalf("patch configmap %s/%s: %v", ns, name, err)
-	}
+	configmaps.SetData(t, k8s, ns, name, key, value)
 }
 
 func getConfigMap(t *testing.T, ns, name string) *corev1.ConfigMap {
 	t.Helper()
-	var cm corev1.ConfigMap
-	if err := k8s.Get(bg, client.ObjectKey{Namespace: ns, Name: name}, &cm); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		t.Fatalf("get configmap %s/%s: %v", ns, name, err)
-	}
-	return &cm
+	return configmaps.Get(t, k8s, ns, name)
 }
 
 // podWithVolumes is a pod spec mounting each named ConfigMap whole (optional, so the
@@ -78,15 +64,7 @@ func podWithVolumes(names ...string) corev1.PodSpec {
 }
 
 func deployment(name string, spec corev1.PodSpec) *appsv1.Deployment {
-	labels := map[string]string{"app": name}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec},
-		},
-	}
+	return deployments.New("", name, 1, spec)
 }
 
 func createDeployment(t *testing.T, ns, name string, spec corev1.PodSpec) *appsv1.Deployment {
@@ -97,7 +75,7 @@ func createDeployment(t *testing.T, ns, name string, spec corev1.PodSpec) *appsv
 	return d
 }
 
-func hashOf(d *appsv1.Deployment) string { return d.Spec.Template.Annotations[stamp.HashAnnotation] }
+func hashOf(d *appsv1.Deployment) string { return deployments.Hash(d) }
 
 // rollsOnce waits until the Deployment carries want as its config hash, asserts that
 // this took exactly one new generation since before, and that no second one follows.
@@ -114,15 +92,7 @@ func rollsOnce(t *testing.T, before *appsv1.Deployment, want string) *appsv1.Dep
 // waitStamp waits until the Deployment carries want as its config hash.
 func waitStamp(t *testing.T, ns, name, want string) *appsv1.Deployment {
 	t.Helper()
-	var d *appsv1.Deployment
-	framework.Eventually(t, 30*time.Second, "stamp of "+name, func() error {
-		d = getDeployment(t, ns, name)
-		if got := hashOf(d); got != want {
-			return fmt.Errorf("hash %q, want %q", got, want)
-		}
-		return nil
-	})
-	return d
+	return deployments.WaitStamp(t, k8s, 30*time.Second, ns, name, want)
 }
 
 // unchanged asserts over period that the Deployment keeps its generation and
@@ -164,7 +134,7 @@ func docHash(t *testing.T, ns string, srcs ...docSource) string {
 	for _, s := range srcs {
 		doc = append(doc, hashdoc.Source{Name: s.name, Keys: s.keys})
 	}
-	return hashdoc.Hash(doc, func(name string) *corev1.ConfigMap { return getConfigMap(t, ns, name) })
+	return hashdoc.Hash(doc, configmaps.Lookup(t, k8s, ns))
 }
 
 // digests parses a sources annotation into source -> digest.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
+	"github.com/configstamp/configstamp/test/internal/apitime"
 	"github.com/configstamp/configstamp/watcher"
 	"github.com/configstamp/configstamp/webhook"
 )
@@ -195,10 +196,10 @@ func TestRollStaleAtInstall(t *testing.T) {
 	ns := env.NewNamespace(t, true)
 	create(t, configMap(ns, "fresh", map[string]string{"k": "1"}))
 	create(t, configMap(ns, "stale", map[string]string{"k": "1"}))
-	time.Sleep(1100 * time.Millisecond) // the API server's times have one-second resolution
+	apitime.NextSecond() // the API server's times have one-second resolution
 	fresh := createDeployment(t, ns, "fresh", podWithVolumes("fresh"))
 	stale := createDeployment(t, ns, "stale", podWithVolumes("stale"))
-	time.Sleep(1100 * time.Millisecond)
+	apitime.NextSecond()
 	setData(t, ns, "stale", "k", "2")
 
 	env.Start(t, framework.Options{Args: []string{"--roll-stale-at-install"}})

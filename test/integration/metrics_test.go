@@ -1,41 +1,18 @@
 package integration
 
 import (
-	"bufio"
 	"fmt"
-	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/configstamp/configstamp/test/framework"
+	"github.com/configstamp/configstamp/test/internal/promtext"
 )
 
 // scrape reads configstamp's Prometheus endpoint into "name{labels}" -> value.
 func scrape(t *testing.T, addr string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatalf("scrape metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
-			out[line[:i]] = v
-		}
-	}
-	return out
+	return promtext.MustScrape(t, addr)
 }
 
 func testMetrics(t *testing.T, cs *framework.Configstamp, metricsAddr string) {

@@ -9,9 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -58,17 +56,7 @@ func TestRolloutCRD(t *testing.T) {
 	if err := env.InstallCRDs(bg, framework.ArgoRolloutsCRD()); err != nil {
 		t.Fatal(err)
 	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := argo.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(env.Cluster.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := env.ArgoClient(t)
 	ns := env.NewNamespace(t, false)
 
 	t.Run("Typed", func(t *testing.T) {

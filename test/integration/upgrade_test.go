@@ -17,6 +17,7 @@ import (
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
+	"github.com/configstamp/configstamp/test/internal/apitime"
 	"github.com/configstamp/configstamp/webhook"
 )
 
@@ -40,7 +41,7 @@ func TestUpgradeAddingKindsRollsNothing(t *testing.T) {
 	if err := k8s.Create(bg, old); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1100 * time.Millisecond) // the API server's times have one-second resolution
+	apitime.NextSecond() // the API server's times have one-second resolution
 	ns := env.NewNamespace(t, true)
 	create(t, configMap(ns, "cfg", map[string]string{"k": "1"}))
 	labels := map[string]string{"app": "db"}
@@ -55,7 +56,7 @@ func TestUpgradeAddingKindsRollsNothing(t *testing.T) {
 	if err := k8s.Status().Update(bg, sts); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1100 * time.Millisecond)
+	apitime.NextSecond()
 	setData(t, ns, "cfg", "k", "2")
 
 	env.Start(t, framework.Options{})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
+	"github.com/configstamp/configstamp/test/internal/events"
 	"github.com/configstamp/configstamp/watcher"
 )
 
@@ -38,29 +39,7 @@ func testDataChangeRolls(t *testing.T, cs *framework.Configstamp) {
 }
 
 func findEvent(ns, name, reason, contains string) error {
-	var list eventsv1.EventList
-	if err := k8s.List(bg, &list, client.InNamespace(ns)); err != nil {
-		return err
-	}
-	for _, e := range list.Items {
-		if e.Regarding.Name == name && e.Reason == reason && (contains == "" || containsStr(e.Note, contains)) {
-			return nil
-		}
-	}
-	return fmt.Errorf("no %s event on %s mentioning %q among %d events", reason, name, contains, len(list.Items))
-}
-
-func containsStr(s, sub string) bool {
-	return len(sub) == 0 || (len(s) >= len(sub) && indexOf(s, sub) >= 0)
-}
-
-func indexOf(s, sub string) int {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return i
-		}
-	}
-	return -1
+	return events.Find(k8s, ns, name, reason, contains)
 }
 
 func testInvisibleChangesRollNothing(t *testing.T, cs *framework.Configstamp) {

@@ -11,14 +11,14 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/internal/argo"
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
+	"github.com/configstamp/configstamp/test/internal/apitime"
+	"github.com/configstamp/configstamp/test/internal/configmaps"
 )
 
 // Log messages of configstamp's detection of the Rollout kind.
@@ -32,18 +32,7 @@ const (
 // argoClient is an admin client that knows Rollouts; made after the CRD is installed.
 func argoClient(t testing.TB) client.Client {
 	t.Helper()
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := argo.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(env.Cluster.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return env.ArgoClient(t)
 }
 
 // newRollout is a Rollout of two replicas consuming cm (there is no Argo controller: it
@@ -189,7 +178,7 @@ func testRolloutCRDLater(t *testing.T, cs *framework.Configstamp, started time.T
 	}
 	ref := createRefRollout(t, c, ns, "by-ref", "cfg")
 
-	setData(t, ns, "cfg", "k", "2")
+	configmaps.SetData(t, env.Client, ns, "cfg", "k", "2")
 	r = expectGeneration(t, c, r, 2, 2*detectInterval)
 	stampedWith(t, r, docHash(t, ns, "cfg"))
 	if _, watching, _, _ := rolloutLog(cs); watching != 1 {
@@ -197,7 +186,7 @@ func testRolloutCRDLater(t *testing.T, cs *framework.Configstamp, started time.T
 	}
 	t.Logf("the first config change re-stamped the Rollout, and the settle period passed, %s after the CRD was installed", time.Since(installed).Round(time.Second))
 
-	setData(t, ns, "cfg", "k", "3")
+	configmaps.SetData(t, env.Client, ns, "cfg", "k", "3")
 	r = expectGeneration(t, c, r, 3, time.Minute)
 	stampedWith(t, r, docHash(t, ns, "cfg"))
 	relabel(t, ns, "cfg")
@@ -223,7 +212,7 @@ func testRolloutCRDFirst(t *testing.T, start func() *framework.Configstamp) {
 	ns := env.NewNamespace(t, true)
 	createConfigMap(t, ns, "down-cfg", map[string]string{"k": "1"}, nil)
 	createConfigMap(t, ns, "cfg", map[string]string{"k": "1"}, nil)
-	time.Sleep(1100 * time.Millisecond)
+	apitime.NextSecond()
 	// configstamp is stopped; its registration stays (failurePolicy Ignore).
 	down := newRollout(ns, "down", "down-cfg")
 	if err := c.Create(bg, down); err != nil {
@@ -257,8 +246,8 @@ func testRolloutCRDFirst(t *testing.T, start func() *framework.Configstamp) {
 		t.Fatalf("rollout down at generation %d after a label-only change, want 1", g)
 	}
 
-	setData(t, ns, "cfg", "k", "2")
-	setData(t, ns, "down-cfg", "k", "2")
+	configmaps.SetData(t, env.Client, ns, "cfg", "k", "2")
+	configmaps.SetData(t, env.Client, ns, "down-cfg", "k", "2")
 	stampedWith(t, expectGeneration(t, c, r, 2, time.Minute), docHash(t, ns, "cfg"))
 	stampedWith(t, expectGeneration(t, c, down, 2, time.Minute), docHash(t, ns, "down-cfg"))
 }

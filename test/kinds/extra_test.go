@@ -5,12 +5,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/test/internal/apitime"
+	"github.com/configstamp/configstamp/test/internal/configmaps"
 )
 
 // testExtraSources: a Deployment whose pods consume nothing, naming a ConfigMap in
@@ -20,7 +21,7 @@ func testExtraSources(t *testing.T) {
 	t.Parallel()
 	ns := env.NewNamespace(t, true)
 	createConfigMap(t, ns, "sidecar-cfg", map[string]string{"a": "1"}, map[string][]byte{"blob": {0, 1}})
-	time.Sleep(1100 * time.Millisecond)
+	apitime.NextSecond()
 	d := newDeployment(ns, "sidecar", "", nil)
 	d.Annotations = map[string]string{stamp.ExtraSourcesAnnotation: "configmap/sidecar-cfg"}
 	create(t, d)
@@ -28,7 +29,7 @@ func testExtraSources(t *testing.T) {
 
 	relabel(t, ns, "sidecar-cfg")
 	env.ExpectReplicaSets(t, ns, "sidecar", 1, settle)
-	patchConfigMap(t, ns, "sidecar-cfg", `{"binaryData":{"blob":"AAI="}}`)
+	configmaps.Patch(t, env.Client, ns, "sidecar-cfg", `{"binaryData":{"blob":"AAI="}}`)
 	stampedWith(t, env.ExpectReplicaSets(t, ns, "sidecar", 2, settle), docHash(t, ns, "sidecar-cfg"))
 	checkAfterRestart(func(t *testing.T) { env.ExpectReplicaSets(t, ns, "sidecar", 2, 0) })
 }
@@ -52,7 +53,7 @@ func testExtraSourcesMalformed(t *testing.T) {
 	t.Parallel()
 	ns := env.NewNamespace(t, true)
 	createConfigMap(t, ns, "ok", map[string]string{"k": "1"}, nil)
-	time.Sleep(1100 * time.Millisecond)
+	apitime.NextSecond()
 
 	w := &warnings{}
 	cfg := rest.CopyConfig(env.Cluster.Config)
@@ -79,7 +80,7 @@ func testExtraSourcesMalformed(t *testing.T) {
 	stampedWith(t, d, docHash(t, ns, "ok"))
 
 	env.ExpectReplicaSets(t, ns, "malformed", 1, 0)
-	setData(t, ns, "ok", "k", "2")
+	configmaps.SetData(t, env.Client, ns, "ok", "k", "2")
 	stampedWith(t, env.ExpectReplicaSets(t, ns, "malformed", 2, settle), docHash(t, ns, "ok"))
 	checkAfterRestart(func(t *testing.T) { env.ExpectReplicaSets(t, ns, "malformed", 2, 0) })
 }

@@ -9,9 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -19,6 +17,7 @@ import (
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
 	"github.com/configstamp/configstamp/test/hashdoc"
+	"github.com/configstamp/configstamp/test/internal/configmaps"
 )
 
 var bg = context.Background()
@@ -30,31 +29,13 @@ const settle = 6 * time.Second
 // createConfigMap creates a ConfigMap with data (and binaryData when given).
 func createConfigMap(t testing.TB, ns, name string, data map[string]string, binary map[string][]byte) {
 	t.Helper()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data, BinaryData: binary}
-	if err := env.Client.Create(bg, cm); err != nil {
-		t.Fatalf("create configmap %s/%s: %v", ns, name, err)
-	}
-}
-
-// patchConfigMap merge-patches a ConfigMap.
-func patchConfigMap(t testing.TB, ns, name, patch string) {
-	t.Helper()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	if err := env.Client.Patch(bg, cm, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-		t.Fatalf("patch configmap %s/%s: %v", ns, name, err)
-	}
-}
-
-// setData changes one key of a ConfigMap.
-func setData(t testing.TB, ns, name, key, value string) {
-	t.Helper()
-	patchConfigMap(t, ns, name, fmt.Sprintf(`{"data":{%q:%q}}`, key, value))
+	configmaps.Create(t, env.Client, ns, name, data, binary)
 }
 
 // relabel changes only a ConfigMap's labels (a new resourceVersion, the same content).
 func relabel(t testing.TB, ns, name string) {
 	t.Helper()
-	patchConfigMap(t, ns, name, fmt.Sprintf(`{"metadata":{"labels":{"edited":"e%d"}}}`, rand.IntN(1e9)))
+	configmaps.Patch(t, env.Client, ns, name, fmt.Sprintf(`{"metadata":{"labels":{"edited":"e%d"}}}`, rand.IntN(1e9)))
 }
 
 // docHash is the config hash of the ConfigMaps cms, each consumed whole (every key,
@@ -66,16 +47,7 @@ func docHash(t testing.TB, ns string, cms ...string) string {
 	for _, cm := range cms {
 		srcs = append(srcs, hashdoc.Source{Name: cm})
 	}
-	return hashdoc.Hash(srcs, func(name string) *corev1.ConfigMap {
-		var obj corev1.ConfigMap
-		if err := env.Client.Get(bg, client.ObjectKey{Namespace: ns, Name: name}, &obj); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			t.Fatal(err)
-		}
-		return &obj
-	})
+	return hashdoc.Hash(srcs, configmaps.Lookup(t, env.Client, ns))
 }
 
 // podTemplate runs one container that mounts the ConfigMap cm whole (none: consumes

@@ -13,6 +13,8 @@ import (
 
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
+	"github.com/configstamp/configstamp/test/internal/apitime"
+	"github.com/configstamp/configstamp/test/internal/configmaps"
 )
 
 // options run configstamp as these tests need it: Argo Rollouts stamped and watched
@@ -48,7 +50,7 @@ func installOver(t *testing.T) *installedOver {
 		createConfigMap(t, o.ns, strings.ToLower(k.name), map[string]string{"k": "1"}, nil)
 	}
 	createConfigMap(t, o.optNs, "cfg", map[string]string{"k": "1"}, nil)
-	time.Sleep(1100 * time.Millisecond)
+	apitime.NextSecond()
 	for _, k := range revKinds {
 		name := strings.ToLower(k.name)
 		obj := k.new(o.ns, name, name)
@@ -110,7 +112,7 @@ func TestKinds(t *testing.T) {
 				t.Parallel()
 				ns := env.NewNamespace(t, true)
 				createConfigMap(t, ns, "cfg", map[string]string{"k": "1"}, nil)
-				time.Sleep(1100 * time.Millisecond)
+				apitime.NextSecond()
 				obj := k.new(ns, "cfg", "cfg")
 				create(t, obj)
 				stampedWith(t, obj, docHash(t, ns, "cfg")) // the response to the create
@@ -125,7 +127,7 @@ func TestKinds(t *testing.T) {
 			t.Parallel()
 			ns := env.NewNamespace(t, false)
 			createConfigMap(t, ns, "cfg", map[string]string{"k": "1"}, nil)
-			time.Sleep(1100 * time.Millisecond)
+			apitime.NextSecond()
 			labelled, plain := newDeployment(ns, "labelled", "cfg", optedIn), newDeployment(ns, "plain", "cfg", nil)
 			create(t, labelled)
 			create(t, plain)
@@ -137,7 +139,7 @@ func TestKinds(t *testing.T) {
 			t.Parallel()
 			ns := env.NewNamespace(t, false)
 			createConfigMap(t, ns, "cfg", map[string]string{"k": "1"}, nil)
-			time.Sleep(1100 * time.Millisecond)
+			apitime.NextSecond()
 			labelled, plain := newDeployment(ns, "labelled", "cfg", nil), newDeployment(ns, "plain", "cfg", nil)
 			create(t, labelled)
 			create(t, plain)
@@ -185,7 +187,7 @@ func revisionScenario(t *testing.T, obj client.Object) {
 	ns, cm := obj.GetNamespace(), template(t, obj).Spec.Volumes[0].ConfigMap.Name
 	relabel(t, ns, cm)
 	env.ExpectRevisions(t, obj, 1, settle)
-	setData(t, ns, cm, "k", "2")
+	configmaps.SetData(t, env.Client, ns, cm, "k", "2")
 	after := env.ExpectRevisions(t, obj, 2, settle)
 	stampedWith(t, after, docHash(t, ns, cm))
 	checkAfterRestart(func(t *testing.T) { env.ExpectRevisions(t, obj, 2, 0) })

@@ -17,6 +17,7 @@ import (
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/test/framework"
+	"github.com/configstamp/configstamp/test/internal/configmaps"
 	"github.com/configstamp/configstamp/webhook"
 )
 
@@ -28,7 +29,7 @@ func optInScenario(t *testing.T, labelled, plain *appsv1.Deployment) {
 	relabel(t, ns, "cfg")
 	env.ExpectReplicaSets(t, ns, labelled.Name, 1, settle)
 	env.ExpectReplicaSets(t, ns, plain.Name, 1, 0)
-	setData(t, ns, "cfg", "k", "2")
+	configmaps.SetData(t, env.Client, ns, "cfg", "k", "2")
 	stampedWith(t, env.ExpectReplicaSets(t, ns, labelled.Name, 2, settle), docHash(t, ns, "cfg"))
 	env.ExpectReplicaSets(t, ns, plain.Name, 1, 0)
 	untouched(t, plain)

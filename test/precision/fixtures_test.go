@@ -8,15 +8,14 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
 	"github.com/configstamp/configstamp/test/hashdoc"
+	"github.com/configstamp/configstamp/test/internal/configmaps"
+	"github.com/configstamp/configstamp/test/internal/deployments"
 )
 
 var bg = context.Background()
@@ -82,46 +81,29 @@ func (c consumer) doc(cm string) hashdoc.Source {
 // createConfigMap creates a ConfigMap with data.
 func createConfigMap(t testing.TB, ns, name string, data map[string]string) {
 	t.Helper()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data}
-	if err := env.Client.Create(bg, cm); err != nil {
-		t.Fatalf("create configmap %s/%s: %v", ns, name, err)
-	}
+	configmaps.Create(t, env.Client, ns, name, data, nil)
 }
 
 // patchConfigMap merge-patches a ConfigMap.
 func patchConfigMap(t testing.TB, ns, name, patch string) {
 	t.Helper()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	if err := env.Client.Patch(bg, cm, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-		t.Fatalf("patch configmap %s/%s: %v", ns, name, err)
-	}
+	configmaps.Patch(t, env.Client, ns, name, patch)
 }
 
 func setData(t testing.TB, ns, name, key, value string) {
 	t.Helper()
-	patchConfigMap(t, ns, name, fmt.Sprintf(`{"data":{%q:%q}}`, key, value))
+	configmaps.SetData(t, env.Client, ns, name, key, value)
 }
 
 func deleteConfigMap(t testing.TB, ns, name string) {
 	t.Helper()
-	if err := env.Client.Delete(bg, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
-		t.Fatalf("delete configmap %s/%s: %v", ns, name, err)
-	}
+	configmaps.Delete(t, env.Client, ns, name)
 }
 
 // createDeployment creates a Deployment of two replicas consuming cm as c says.
 func createDeployment(t testing.TB, ns, name, cm string, c consumer) {
 	t.Helper()
-	labels := map[string]string{"app": name}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](2),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: c(cm)},
-		},
-	}
-	if err := env.Client.Create(bg, d); err != nil {
+	if err := env.Client.Create(bg, deployments.New(ns, name, 2, c(cm))); err != nil {
 		t.Fatalf("create deployment %s/%s: %v", ns, name, err)
 	}
 }
@@ -130,16 +112,7 @@ func createDeployment(t testing.TB, ns, name, cm string, c consumer) {
 // encoding documented in docs/hash.md.
 func docHash(t testing.TB, ns, cm string, c consumer) string {
 	t.Helper()
-	return hashdoc.Hash([]hashdoc.Source{c.doc(cm)}, func(name string) *corev1.ConfigMap {
-		var obj corev1.ConfigMap
-		if err := env.Client.Get(bg, client.ObjectKey{Namespace: ns, Name: name}, &obj); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			t.Fatal(err)
-		}
-		return &obj
-	})
+	return hashdoc.Hash([]hashdoc.Source{c.doc(cm)}, configmaps.Lookup(t, env.Client, ns))
 }
 
 // rollouts asserts that the Deployment reaches exactly n ReplicaSets and stays there.

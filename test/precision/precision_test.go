@@ -8,6 +8,7 @@ import (
 
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
+	"github.com/configstamp/configstamp/test/internal/apitime"
 )
 
 // fixture is one ConfigMap and the Deployment that consumes it, both named name.
@@ -48,7 +49,7 @@ func createFixtures(t *testing.T) string {
 	for _, f := range fixtures {
 		createConfigMap(t, ns, f.name, f.data)
 	}
-	time.Sleep(1100 * time.Millisecond)
+	apitime.NextSecond()
 	for _, f := range fixtures {
 		createDeployment(t, ns, f.name, f.name, f.c)
 	}
@@ -199,7 +200,7 @@ func TestPrecision(t *testing.T) {
 			// down: the template keeps a stamp made for the old one, but its new pods
 			// read the new config.
 			createConfigMap(t, ns, "extra", map[string]string{"e": "1"})
-			time.Sleep(1100 * time.Millisecond)
+			apitime.NextSecond()
 			addVolume(t, ns, "upgraded", "extra")
 			rollouts(t, ns, "upgraded", 2)
 		}
@@ -207,12 +208,12 @@ func TestPrecision(t *testing.T) {
 		// API server admits it unstamped), whose ConfigMap then changes.
 		late := modes["created after"]
 		createConfigMap(t, late, "late", map[string]string{"k": "1"})
-		time.Sleep(1100 * time.Millisecond)
+		apitime.NextSecond()
 		createDeployment(t, late, "late", "late", volume(nil, false))
 		if h := env.RolledOut(t, late, "late").Spec.Template.Annotations[stamp.HashAnnotation]; h != "" {
 			t.Fatalf("stamped while configstamp was killed: %s", h)
 		}
-		time.Sleep(1100 * time.Millisecond)
+		apitime.NextSecond()
 		setData(t, late, "late", "k", "2")
 
 		env.Start(t, framework.Options{})

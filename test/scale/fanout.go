@@ -10,8 +10,36 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/test/bench"
 	"github.com/configstamp/configstamp/test/framework"
 )
+
+// The two runs of a fan-out: configstamp's default client rate limit, then a raised one.
+var (
+	rateLimitArgs = [][]string{nil, {"--kube-api-qps", "200", "--kube-api-burst", "400"}}
+	rateLimits    = []string{"default client rate limit (20 qps)", "--kube-api-qps 200"}
+)
+
+// afterChange lets configstamp's last requests for a change land (3 s), counts them in
+// the audit log since mark, and stops p.
+func afterChange(env *framework.Env, p *framework.Configstamp, mark bench.AuditMark) (map[string]int, error) {
+	time.Sleep(3 * time.Second)
+	reqs, err := requestsSince(env.Cluster.AuditLog, mark)
+	if err != nil {
+		return nil, err
+	}
+	p.Stop()
+	return reqs, nil
+}
+
+// editForRun changes the fan-out's ConfigMap, cm-00000, for run, and returns where the
+// audit log ended before the change.
+func editForRun(ctx context.Context, env *framework.Env, ns string, run int) (bench.AuditMark, error) {
+	mark := markAudit(env.Cluster.AuditLog)
+	_, err := clients(env).CoreV1().ConfigMaps(ns).Patch(ctx, "cm-00000", types.MergePatchType,
+		[]byte(fmt.Sprintf(`{"data":{"run":"%d"}}`, run)), metav1.PatchOptions{})
+	return mark, err
+}
 
 // fanout: one ConfigMap consumed by n Deployments; time from its edit until all are
 // re-stamped, at the default client rate limit and at --kube-api-qps 200, and the
@@ -27,7 +55,7 @@ func fanout(ctx context.Context, env *framework.Env, cfg config) ([]row, error) 
 	}
 	n := cfg.deployments
 	var rows []row
-	for run, args := range [][]string{nil, {"--kube-api-qps", "200", "--kube-api-burst", "400"}} {
+	for run, args := range rateLimitArgs {
 		p, err := env.Run(ctx, framework.Options{Args: append([]string{"--debounce", "0s"}, args...)})
 		if err != nil {
 			return nil, err
@@ -46,9 +74,8 @@ func fanout(ctx context.Context, env *framework.Env, cfg config) ([]row, error) 
 			return nil, err
 		}
 		old := first.Spec.Template.Annotations[stamp.HashAnnotation]
-		mark := markAudit(env.Cluster.AuditLog)
-		if _, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, "cm-00000", types.MergePatchType,
-			[]byte(fmt.Sprintf(`{"data":{"run":"%d"}}`, run)), metav1.PatchOptions{}); err != nil {
+		mark, err := editForRun(ctx, env, ns, run)
+		if err != nil {
 			return nil, err
 		}
 		start := time.Now()
@@ -68,16 +95,11 @@ func fanout(ctx context.Context, env *framework.Env, cfg config) ([]row, error) 
 			return nil, err
 		}
 		took := time.Since(start)
-		time.Sleep(3 * time.Second)
-		reqs, err := requestsSince(env.Cluster.AuditLog, mark)
+		reqs, err := afterChange(env, p, mark)
 		if err != nil {
 			return nil, err
 		}
-		p.Stop()
-		limit := "default client rate limit (20 qps)"
-		if run == 1 {
-			limit = "--kube-api-qps 200"
-		}
+		limit := rateLimits[run]
 		rows = append(rows,
 			row{fmt.Sprintf("fan-out: %d Deployments re-stamped, %s", n, limit), took.Round(10 * time.Millisecond).String()},
 			row{fmt.Sprintf("requests configstamp sent for that change (%d dependents)", n), formatRequests(reqs)},
@@ -134,7 +156,7 @@ func fanoutKinds(ctx context.Context, env *framework.Env, cfg config) ([]row, er
 		return out, nil
 	}
 	var rows []row
-	for run, args := range [][]string{nil, {"--kube-api-qps", "200", "--kube-api-burst", "400"}} {
+	for run, args := range rateLimitArgs {
 		p, err := env.Run(ctx, framework.Options{Args: append([]string{"--debounce", "0s"}, args...)})
 		if err != nil {
 			return nil, err
@@ -174,9 +196,8 @@ func fanoutKinds(ctx context.Context, env *framework.Env, cfg config) ([]row, er
 				old = h
 			}
 		}
-		mark := markAudit(env.Cluster.AuditLog)
-		if _, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, "cm-00000", types.MergePatchType,
-			[]byte(fmt.Sprintf(`{"data":{"run":"%d"}}`, run)), metav1.PatchOptions{}); err != nil {
+		mark, err := editForRun(ctx, env, ns, run)
+		if err != nil {
 			return nil, err
 		}
 		start := time.Now()
@@ -204,16 +225,11 @@ func fanoutKinds(ctx context.Context, env *framework.Env, cfg config) ([]row, er
 			return nil, err
 		}
 		took := time.Since(start)
-		time.Sleep(3 * time.Second)
-		reqs, err := requestsSince(env.Cluster.AuditLog, mark)
+		reqs, err := afterChange(env, p, mark)
 		if err != nil {
 			return nil, err
 		}
-		p.Stop()
-		limit := "default client rate limit (20 qps)"
-		if run == 1 {
-			limit = "--kube-api-qps 200"
-		}
+		limit := rateLimits[run]
 		var each []string
 		for k := range kinds {
 			each = append(each, fmt.Sprintf("%s %s", kinds[k], last[k].Round(10*time.Millisecond)))

@@ -24,7 +24,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/internal/configread"
@@ -33,6 +32,8 @@ import (
 	"github.com/configstamp/configstamp/test/bench"
 	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/test/framework"
+	"github.com/configstamp/configstamp/test/internal/configmaps"
+	"github.com/configstamp/configstamp/test/internal/deployments"
 )
 
 var bg = context.Background()
@@ -86,26 +87,14 @@ func secretEnvFrom(secret string) corev1.EnvFromSource {
 // createDeployment creates a Deployment of two replicas with the pod spec.
 func createDeployment(t testing.TB, ns, name string, spec corev1.PodSpec) {
 	t.Helper()
-	labels := map[string]string{"app": name}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](2),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec},
-		},
-	}
-	if err := env.Client.Create(bg, d); err != nil {
+	if err := env.Client.Create(bg, deployments.New(ns, name, 2, spec)); err != nil {
 		t.Fatalf("create deployment %s/%s: %v", ns, name, err)
 	}
 }
 
 func createConfigMap(t testing.TB, ns, name string, data map[string]string) {
 	t.Helper()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: data}
-	if err := env.Client.Create(bg, cm); err != nil {
-		t.Fatalf("create configmap %s/%s: %v", ns, name, err)
-	}
+	configmaps.Create(t, env.Client, ns, name, data, nil)
 }
 
 func createSecret(t testing.TB, sec *corev1.Secret) {
