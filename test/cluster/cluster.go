@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -350,6 +351,11 @@ func (c *Cluster) TLSConfig() (*tls.Config, error) {
 	return rest.TLSConfigFor(c.Config)
 }
 
+// freePorts returns n ports on loopback that were free a moment ago. They are drawn at
+// random below the kernel's ephemeral range (ip_local_port_range), where the
+// connections of the other test layers running at the same time take no port, so the
+// moment between this check and the server binding the port is not a race with them;
+// the kernel's own choice (port 0) when that range cannot be read or has no free port.
 func freePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
@@ -357,16 +363,40 @@ func freePorts(n int) ([]int, error) {
 			l.Close()
 		}
 	}()
+	low := ephemeralLow()
 	ports := make([]int, 0, n)
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		addr := "127.0.0.1:0"
+		if low > minPort && tries < 100*n {
+			addr = "127.0.0.1:" + strconv.Itoa(minPort+mrand.IntN(low-minPort))
+		}
+		l, err := net.Listen("tcp", addr)
 		if err != nil {
+			if addr != "127.0.0.1:0" {
+				continue // taken: draw again
+			}
 			return nil, err
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// minPort is the lowest port freePorts draws.
+const minPort = 20000
+
+// ephemeralLow is the lowest port of the kernel's ephemeral range, 0 when unknown.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	var low, high int
+	if _, err := fmt.Sscan(string(b), &low, &high); err != nil {
+		return 0
+	}
+	return low
 }
 
 // FreePort returns a TCP port on loopback that was free a moment ago.
