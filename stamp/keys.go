@@ -41,6 +41,9 @@ const (
 	// its kind was covered was never stamped for want of coverage, not because the
 	// webhook was bypassed.
 	CoverageAnnotation = "configstamp.io/covered-since"
+	// CoverageSecrets is the key of Secrets in CoverageAnnotation (the others are
+	// workload resources).
+	CoverageSecrets = "secrets"
 )
 
 // IsTrue reports whether an annotation value means "true" (the contract uses "true").

@@ -121,7 +121,7 @@ var (
 	Secret = &SourceKind{
 		Name: KindSecret, Version: "v1", Kind: "Secret", Resource: "secrets", Plural: "Secrets",
 		Aliases: []string{"secret", "secrets"},
-		Keyed:   true, Flag: "--secrets", Coverage: "secrets",
+		Keyed:   true, Flag: "--secrets", Coverage: CoverageSecrets,
 		counts:    func(o Options) bool { return o.Secrets },
 		newObject: func() Object { return &corev1.Secret{} },
 		content: func(o Object) *corev1.ConfigMap {

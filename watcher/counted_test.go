@@ -29,7 +29,7 @@ func TestCounted(t *testing.T) {
 	if _, err := counted(Options{Sources: stamp.Options{Secrets: true}}); err == nil || err.Error() != "watcher: Secrets enabled without a hash key" {
 		t.Errorf("Secrets without a key: %v", err)
 	}
-	if !sourceCoverage(decide.CoverageSecrets) || sourceCoverage("deployments") {
+	if !sourceCoverage(decide.CoverageSecrets) || sourceCoverage("deployments") || sourceCoverage("") {
 		t.Errorf("Secrets' coverage key %q not a source kind's, or deployments one", decide.CoverageSecrets)
 	}
 }

@@ -121,7 +121,7 @@ func registers(reg *admissionregistrationv1.MutatingWebhookConfiguration, resour
 // sourceCoverage reports whether key is a source kind's (Secrets'): those need no
 // registration rule.
 func sourceCoverage(key string) bool {
-	return slices.ContainsFunc(stamp.SourceKinds(), func(k *stamp.SourceKind) bool { return k.Coverage == key })
+	return key != "" && slices.ContainsFunc(stamp.SourceKinds(), func(k *stamp.SourceKind) bool { return k.Coverage == key })
 }
 
 // sync brings the registration's entries in line with what this process covers: a

@@ -11,9 +11,8 @@ import (
 // The registration's coverage annotation (stamp.CoverageAnnotation), read and written
 // here only.
 
-// CoverageSecrets is the coverage key of Secrets (the others are resources): the
-// Secret source kind's.
-var CoverageSecrets = stamp.Secret.Coverage
+// CoverageSecrets is the coverage key of Secrets (the others are resources).
+const CoverageSecrets = stamp.CoverageSecrets
 
 // CoveredSince is since when key (a resource, or CoverageSecrets) has been covered, from
 // the registration's creation time and its coverage entries

@@ -296,8 +296,11 @@ func (c *Cluster) Impact(ctx context.Context, kinds []*workload.Kind, kind, name
 		if notCovered == nil {
 			notCovered = map[*workload.Kind]bool{}
 		}
-		notCovered[k] = c.kindNotCovered(ctx, k)
-		for _, obj := range k.Items(list) {
+		items := k.Items(list)
+		if len(items) > 0 {
+			notCovered[k] = c.kindNotCovered(ctx, k)
+		}
+		for _, obj := range items {
 			cand := Candidate{Kind: k, Object: obj, KindNotCovered: notCovered[k]}
 			cand.InScope, cand.ScopeUnknown = c.inScope(ns, nsKnown, obj)
 			if tmpl := k.Template(obj); tmpl != nil {

@@ -120,8 +120,9 @@ func WriteOffline(w io.Writer, stamps []OfflineStamp) error {
 	return nil
 }
 
-// printf and line write one line of a report. WriteReport and WriteImpact write
-// through a tabwriter, whose Flush returns the writer's error; WriteOffline reports none.
+// printf and line write one line of a report and drop its write error: a report's
+// errors are Flush's (a tabwriter's, which sees only the lines it buffers) or none
+// (WriteOffline), as they always were.
 func printf(w io.Writer, format string, a ...any) { _, _ = fmt.Fprintf(w, format, a...) }
 
 func line(w io.Writer, a ...any) { _, _ = fmt.Fprintln(w, a...) }
