@@ -8,8 +8,8 @@ TOOLS := hack/tools.sh
 CONFIGSTAMP_BIN_DIR ?=
 export CONFIGSTAMP_BIN_DIR
 # golangci-lint to run (default: built by hack/tools.sh lint).
-GOLANGCI_LINT ?=
-export GOLANGCI_LINT
+CONFIGSTAMP_GOLANGCI_LINT ?=
+export CONFIGSTAMP_GOLANGCI_LINT
 
 .PHONY: help
 help: ## Show the targets.
@@ -27,7 +27,7 @@ lint: ## go vet and gofmt of everything; golangci-lint (.golangci.yml, complexit
 	$(GO) vet ./...
 	$(GO) -C test/monitoring vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
-	$${GOLANGCI_LINT:-$$(bash $(TOOLS) lint | tail -1)/golangci-lint} run ./...
+	$${CONFIGSTAMP_GOLANGCI_LINT:-$$(bash $(TOOLS) lint | tail -1)/golangci-lint} run ./...
 
 .PHONY: tools
 tools: ## Build the control-plane binaries the integration tests need.
@@ -101,7 +101,8 @@ manifests: ## Regenerate the kustomize base from the Helm chart.
 # own free ports and temporary directories), longest first so the schedule packs well;
 # lint and the unit tests, which only need CPU, come last. The binaries are built (or
 # found) once, before, so no two hack/tools.sh runs race on the same file. Each
-# target's output is printed whole when it ends. (As the recipe calls $(MAKE), even
+# target's output is printed whole when it ends; a failing one stops none of the others
+# (make test fails at the end). (As the recipe calls $(MAKE), even
 # make -n test runs it, hack/tools.sh included.)
 TEST_JOBS ?= 3
 TEST_ORDER := test-faults test-precision test-integration test-secrets test-kinds test-e2e \
@@ -110,10 +111,10 @@ TEST_ORDER := test-faults test-precision test-integration test-secrets test-kind
 test: ## Everything, TEST_JOBS (3) at a time: lint, unit, integration, end-to-end, precision, kinds, Secrets, bad input, faults, command-line and chart tests, alerts and dashboard.
 	@set -eo pipefail; \
 	bins=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) e2e | tail -1)}; \
-	lint=$${GOLANGCI_LINT:-$$(bash $(TOOLS) lint | tail -1)/golangci-lint}; \
+	lint=$${CONFIGSTAMP_GOLANGCI_LINT:-$$(bash $(TOOLS) lint | tail -1)/golangci-lint}; \
 	start=$$(date +%s); \
-	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target \
-	  CONFIGSTAMP_BIN_DIR="$$bins" GOLANGCI_LINT="$$lint" $(TEST_ORDER); \
+	$(MAKE) --no-print-directory --keep-going -j$(TEST_JOBS) --output-sync=target \
+	  CONFIGSTAMP_BIN_DIR="$$bins" CONFIGSTAMP_GOLANGCI_LINT="$$lint" $(TEST_ORDER); \
 	echo "make test: passed in $$(( $$(date +%s) - start ))s, $(TEST_JOBS) at a time"
 
 BENCH_COUNT ?= 6
