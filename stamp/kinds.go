@@ -1,6 +1,7 @@
 package stamp
 
 import (
+	"maps"
 	"strings"
 	"unsafe"
 
@@ -126,16 +127,12 @@ var (
 		newObject: func() Object { return &corev1.Secret{} },
 		content: func(o Object) *corev1.ConfigMap {
 			sec, _ := o.(*corev1.Secret)
-			if sec != nil {
+			cm := SecretContent(sec)
+			if cm != nil {
 				// Only a manifest has stringData: merged in as the API server does.
-				for k, v := range sec.StringData {
-					if sec.Data == nil {
-						sec.Data = map[string][]byte{}
-					}
-					sec.Data[k] = []byte(v)
-				}
+				maps.Copy(cm.Data, sec.StringData)
 			}
-			return SecretContent(sec)
+			return cm
 		},
 		volume: func(v *corev1.Volume) (podRef, bool) {
 			if s := v.Secret; s != nil {

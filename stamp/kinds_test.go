@@ -47,6 +47,9 @@ func TestSecretContentMergesStringData(t *testing.T) {
 			t.Errorf("key %s: %q, want %q", k, cm.Data[k], v)
 		}
 	}
+	if len(sec.Data) != 2 || string(sec.Data["b"]) != "2" {
+		t.Errorf("the Secret read was changed: %v", sec.Data)
+	}
 	if Secret.Content((*corev1.Secret)(nil)) != nil || ConfigMap.Content((*corev1.ConfigMap)(nil)) != nil {
 		t.Error("content of nil is not nil")
 	}
