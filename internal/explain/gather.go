@@ -277,7 +277,6 @@ func (c *Cluster) Impact(ctx context.Context, kinds []*workload.Kind, kind, name
 	}
 	var cands []Candidate
 	var forbidden error
-	var notCovered map[*workload.Kind]bool
 	listed := false
 	for _, k := range kinds {
 		list := k.NewList()
@@ -293,15 +292,11 @@ func (c *Cluster) Impact(ctx context.Context, kinds []*workload.Kind, kind, name
 			return ImpactReport{}, describe(err, k.Resource, namespace)
 		}
 		listed = true
-		if notCovered == nil {
-			notCovered = map[*workload.Kind]bool{}
-		}
 		items := k.Items(list)
-		if len(items) > 0 {
-			notCovered[k] = c.kindNotCovered(ctx, k)
-		}
+		// The registration is read only for a kind with workloads here.
+		notCovered := len(items) > 0 && c.kindNotCovered(ctx, k)
 		for _, obj := range items {
-			cand := Candidate{Kind: k, Object: obj, KindNotCovered: notCovered[k]}
+			cand := Candidate{Kind: k, Object: obj, KindNotCovered: notCovered}
 			cand.InScope, cand.ScopeUnknown = c.inScope(ns, nsKnown, obj)
 			if tmpl := k.Template(obj); tmpl != nil {
 				secrets := c.secretsCount(ctx, obj, tmpl)
