@@ -15,7 +15,28 @@ type Options struct {
 	// envFrom.secretRef, secretKeyRef, secret/ entries of extra-sources). Off, they are
 	// left out as if not referenced.
 	Secrets bool
+	// MaxSources is the most sources one workload may consume and still be stamped
+	// (0: DefaultMaxSources); see SourceCap.
+	MaxSources int
 }
+
+// DefaultMaxSources is the default cap on the sources of one workload: far above what
+// pod templates consume (a handful; the API server lets a template reference thousands),
+// and low enough that one admission's reads stay few.
+const DefaultMaxSources = 256
+
+// SourceCap is the most sources one workload may consume and still be stamped: past
+// it, the webhook reads nothing and leaves the stamp as stored, and the watcher reports
+// it (decide.Gate).
+func (o Options) SourceCap() int {
+	if o.MaxSources > 0 {
+		return o.MaxSources
+	}
+	return DefaultMaxSources
+}
+
+// OverCap reports whether srcs are more than o lets one workload consume.
+func (o Options) OverCap(srcs []Source) bool { return len(srcs) > o.SourceCap() }
 
 // Source is one object a pod template consumes and the keys of it the pod can see.
 type Source struct {

@@ -137,12 +137,15 @@ func (r *workloadReconciler) admitted(ctx context.Context, obj client.Object) (*
 		return nil, nil, nil
 	}
 	refs := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, r.sources)
-	stop, err := decide.Gate(decide.Entry{Object: obj, Refs: refs}, func() (decide.Scope, error) {
+	stop, err := decide.Gate(decide.Entry{Object: obj, Refs: refs, Options: r.sources}, func() (decide.Scope, error) {
 		if ok, err := inScope(ctx, r.client, r.scope, obj); err != nil || !ok {
 			return decide.OutOfScope, err
 		}
 		return decide.InScope, nil
 	})
+	if stop == decide.StopTooManySources {
+		r.tooManySources(ctx, obj, len(refs))
+	}
 	if err != nil || stop != decide.Pass {
 		return nil, nil, err
 	}

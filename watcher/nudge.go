@@ -232,6 +232,15 @@ func (r *workloadReconciler) bypassed(ctx context.Context, obj client.Object, go
 	return fmt.Errorf("%s %s: stamp %q, want %q: webhook bypassed", r.kind, key, stamp.ShortHash(got), stamp.ShortHash(want))
 }
 
+// tooManySources reports a workload that consumes more than the source cap: the webhook
+// keeps its stamp as stored, so it is neither read nor nudged.
+func (r *workloadReconciler) tooManySources(ctx context.Context, obj client.Object, n int) {
+	checks.WithLabelValues("too_many_sources").Inc()
+	r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonTooManySources, "Check",
+		"Not rolled on config changes: it consumes %d sources, more than the cap of %d (--max-sources)", n, r.sources.SourceCap())
+	logf.FromContext(ctx).Info("Left alone: it consumes more sources than the cap", "sources", n, "cap", r.sources.SourceCap())
+}
+
 // tooLarge reports a workload whose stamp (part "pod template") or record (part
 // "metadata") would take its annotations past the API server's size limit, and leaves it
 // alone until it changes.

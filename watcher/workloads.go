@@ -19,6 +19,8 @@ const (
 	ReasonStampBypassed = "StampBypassed"
 	ReasonConfigMissing = "ConfigMissing"
 	ReasonStampTooLarge = "StampTooLarge"
+	// ReasonTooManySources: it consumes more sources than --max-sources; left as stamped.
+	ReasonTooManySources = "TooManySources"
 	// ReasonConfigUnreadable: nudges the webhook answered without a stamp, unable to
 	// read config; still retried.
 	ReasonConfigUnreadable = "ConfigUnreadable"

@@ -21,8 +21,8 @@ type input struct {
 	kind *workload.Kind
 	// old is the stored object (nil on CREATE).
 	old client.Object
-	// reqNamespace and reqName are the request's; namespace and name the object's (the
-	// request's namespace when it has none).
+	// reqNamespace and reqName are the request's; namespace and name the object's (its
+	// namespace is the request's: Stamper.outside).
 	reqNamespace, reqName, namespace, name string
 	operation, user                        string
 	dryRun                                 bool
@@ -43,6 +43,10 @@ type input struct {
 
 	// The rest is set only for a template to stamp (tmpl set, no problem, not skipped).
 	extraProblems []string
+	// overCap: it consumes more sources than capacity (stamp.Options.SourceCap); then
+	// the fields below srcs are unset.
+	overCap  bool
+	capacity int
 	// stored is the template metadata whose stamp is stored (the old object's, else the
 	// incoming one's); storedHash its stamp.
 	stored     *metav1.ObjectMeta
@@ -70,22 +74,26 @@ type undecodable struct {
 func (u *undecodable) Error() string { return "decode " + u.field + ": " + u.err.Error() }
 func (u *undecodable) Unwrap() error { return u.err }
 
-// input decodes a CREATE or UPDATE of kind.
-func (s *Stamper) input(kind *workload.Kind, req admission.Request) (*input, *undecodable) {
+// decodeReview decodes the object of a CREATE or UPDATE of kind, and an UPDATE's old
+// object (nil on CREATE).
+func decodeReview(kind *workload.Kind, req admission.Request) (obj, old client.Object, _ *undecodable) {
 	obj, err := decode(kind, req.Object.Raw)
 	if err != nil {
-		return nil, &undecodable{"object", "Rejected undecodable object", err}
-	}
-	in := &input{kind: kind, reqNamespace: req.Namespace, reqName: req.Name, namespace: obj.GetNamespace(), name: obj.GetName(),
-		operation: string(req.Operation), user: req.UserInfo.Username, dryRun: req.DryRun != nil && *req.DryRun, now: time.Now()}
-	if in.namespace == "" {
-		in.namespace = req.Namespace
+		return nil, nil, &undecodable{"object", "Rejected undecodable object", err}
 	}
 	if req.Operation == admissionv1.Update {
-		if in.old, err = decode(kind, req.OldObject.Raw); err != nil {
-			return nil, &undecodable{"oldObject", "Rejected undecodable old object", err}
+		if old, err = decode(kind, req.OldObject.Raw); err != nil {
+			return nil, nil, &undecodable{"oldObject", "Rejected undecodable old object", err}
 		}
 	}
+	return obj, old, nil
+}
+
+// input is the admission of obj (old: the stored object of an UPDATE), decoded from req
+// and inside its boundaries (Stamper.outside): the object's namespace is the request's.
+func (s *Stamper) input(kind *workload.Kind, req admission.Request, obj, old client.Object) *input {
+	in := &input{kind: kind, old: old, reqNamespace: req.Namespace, reqName: req.Name, namespace: req.Namespace, name: obj.GetName(),
+		operation: string(req.Operation), user: req.UserInfo.Username, dryRun: req.DryRun != nil && *req.DryRun, now: time.Now()}
 	in.annotations = obj.GetAnnotations()
 	marker := stamp.ParseMarker(in.annotations)
 	// Only configstamp's own marker counts: a leftover one (the webhook was down when it
@@ -97,7 +105,7 @@ func (s *Stamper) input(kind *workload.Kind, req admission.Request) (*input, *un
 	if in.tmpl != nil && in.problem == "" && !in.skip {
 		in.consumed(s.Sources)
 	}
-	return in, nil
+	return in
 }
 
 // consumed reads what the template consumes, and the stamp and record stored for it.
@@ -123,6 +131,10 @@ func (in *input) consumed(opts stamp.Options) {
 	}
 	in.storedHash = in.stored.Annotations[stamp.HashAnnotation]
 	in.srcs = stamp.Consumed(in.annotations, &in.tmpl.Spec, opts)
+	if in.overCap = opts.OverCap(in.srcs); in.overCap {
+		in.capacity = opts.SourceCap()
+		return
+	}
 	in.rec, in.recValid = stamp.ObservedFor(in.record, in.tmpl)
 	in.basis, in.certain = decide.Basis(in.storedHash, in.rec, in.recValid, in.srcs)
 }

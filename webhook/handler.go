@@ -54,6 +54,9 @@ type Stamper struct {
 	// Self is the user configstamp's watcher runs as: only its requests may nudge or
 	// write a record. Empty: anyone's marker counts.
 	Self string
+	// InScope tells whether a review is in configstamp's scope; one outside is answered
+	// with nothing read. Nil: every namespace (unit tests).
+	InScope ScopeFunc
 }
 
 var _ admission.Handler = &Stamper{}
@@ -97,11 +100,15 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 		return admission.Allowed(""), resultSkipped
 	}
 	log = log.WithValues("kind", kind.Kind)
-	in, bad := s.input(kind, req)
+	obj, old, bad := decodeReview(kind, req)
 	if bad != nil {
 		log.Error(bad.err, bad.msg, "namespace", req.Namespace, "name", req.Name)
 		return admission.Errored(http.StatusBadRequest, bad), resultRejected
 	}
+	if result, warnings := s.outside(ctx, req, obj, old); result != "" {
+		return respond(nil, warnings...), result
+	}
+	in := s.input(kind, req, obj, old)
 	p := in.plan(func() (stamp.Stamp, error) { return s.reader().Stamp(ctx, in.namespace, in.srcs) })
 	p.write(log)
 	if !in.dryRun {

@@ -61,7 +61,7 @@ func TestAnnotationsSet(t *testing.T) {
 // record and the cause.
 func TestPatchOrder(t *testing.T) {
 	d := marked(dep(map[string]string{"x": "y"}, "img", "cfg"), "true")
-	in, bad := (&Stamper{}).input(workload.Deployment, request(t, admissionv1.Create, d, nil))
+	in, bad := decodeInput(&Stamper{}, workload.Deployment, request(t, admissionv1.Create, d, nil))
 	if bad != nil {
 		t.Fatal(bad)
 	}

@@ -71,6 +71,10 @@ func (in *input) plan(read configRead) plan {
 	if len(in.extraProblems) > 0 {
 		pl.warnings = append(pl.warnings, extraSourcesWarning(in.extraProblems))
 	}
+	if in.overCap {
+		pl.tooManySources()
+		return pl.plan
+	}
 	if in.othersUpdate() {
 		pl.keepAsStored()
 	} else {
@@ -199,6 +203,16 @@ func (pl *planner) tooLarge() {
 		pl.keep()
 	}
 	pl.result = resultTooLarge
+}
+
+// tooManySources answers a workload consuming more sources than the cap, before any
+// read: the stamp stays as stored (none on a CREATE), so it neither rolls nor gets a
+// stamp of part of its config; the watcher reports it (Event TooManySources).
+func (pl *planner) tooManySources() {
+	in := pl.in
+	pl.keep()
+	pl.warnings = append(pl.warnings, tooManySourcesWarning(in.kind.Kind, len(in.srcs), in.capacity))
+	pl.result = resultTooManySources
 }
 
 // stamp gives the template want's stamp and the metadata the record of it; rolls: it is

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/configstamp/configstamp/internal/argo"
 	"github.com/configstamp/configstamp/internal/workload"
@@ -235,7 +236,7 @@ func TestPlan(t *testing.T) {
 			if tc.user != "" {
 				s.Self, req.UserInfo.Username = self, tc.user
 			}
-			in, bad := s.input(kind, req)
+			in, bad := decodeInput(s, kind, req)
 			if bad != nil {
 				t.Fatal(bad)
 			}
@@ -286,4 +287,13 @@ func TestPlan(t *testing.T) {
 			}
 		})
 	}
+}
+
+// decodeInput decodes req as the handler does.
+func decodeInput(s *Stamper, kind *workload.Kind, req admission.Request) (*input, *undecodable) {
+	obj, old, bad := decodeReview(kind, req)
+	if bad != nil {
+		return nil, bad
+	}
+	return s.input(kind, req, obj, old), nil
 }

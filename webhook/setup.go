@@ -1,8 +1,6 @@
 package webhook
 
 import (
-	"context"
-	"net/http"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -20,10 +18,15 @@ type Options struct {
 	// ReadTimeout bounds the live ConfigMap reads of one admission.
 	ReadTimeout time.Duration
 	// Reader reads ConfigMaps live. Default: the manager's API reader. Prefer a client
-	// of its own without client-side rate limiting: admission traffic is bounded by the
-	// API server, and it must not queue behind the watcher's reads past the webhook's
-	// timeout.
+	// with a rate limit of its own: admission reads must not queue behind the watcher's
+	// past the webhook's timeout, nor a flood of reviews take the watcher's budget.
 	Reader client.Reader
+	// InScope tells whether a review is in scope (Stamper.InScope).
+	InScope ScopeFunc
+	// MaxRequestBytes caps a request's body (default DefaultMaxRequestBytes);
+	// MaxInFlight the requests read or handled at once (default DefaultMaxInFlight).
+	MaxRequestBytes int64
+	MaxInFlight     int
 	// Cache of source digests shared with the watcher (optional).
 	Cache *configread.DigestCache
 	// Self is the user configstamp runs as: only its nudges and records count.
@@ -46,7 +49,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) {
 	}
 	st := &Stamper{
 		Kinds: opts.Kinds, Sources: opts.Sources, Key: opts.Key,
-		Reader: opts.Reader, ReadTimeout: opts.ReadTimeout, Cache: opts.Cache, Self: opts.Self,
+		Reader: opts.Reader, ReadTimeout: opts.ReadTimeout, Cache: opts.Cache, Self: opts.Self, InScope: opts.InScope,
 	}
 	wh := &admission.Webhook{
 		Handler: st,
@@ -61,24 +64,14 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) {
 		},
 	}
 	wh = wh.WithRecoverPanic(true)
-	for _, k := range opts.Kinds {
-		mgr.GetWebhookServer().Register(k.Path(), countRejected{wh})
+	g := &guard{wh: wh, maxBytes: opts.MaxRequestBytes, slots: make(chan struct{}, opts.MaxInFlight)}
+	if g.maxBytes <= 0 {
+		g.maxBytes = DefaultMaxRequestBytes
 	}
-}
-
-// countRejected counts, as rejected, the requests controller-runtime answers without
-// calling the handler: a body that is no AdmissionReview, of another content type, empty
-// or too large. controller-runtime logs each of them itself.
-type countRejected struct{ *admission.Webhook }
-
-// handledKey marks a request's context; the handler sets the flag it points to.
-type handledKey struct{}
-
-func (c countRejected) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	handled := false
-	c.Webhook.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), handledKey{}, &handled)))
-	if !handled {
-		observe(resultRejected, start)
+	if opts.MaxInFlight <= 0 {
+		g.slots = make(chan struct{}, DefaultMaxInFlight)
+	}
+	for _, k := range opts.Kinds {
+		mgr.GetWebhookServer().Register(k.Path(), g)
 	}
 }

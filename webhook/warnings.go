@@ -30,6 +30,14 @@ func tooLargeWarning(kind string) string {
 		kind, stamp.AnnotationSizeLimit)
 }
 
+func tooManySourcesWarning(kind string, n, capacity int) string {
+	return fmt.Sprintf("configstamp: not stamped: the %s consumes %d ConfigMaps and Secrets, more than configstamp's cap of %d (--max-sources); its stamp is left as it was and it will not roll on config changes",
+		kind, n, capacity)
+}
+
+// scopeUnknownWarning answers a review whose namespace configstamp cannot place yet.
+const scopeUnknownWarning = "configstamp: not stamped: configstamp could not tell whether the namespace opts in (its namespace cache is not ready); the watcher checks it later"
+
 func noRecordWarning(kind string) string {
 	return fmt.Sprintf("configstamp: stamped without its record of the config the pods run: the %s's annotations are near the API server's limit of %d bytes",
 		kind, stamp.AnnotationSizeLimit)

@@ -50,6 +50,7 @@ type options struct {
 	certs                   certOptions
 	qps                     float64
 	burst                   int
+	bounds                  boundsOptions
 	zap                     zap.Options
 }
 
@@ -86,6 +87,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	fs.IntVar(&o.concurrency, "concurrency", watcher.DefaultConcurrency, "How many workloads of each kind the watcher checks and nudges at once.")
 	fs.Float64Var(&o.qps, "kube-api-qps", 20, "Client-side rate limit of requests to the API server, per second.")
 	fs.IntVar(&o.burst, "kube-api-burst", 30, "Client-side burst of requests to the API server.")
+	o.bounds.bind(fs)
 	fs.StringVar(&o.registrationName, "registration-name", webhook.ConfigurationName, "The MutatingWebhookConfiguration installed for configstamp (the chart's): the watcher reads since when each kind is covered from it, and self-signed and --tls-secret modes keep its caBundle. Dev mode uses --dev-registration-name instead.")
 	o.certs.bindFlags(fs)
 	o.zap.BindFlags(fs)
@@ -129,6 +131,7 @@ func run(ctx context.Context, args []string) error {
 		return nil
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+	setMemoryLimit(ctrl.Log.WithName("setup"))
 	s, err := newSetup(o)
 	if err != nil {
 		return err

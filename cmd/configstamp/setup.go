@@ -54,7 +54,7 @@ type setup struct {
 
 // newSetup reads what every step needs: the scope, the kinds and the client config.
 func newSetup(o *options) (*setup, error) {
-	s := &setup{o: o, log: ctrl.Log.WithName("setup"), sources: stamp.Options{Secrets: o.secrets}, registrationName: o.registrationName}
+	s := &setup{o: o, log: ctrl.Log.WithName("setup"), sources: stamp.Options{Secrets: o.secrets, MaxSources: o.bounds.maxSources}, registrationName: o.registrationName}
 	var err error
 	if s.scope, err = scope.New(o.namespaceLabel, strings.Split(o.excludeNamespaces, ",")); err != nil {
 		return nil, err
@@ -189,11 +189,10 @@ func (s *setup) newManager() (ctrl.Manager, error) {
 // setupControllers registers the webhook and the watcher with mgr.
 func (s *setup) setupControllers(ctx context.Context, mgr ctrl.Manager) error {
 	o := s.o
-	// Admission reads get a client of their own, not throttled client-side: they are
-	// bounded by the API server's admission traffic and must never wait behind the
-	// watcher's reads.
+	// Admission reads get a client and a budget of their own: they never wait behind
+	// the watcher's reads, and a flood of reviews cannot spend the watcher's budget.
 	admissionCfg := rest.CopyConfig(s.cfg)
-	admissionCfg.QPS = -1
+	admissionCfg.QPS, admissionCfg.Burst = float32(o.bounds.webhookQPS), o.bounds.webhookBurst
 	admissionReader, err := client.New(admissionCfg, client.Options{Scheme: s.scheme})
 	if err != nil {
 		return fmt.Errorf("create admission client: %w", err)
@@ -213,9 +212,17 @@ func (s *setup) setupControllers(ctx context.Context, mgr ctrl.Manager) error {
 	}
 	// The builtin kinds' and (with --argo-rollouts) the Rollout path are served from the
 	// start, whether or not the CRD exists yet: the API server calls only what exists.
+	inScope, err := newAdmissionScope(ctx, mgr, s.scope)
+	if err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("namespaces", inScope.ready); err != nil {
+		return err
+	}
 	webhook.SetupWithManager(mgr, webhook.Options{
 		ReadTimeout: o.readTimeout, Reader: admissionReader, Cache: digests, Self: self,
-		Kinds: s.kinds, Sources: s.sources, Key: key,
+		Kinds: s.kinds, Sources: s.sources, Key: key, InScope: inScope.InScope,
+		MaxRequestBytes: o.bounds.maxRequestBytes, MaxInFlight: o.bounds.maxInFlight,
 	})
 	return watcher.SetupWithManager(ctx, mgr, watcher.Options{
 		Debounce: o.debounce, DebounceMax: o.debounceMax, ReadTimeout: o.readTimeout, Concurrency: o.concurrency,

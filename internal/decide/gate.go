@@ -24,6 +24,8 @@ const (
 	StopNotInScope Stop = "not-in-scope"
 	// StopNoSources: it consumes nothing.
 	StopNoSources Stop = "no-sources"
+	// StopTooManySources: it consumes more sources than the cap (stamp.Options.SourceCap).
+	StopTooManySources Stop = "too-many-sources"
 )
 
 // Scope is whether the registration sends a workload's admissions.
@@ -44,13 +46,15 @@ type Entry struct {
 	KindNotCovered bool
 	// Refs are the sources it consumes.
 	Refs []stamp.Source
+	// Options are those Refs were found under (their source cap).
+	Options stamp.Options
 }
 
 // Gate applies the entry checks of the watcher, explain and impact to e: the first that
 // leaves it alone, else Pass. scope is called only when the checks before it pass; when
 // it fails, the scope is not known (StopScopeUnknown) and its error is returned. The
-// webhook checks only skip: the registration selects what it is sent, and it answers a
-// workload being deleted or consuming nothing as any other.
+// webhook checks skip, its scope and the source cap itself, before any read, and answers
+// a workload being deleted or consuming nothing as any other.
 func Gate(e Entry, scope func() (Scope, error)) (Stop, error) {
 	switch {
 	case stamp.IsTrue(e.Object.GetAnnotations()[stamp.SkipAnnotation]):
@@ -70,6 +74,8 @@ func Gate(e Entry, scope func() (Scope, error)) (Stop, error) {
 		return StopNotInScope, nil
 	case len(e.Refs) == 0:
 		return StopNoSources, nil
+	case e.Options.OverCap(e.Refs):
+		return StopTooManySources, nil
 	}
 	return Pass, nil
 }

@@ -57,6 +57,9 @@ const (
 	// VerdictUnknownScope: the namespace could not be read, and the workload does not
 	// opt in by its own label: whether it is in scope is not known.
 	VerdictUnknownScope = "unknown-scope"
+	// VerdictTooManySources: it consumes more sources than the cap: the webhook keeps
+	// the stamp as stored and the watcher leaves it alone (Event TooManySources).
+	VerdictTooManySources = "too-many-sources"
 )
 
 // Source statuses, the stable codes of Source.Status.

@@ -75,7 +75,7 @@ func Impact(kind, namespace, name, key string, ignored, binaryKey bool, opts sta
 			secretsCount = *c.Secrets
 		}
 		// srcs holds the source: the gate never stops it for consuming nothing.
-		stop, _ := decide.Gate(decide.Entry{Object: c.Object, KindNotCovered: c.KindNotCovered, Refs: srcs}, scopeOf(c.InScope, c.ScopeUnknown))
+		stop, _ := decide.Gate(decide.Entry{Object: c.Object, KindNotCovered: c.KindNotCovered, Refs: srcs, Options: opts}, scopeOf(c.InScope, c.ScopeUnknown))
 		switch {
 		case stop == decide.StopSkipped:
 			w.Reason = "skipped: annotation " + stamp.SkipAnnotation + "=true"
@@ -87,6 +87,8 @@ func Impact(kind, namespace, name, key string, ignored, binaryKey bool, opts sta
 			w.Reason = "scope unknown: the namespace can't be read and the workload is not labelled; if the namespace opts in, a change of a key it consumes rolls it"
 		case stop == decide.StopNotInScope:
 			w.Reason = "namespace not opted in (nor the workload), or excluded"
+		case stop == decide.StopTooManySources:
+			w.Reason = tooManySourcesReason(len(srcs), opts)
 		case kind == stamp.KindSecret && !secretsCount:
 			w.Reason = "Secrets are not hashed (configstamp runs without --secrets)"
 		case ignored:

@@ -24,6 +24,11 @@ func kindNotCoveredReason(k *workload.Kind) string {
 		strings.ToLower(k.Kind), stamp.CoverageAnnotation, k.Resource)
 }
 
+// tooManySourcesReason is why a workload past the source cap does not roll.
+func tooManySourcesReason(n int, opts stamp.Options) string {
+	return fmt.Sprintf("consumes %d sources, more than configstamp's cap of %d (--max-sources): left as stamped, not rolled on config changes", n, opts.SourceCap())
+}
+
 // scopeOf is a workload's scope as Gather found it, for decide.Gate.
 func scopeOf(inScope, unknown bool) func() (decide.Scope, error) {
 	return func() (decide.Scope, error) {
@@ -40,7 +45,7 @@ func scopeOf(inScope, unknown bool) func() (decide.Scope, error) {
 // verdict is the watcher's decision (decide.Gate, then decide.Decide, as
 // watcher/check.go makes it) in words.
 func verdict(in Input, r *Report, refs []stamp.Source) (code, reason string, roll bool) {
-	stop, _ := decide.Gate(decide.Entry{Object: in.Object, KindNotCovered: in.KindNotCovered, Refs: refs}, scopeOf(in.InScope, in.ScopeUnknown))
+	stop, _ := decide.Gate(decide.Entry{Object: in.Object, KindNotCovered: in.KindNotCovered, Refs: refs, Options: in.Options}, scopeOf(in.InScope, in.ScopeUnknown))
 	switch stop {
 	case decide.StopSkipped:
 		return VerdictSkipped, "skipped: annotation " + stamp.SkipAnnotation + "=true", false
@@ -56,6 +61,8 @@ func verdict(in Input, r *Report, refs []stamp.Source) (code, reason string, rol
 			r.Namespace, r.Kind, in.NamespaceLabel, stamp.InjectValue), false
 	case decide.StopNoSources:
 		return VerdictNoSources, "consumes no ConfigMap" + map[bool]string{true: " or Secret", false: ""}[in.Options.Secrets] + ": nothing to stamp", false
+	case decide.StopTooManySources:
+		return VerdictTooManySources, tooManySourcesReason(len(refs), in.Options), false
 	}
 	dIn := decide.Input{Template: in.Kind.Template(in.Object), Refs: refs, Basis: r.BasisHash, Certain: r.Basis == "record",
 		Record: r.Record, Want: in.Live.Stamp, RollStale: in.RollStale}

@@ -60,7 +60,7 @@ func (s *Scope) NamespaceSelector() *metav1.LabelSelector {
 // Includes reports whether the namespace named name, with these labels, is one the
 // registration sends admissions for.
 func (s *Scope) Includes(name string, nsLabels map[string]string) bool {
-	if slices.Contains(s.Excluded, name) {
+	if s.IsExcluded(name) {
 		return false
 	}
 	set := labels.Set{}
@@ -83,8 +83,11 @@ func (s *Scope) IncludesWorkload(name string, nsLabels, objLabels map[string]str
 	if s.Includes(name, nsLabels) {
 		return true
 	}
-	return s.Labelled(objLabels) && !slices.Contains(s.Excluded, name)
+	return s.Labelled(objLabels) && !s.IsExcluded(name)
 }
+
+// IsExcluded reports whether the namespace named name is one configstamp never acts in.
+func (s *Scope) IsExcluded(name string) bool { return slices.Contains(s.Excluded, name) }
 
 // ObjectSelector is the objectSelector of the registration's by-label entries: the
 // opt-in label on the workload itself.

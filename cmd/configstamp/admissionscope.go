@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configstamp/configstamp/internal/scope"
+	"github.com/configstamp/configstamp/webhook"
+)
+
+var (
+	errNamespacesNotSynced = errors.New("the namespace cache has not synced")
+	errNamespaceUnknown    = errors.New("namespace not in the namespace cache")
+)
+
+// admissionScope is the webhook's own scope check, from the namespace labels of a
+// metadata-only informer of Namespaces in the manager's cache (every replica runs it; it
+// is small), never a live read per review. An excluded namespace is known by its name
+// alone. Until the cache has synced, or for a namespace it does not hold (created a
+// moment ago, or none: a forged review), the scope is unknown and the review is
+// answered unstamped with nothing read: the watcher adopts such a workload without
+// rolling it, its pods having started with the config as it is.
+type admissionScope struct {
+	scope    *scope.Scope
+	cache    client.Reader
+	informer cache.Informer
+}
+
+// newAdmissionScope starts the informer with the manager's cache.
+func newAdmissionScope(ctx context.Context, mgr ctrl.Manager, sc *scope.Scope) (*admissionScope, error) {
+	inf, err := mgr.GetCache().GetInformer(ctx, namespaceMeta(), cache.BlockUntilSynced(false))
+	if err != nil {
+		return nil, fmt.Errorf("namespace informer: %w", err)
+	}
+	return &admissionScope{scope: sc, cache: mgr.GetCache(), informer: inf}, nil
+}
+
+func namespaceMeta() *metav1.PartialObjectMetadata {
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	return ns
+}
+
+var _ webhook.ScopeFunc = (*admissionScope)(nil).InScope
+
+// InScope is the webhook's ScopeFunc.
+func (a *admissionScope) InScope(ctx context.Context, namespace string, objLabels map[string]string) (bool, error) {
+	if a.scope.IsExcluded(namespace) {
+		return false, nil
+	}
+	if !a.informer.HasSynced() {
+		return false, errNamespacesNotSynced
+	}
+	ns := namespaceMeta()
+	if err := a.cache.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, errNamespaceUnknown
+		}
+		return false, err
+	}
+	return a.scope.IncludesWorkload(namespace, ns.Labels, objLabels), nil
+}
+
+// ready is a readiness check: a replica serves admission once it can place reviews.
+func (a *admissionScope) ready(*http.Request) error {
+	if !a.informer.HasSynced() {
+		return errNamespacesNotSynced
+	}
+	return nil
+}

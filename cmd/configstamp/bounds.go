@@ -1,0 +1,61 @@
+package main
+
+import (
+	"flag"
+	"os"
+	"runtime/debug"
+	"strconv"
+
+	"github.com/go-logr/logr"
+
+	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/webhook"
+)
+
+// boundsOptions bound the work of one admission and of all of them.
+type boundsOptions struct {
+	maxSources      int
+	maxRequestBytes int64
+	maxInFlight     int
+	webhookQPS      float64
+	webhookBurst    int
+}
+
+// Default client-side budget of the webhook's reads, apart from the watcher's
+// (--kube-api-qps): a review reads its sources, a handful, and an unchanged one by its
+// metadata only; a release of twenty workloads fits in the burst. Past the budget a read
+// waits within --read-timeout, then the review is admitted with the stored stamp.
+const (
+	defaultWebhookQPS   = 50
+	defaultWebhookBurst = 100
+)
+
+func (b *boundsOptions) bind(fs *flag.FlagSet) {
+	fs.IntVar(&b.maxSources, "max-sources", stamp.DefaultMaxSources, "Most ConfigMaps and Secrets one workload may consume and be stamped. Past it the webhook reads nothing and keeps the stored stamp (a warning), and the watcher reports it (Event TooManySources).")
+	fs.Int64Var(&b.maxRequestBytes, "webhook-max-request-bytes", webhook.DefaultMaxRequestBytes, "Largest admission request body read; a larger one is answered 413 unread, and the API server admits it unstamped (failurePolicy Ignore). Default 4 MiB: a review of two objects at etcd's 1.5 MiB limit.")
+	fs.IntVar(&b.maxInFlight, "webhook-max-in-flight", webhook.DefaultMaxInFlight, "Most admission requests read or handled at once per replica; one that finds no slot within a second is answered 429 unread, and the API server admits it unstamped.")
+	fs.Float64Var(&b.webhookQPS, "webhook-api-qps", defaultWebhookQPS, "Client-side rate limit of the webhook's reads, per second, apart from --kube-api-qps.")
+	fs.IntVar(&b.webhookBurst, "webhook-api-burst", defaultWebhookBurst, "Client-side burst of the webhook's reads.")
+}
+
+// memoryLimitEnv is the container's memory limit in bytes, which the chart sets from
+// resources.limits.memory (a resourceFieldRef).
+const memoryLimitEnv = "CONFIGSTAMP_MEMORY_LIMIT"
+
+// setMemoryLimit sets the Go runtime's soft memory limit to 90% of the container's,
+// unless GOMEMLIMIT sets one: the collector then works harder near the limit rather than
+// let the heap grow into an OOM kill. The rest is room for what the runtime does not
+// count (stacks of threads, the binary).
+func setMemoryLimit(log logr.Logger) {
+	v := os.Getenv(memoryLimitEnv)
+	if v == "" || os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	limit, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || limit <= 0 {
+		log.Info("Ignored "+memoryLimitEnv+": not a number of bytes", "value", v)
+		return
+	}
+	debug.SetMemoryLimit(limit / 10 * 9)
+	log.Info("Set the Go memory limit", "bytes", limit/10*9, "containerLimit", limit)
+}

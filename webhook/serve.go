@@ -1,0 +1,89 @@
+package webhook
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// DefaultMaxRequestBytes caps an admission request's body, read or not. The API server
+// accepts request bodies of at most 3 MiB and etcd stores objects of at most 1.5 MiB; a
+// review carries the object and, on UPDATE, the stored one: 4 MiB holds both of an
+// object etcd can store, with room for JSON and the review around them. controller-
+// runtime's own cap is 7 MiB, which ten forged reviews at once turn into 150 MiB of heap.
+const DefaultMaxRequestBytes = 4 << 20
+
+// DefaultMaxInFlight caps the admission requests read or handled at once, per replica.
+// A review takes a few milliseconds (its reads included), so 8 serve hundreds a second;
+// at the body cap one takes about 25 MiB of heap while decoded, so 8 stay within the
+// chart's 256 Mi memory limit.
+const DefaultMaxInFlight = 8
+
+// slotWait is how long a request waits for a slot among the admissions in flight: with
+// the reads' DefaultReadTimeout it stays within the registration's timeout (5 s).
+const slotWait = time.Second
+
+// guard serves one admission webhook within the bounds of the server: a body over
+// maxBytes is answered 413 unread, and at most cap(slots) requests are read or handled
+// at once; one that finds no slot within slotWait is answered 429 unread. The API
+// server admits both unstamped (failurePolicy Ignore, an audit annotation says it failed
+// open); no log line, so a flood cannot fill the log: the metrics count them.
+type guard struct {
+	wh       *admission.Webhook
+	maxBytes int64
+	slots    chan struct{}
+}
+
+// handledKey marks a request's context; the handler sets the flag it points to.
+type handledKey struct{}
+
+func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	if r.ContentLength > g.maxBytes {
+		bodiesTooLarge.Inc()
+		observe(resultRejected, start)
+		http.Error(w, "admission review larger than configstamp's --webhook-max-request-bytes", http.StatusRequestEntityTooLarge)
+		return
+	}
+	if !g.acquire(r.Context()) {
+		observe(resultBusy, start)
+		http.Error(w, "configstamp is busy (--webhook-max-in-flight)", http.StatusTooManyRequests)
+		return
+	}
+	defer g.release()
+	// A body of unknown length is cut at the cap: controller-runtime then answers it
+	// as unreadable (the API server always sends a Content-Length).
+	r.Body = http.MaxBytesReader(w, r.Body, g.maxBytes)
+	handled := false
+	g.wh.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), handledKey{}, &handled)))
+	if !handled {
+		// Answered by controller-runtime without the handler: a body that is no
+		// AdmissionReview, of another content type, or empty; it logs each itself.
+		observe(resultRejected, start)
+	}
+}
+
+func (g *guard) acquire(ctx context.Context) bool {
+	select {
+	case g.slots <- struct{}{}:
+	default:
+		t := time.NewTimer(slotWait)
+		defer t.Stop()
+		select {
+		case g.slots <- struct{}{}:
+		case <-t.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+	inFlight.Inc()
+	return true
+}
+
+func (g *guard) release() {
+	inFlight.Dec()
+	<-g.slots
+}
