@@ -2,6 +2,7 @@ package decide
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,6 +43,9 @@ func TestGate(t *testing.T) {
 		{"not in scope", Entry{Object: obj("", false), Refs: refs}, OutOfScope, nil, StopNotInScope, nil, true},
 		{"scope unreadable", Entry{Object: obj("", false), Refs: refs}, InScope, boom, StopScopeUnknown, boom, true},
 		{"consumes nothing", Entry{Object: obj("", false)}, InScope, nil, StopNoSources, nil, true},
+		{"over the source cap", Entry{Object: obj("", false), Refs: append(slices.Clone(refs), refs...), Options: stamp.Options{MaxSources: len(refs)}}, InScope, nil, StopTooManySources, nil, true},
+		{"at the source cap", Entry{Object: obj("", false), Refs: refs, Options: stamp.Options{MaxSources: len(refs)}}, InScope, nil, Pass, nil, true},
+		{"over the source cap, not in scope: not in scope", Entry{Object: obj("", false), Refs: append(slices.Clone(refs), refs...), Options: stamp.Options{MaxSources: len(refs)}}, OutOfScope, nil, StopNotInScope, nil, true},
 		{"not in scope, consumes nothing: not in scope", Entry{Object: obj("", false)}, OutOfScope, nil, StopNotInScope, nil, true},
 	} {
 		asked := false
