@@ -44,4 +44,6 @@ type suite struct {
 	cs      *framework.Configstamp
 	metrics string // address of /metrics
 	key     []byte // HMAC key of Secret digests
+	// attacker is TestBounds' opted-in namespace, where its forged reviews come from.
+	attacker string
 }
