@@ -546,6 +546,24 @@ func flatten(v any) []string {
 	return nil
 }
 
+// TestRenderMemoryLimit: the container has a memory limit, and configstamp is told it
+// (CONFIGSTAMP_MEMORY_LIMIT, from which it sets the Go memory limit).
+func TestRenderMemoryLimit(t *testing.T) {
+	for _, args := range [][]string{nil, {"--set", "resources.limits.memory=1Gi"}} {
+		c := typed[appsv1.Deployment](t, render(t, args...), "Deployment/configstamp").Spec.Template.Spec.Containers[0]
+		if c.Resources.Limits.Memory().IsZero() {
+			t.Errorf("%v: no memory limit", args)
+		}
+		i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "CONFIGSTAMP_MEMORY_LIMIT" })
+		if i < 0 || c.Env[i].ValueFrom == nil || c.Env[i].ValueFrom.ResourceFieldRef == nil || c.Env[i].ValueFrom.ResourceFieldRef.Resource != "limits.memory" {
+			t.Errorf("%v: env %+v, want CONFIGSTAMP_MEMORY_LIMIT from limits.memory", args, c.Env)
+		}
+		if slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMEMLIMIT" }) {
+			t.Errorf("%v: GOMEMLIMIT set: it would be the whole limit, leaving no room", args)
+		}
+	}
+}
+
 func TestRenderPodSecurityAndAvailability(t *testing.T) {
 	objs := render(t)
 	dep := typed[appsv1.Deployment](t, objs, "Deployment/configstamp")

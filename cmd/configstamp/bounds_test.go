@@ -1,0 +1,32 @@
+package main
+
+import (
+	"math"
+	"runtime/debug"
+	"testing"
+
+	"github.com/go-logr/logr"
+)
+
+func TestSetMemoryLimit(t *testing.T) {
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	for _, tc := range []struct {
+		name, limit, gomemlimit string
+		want                    int64
+	}{
+		{"90% of the container's", "268435456", "", 241591905},
+		{"GOMEMLIMIT wins", "268435456", "100MiB", math.MaxInt64},
+		{"no limit given", "", "", math.MaxInt64},
+		{"not a number", "256Mi", "", math.MaxInt64},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			debug.SetMemoryLimit(math.MaxInt64)
+			t.Setenv(memoryLimitEnv, tc.limit)
+			t.Setenv("GOMEMLIMIT", tc.gomemlimit)
+			setMemoryLimit(logr.Discard())
+			if got := debug.SetMemoryLimit(-1); got != tc.want {
+				t.Fatalf("memory limit %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
