@@ -22,12 +22,14 @@ type boundsOptions struct {
 }
 
 // Default client-side budget of the webhook's reads, apart from the watcher's
-// (--kube-api-qps): a review reads its sources, a handful, and an unchanged one by its
-// metadata only; a release of twenty workloads fits in the burst. Past the budget a read
-// waits within --read-timeout, then the review is admitted with the stored stamp.
+// (--kube-api-qps). A review reads its sources, an unchanged one by its metadata only;
+// 20 writers at once on two cores took about 440 reads a second (BENCHMARKS.md), which
+// this leaves unthrottled, while one replica cannot be made to send etcd more than 500.
+// Past the budget a read waits within --read-timeout, then the review keeps the stored
+// stamp (read_error).
 const (
-	defaultWebhookQPS   = 50
-	defaultWebhookBurst = 100
+	defaultWebhookQPS   = 500
+	defaultWebhookBurst = 1000
 )
 
 func (b *boundsOptions) bind(fs *flag.FlagSet) {
