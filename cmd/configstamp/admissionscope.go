@@ -17,31 +17,31 @@ import (
 	"github.com/configstamp/configstamp/webhook"
 )
 
-var (
-	errNamespacesNotSynced = errors.New("the namespace cache has not synced")
-	errNamespaceUnknown    = errors.New("namespace not in the namespace cache")
-)
+var errNamespacesNotSynced = errors.New("the namespace cache has not synced")
 
 // admissionScope is the webhook's own scope check, from the namespace labels of a
 // metadata-only informer of Namespaces in the manager's cache (every replica runs it; it
-// is small), never a live read per review. An excluded namespace is known by its name
-// alone. Until the cache has synced, or for a namespace it does not hold (created a
-// moment ago, or none: a forged review), the scope is unknown and the review is
-// answered unstamped with nothing read: the watcher adopts such a workload without
-// rolling it, its pods having started with the config as it is.
+// is small), not a live read per review. An excluded namespace is known by its name
+// alone. A namespace the synced cache lacks (created a moment ago: a manifest of a
+// Namespace and its Deployments; or none, a forged review) is read once, by its
+// metadata from the API server's cache (resourceVersion 0, no etcd read), on the
+// webhook's own budget. Until the cache has synced, or when that read fails, the scope
+// is unknown and the review is answered unstamped with nothing read: the watcher adopts
+// such a workload without rolling it, its pods having started with the config as it is.
 type admissionScope struct {
 	scope    *scope.Scope
 	cache    client.Reader
 	informer cache.Informer
+	live     client.Reader
 }
 
 // newAdmissionScope starts the informer with the manager's cache.
-func newAdmissionScope(ctx context.Context, mgr ctrl.Manager, sc *scope.Scope) (*admissionScope, error) {
+func newAdmissionScope(ctx context.Context, mgr ctrl.Manager, sc *scope.Scope, live client.Reader) (*admissionScope, error) {
 	inf, err := mgr.GetCache().GetInformer(ctx, namespaceMeta(), cache.BlockUntilSynced(false))
 	if err != nil {
 		return nil, fmt.Errorf("namespace informer: %w", err)
 	}
-	return &admissionScope{scope: sc, cache: mgr.GetCache(), informer: inf}, nil
+	return &admissionScope{scope: sc, cache: mgr.GetCache(), informer: inf, live: live}, nil
 }
 
 func namespaceMeta() *metav1.PartialObjectMetadata {
@@ -61,11 +61,15 @@ func (a *admissionScope) InScope(ctx context.Context, namespace string, objLabel
 		return false, errNamespacesNotSynced
 	}
 	ns := namespaceMeta()
-	if err := a.cache.Get(ctx, client.ObjectKey{Name: namespace}, ns); err != nil {
+	err := a.cache.Get(ctx, client.ObjectKey{Name: namespace}, ns)
+	if apierrors.IsNotFound(err) {
+		err = a.live.Get(ctx, client.ObjectKey{Name: namespace}, ns, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: "0"}})
 		if apierrors.IsNotFound(err) {
-			return false, errNamespaceUnknown
+			return false, nil
 		}
-		return false, err
+	}
+	if err != nil {
+		return false, fmt.Errorf("namespace %s: %w", namespace, err)
 	}
 	return a.scope.IncludesWorkload(namespace, ns.Labels, objLabels), nil
 }
