@@ -188,3 +188,31 @@ func contextLogging(n *int) context.Context {
 		*n++
 	}, funcr.Options{}))
 }
+
+// A body of unknown length is cut at the cap; an empty one reaches controller-runtime as
+// empty.
+func TestGuardUnknownLengthAndEmpty(t *testing.T) {
+	g := &guard{wh: &admission.Webhook{Handler: admission.HandlerFunc(func(context.Context, admission.Request) admission.Response {
+		return admission.Allowed("")
+	})}, maxBytes: 100, slots: make(chan struct{}, 1)}
+	for _, tc := range []struct {
+		name, body string
+		length     int64
+		want       string
+	}{
+		{"unknown length over the cap", `{"request":{"uid":"` + strings.Repeat("u", 200) + `"}}`, -1, "http: request body too large"},
+		{"empty", "", 0, "request body is empty"},
+	} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(tc.body))
+		req.ContentLength = tc.length
+		if tc.length == 0 {
+			req.Body = http.NoBody
+		}
+		req.Header.Set("Content-Type", "application/json")
+		g.ServeHTTP(rec, req)
+		if !strings.Contains(rec.Body.String(), tc.want) {
+			t.Errorf("%s: answer %q, want %q", tc.name, rec.Body.String(), tc.want)
+		}
+	}
+}

@@ -53,9 +53,11 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer g.release()
-	// A body of unknown length is cut at the cap: controller-runtime then answers it
-	// as unreadable (the API server always sends a Content-Length).
-	r.Body = http.MaxBytesReader(w, r.Body, g.maxBytes)
+	if r.ContentLength < 0 {
+		// A body of unknown length is cut at the cap: controller-runtime then answers
+		// it as unreadable (the API server always sends a Content-Length).
+		r.Body = http.MaxBytesReader(w, r.Body, g.maxBytes)
+	}
 	handled := false
 	g.wh.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), handledKey{}, &handled)))
 	if !handled {

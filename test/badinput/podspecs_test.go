@@ -98,7 +98,7 @@ func testOneConfigMapHundredTimes(t *testing.T, s *suite) {
 }
 
 // testFiveHundredConfigMaps: a pod spec consuming 500 ConfigMaps (250 volumes, 250
-// envFrom) is admitted; configstamp reads each once, at most 8 at a time (the API
+// envFrom; --max-sources raised to 512) is admitted; configstamp reads each once, at most 8 at a time (the API
 // server's audit log), and stamps it, or, if the reads outlast --read-timeout, admits
 // it with its stored stamp (none), a log line and a read_error count.
 func testFiveHundredConfigMaps(t *testing.T, s *suite) {
