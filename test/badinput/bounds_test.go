@@ -26,7 +26,8 @@ import (
 // within the registration's timeout without reading what it names: an object in
 // another namespace than the request's, a review in an excluded namespace (kube-system)
 // and in one not opted in (no read in the API server's audit log, no log line), 1,000
-// sources (over --max-sources), a 5 MiB body (over --webhook-max-request-bytes: 413
+// sources (over --max-sources; and through the API server, 300: unstamped, unread, an
+// Event TooManySources from the watcher), a 5 MiB body (over --webhook-max-request-bytes: 413
 // unread), and 50 at once (never more in flight than --webhook-max-in-flight).
 func TestBounds(t *testing.T) {
 	s := &suite{metrics: freeAddr(t)}
@@ -63,6 +64,25 @@ func TestBounds(t *testing.T) {
 		out := s.unread(t, hc, url, review(attacker, admissionv1.Create, raw(t, d), nil), "too_many_sources", attacker)
 		if len(out.Warnings) != 1 || !strings.Contains(out.Warnings[0], "cap of 256") {
 			t.Fatalf("warnings %q, want one naming the cap", out.Warnings)
+		}
+	})
+	t.Run("TooManySourcesThroughTheAPIServer", func(t *testing.T) {
+		// A real create: admitted unstamped with nothing read; the watcher reports it.
+		names := make([]string, 300)
+		for i := range names {
+			names[i] = fmt.Sprintf("cfg-%d", i)
+		}
+		checked, mark := s.scrape(t)[checksTooMany], auditMark()
+		create(t, deployment(attacker, "many", podWithVolumes(names...)))
+		if h := hashOf(getDeployment(t, attacker, "many")); h != "" {
+			t.Fatalf("stamped %q past the source cap", h)
+		}
+		framework.Eventually(t, 60*time.Second, "TooManySources event", func() error {
+			return findEvent(attacker, "many", "TooManySources")
+		})
+		s.metricRises(t, checksTooMany, checked)
+		if evs := reads(t, mark, "configmaps", attacker); len(evs) != 0 {
+			t.Fatalf("configstamp read %d ConfigMaps of a workload past the cap", len(evs))
 		}
 	})
 	t.Run("FiveMiBBody", func(t *testing.T) {
@@ -118,6 +138,7 @@ func TestBounds(t *testing.T) {
 }
 
 const (
+	checksTooMany  = `configstamp_checks_total{result="too_many_sources"}`
 	bodiesTooLarge = "configstamp_admission_bodies_too_large_total"
 	inFlight       = "configstamp_admissions_in_flight"
 )
