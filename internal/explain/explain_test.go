@@ -200,3 +200,14 @@ func TestEventsOfObject(t *testing.T) {
 		t.Errorf("events: %+v", r.Events)
 	}
 }
+
+// Past the source cap the verdict says so, whatever the config.
+func TestVerdictTooManySources(t *testing.T) {
+	content := map[string]*corev1.ConfigMap{"configmap/app": cm("app", map[string]string{"a": "1"}), "configmap/files": cm("files", nil)}
+	d := deployment()
+	r := Explain(Input{Kind: workload.Deployment, Object: d, InScope: true, NamespaceLabel: stamp.InjectLabel, Live: live(t, d, content),
+		Options: stamp.Options{MaxSources: 1}})
+	if r.Verdict != VerdictTooManySources || !strings.Contains(r.Reason, "2 sources, more than configstamp's cap of 1") || r.Roll {
+		t.Fatalf("got %s %q roll=%v", r.Verdict, r.Reason, r.Roll)
+	}
+}
