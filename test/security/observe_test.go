@@ -75,14 +75,19 @@ func (s *suite) settle(t *testing.T, mark int) string {
 // noLogLines fails if a line of out names one of the namespaces.
 func noLogLines(t *testing.T, out string, namespaces ...string) {
 	t.Helper()
+	var lines []string
 	sc := bufio.NewScanner(strings.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 1<<26)
 	for sc.Scan() {
 		for _, ns := range namespaces {
 			if strings.Contains(sc.Text(), `"`+ns+`"`) || strings.Contains(sc.Text(), ns+"/") {
-				t.Errorf("configstamp logged a line naming %s, outside its scope: %.400s", ns, sc.Text())
+				lines = append(lines, sc.Text())
+				break
 			}
 		}
+	}
+	if len(lines) > 0 {
+		t.Errorf("configstamp logged %d lines naming %v, outside its scope; first: %.400s", len(lines), namespaces, lines[0])
 	}
 }
 

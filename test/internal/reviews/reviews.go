@@ -112,7 +112,7 @@ func (a Answer) AllowedUntouched() error {
 	case !r.Allowed:
 		return fmt.Errorf("not allowed: %.300s", a.Body)
 	case len(r.Patch) > 0:
-		return fmt.Errorf("patched: %s", r.Patch)
+		return fmt.Errorf("patched: %.300s", r.Patch)
 	}
 	return nil
 }
