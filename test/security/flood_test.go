@@ -3,6 +3,7 @@ package security
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/configstamp/configstamp/test/bench"
 	"github.com/configstamp/configstamp/test/internal/deployments"
 	"github.com/configstamp/configstamp/test/internal/reviews"
 )
@@ -104,6 +106,7 @@ func (s *suite) testFlood(t *testing.T) {
 	// Let the flood fill the port before the first real create.
 	time.Sleep(time.Second)
 	var latencies []time.Duration
+	creates := auditMark()
 	for i := range realCreates {
 		d := consumer(realNS, fmt.Sprintf("app-%d", i), []string{"cfg"}, nil)
 		start := time.Now()
@@ -121,6 +124,9 @@ func (s *suite) testFlood(t *testing.T) {
 	took := time.Since(floodStart)
 
 	t.Logf("real creates during the flood, each bounded by the registration's timeout (%v): %v", s.timeout, latencies)
+	if t.Failed() {
+		failedOpen(t, creates)
+	}
 	t.Logf("flood of %d-byte reviews, %d posters: %d posted in %v, HTTP codes %v, %d refused as busy, slowest answer %v, %d unanswered",
 		len(body), floodWorkers, st.posted, took.Round(time.Millisecond), st.codes, st.refused, st.slowest.Round(time.Millisecond), len(st.errs))
 	if len(st.errs) > 0 {
@@ -138,4 +144,20 @@ func (s *suite) testFlood(t *testing.T) {
 	if !s.cs.Alive() {
 		t.Error("configstamp exited during the flood")
 	}
+}
+
+// failedOpen logs why the API server admitted creates in realNS without configstamp's
+// answer: its failed-open audit annotations.
+func failedOpen(t *testing.T, mark bench.AuditMark) {
+	t.Helper()
+	_ = bench.ReadAudit(env.Cluster.AuditLog, mark, func(ev *bench.AuditEvent) {
+		if ev.Verb != "create" || ev.ObjectRef.Namespace != realNS || ev.ObjectRef.Resource != "deployments" {
+			return
+		}
+		for k, v := range ev.Annotations {
+			if strings.HasPrefix(k, "failed-open.") {
+				t.Logf("the API server admitted %s without configstamp: %.300s", ev.ObjectRef.Name, v)
+			}
+		}
+	})
 }
