@@ -81,6 +81,11 @@ test-badinput: ## Bad input against the real API server: malformed reviews, huge
 	CONFIGSTAMP_BIN_DIR=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) e2e | tail -1)} \
 	  $(GO) test -count=1 -timeout 20m ./test/badinput/...
 
+.PHONY: test-security
+test-security: ## Forged reviews posted straight to the webhook port: no read or log outside the scope (audit log), memory under the chart's limit in a flood, real creates still stamped, no digest oracle.
+	CONFIGSTAMP_BIN_DIR=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) control-plane | tail -1)} \
+	  $(GO) test -count=1 -timeout 10m ./test/security/...
+
 .PHONY: test-faults
 test-faults: ## Faults in a real control plane (API server restart, etcd pause, leader kill, slow webhook, 429/5xx, competing writers), each ending in an exactly-once check.
 	CONFIGSTAMP_BIN_DIR=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) e2e | tail -1)} \
@@ -106,9 +111,9 @@ manifests: ## Regenerate the kustomize base from the Helm chart.
 # make -n test runs it, hack/tools.sh included.)
 TEST_JOBS ?= 3
 TEST_ORDER := test-faults test-precision test-integration test-secrets test-kinds test-e2e \
-  test-deploy test-badinput test-cli test-monitoring lint test-unit
+  test-deploy test-security test-badinput test-cli test-monitoring lint test-unit
 .PHONY: test
-test: ## Everything, TEST_JOBS (3) at a time: lint, unit, integration, end-to-end, precision, kinds, Secrets, bad input, faults, command-line and chart tests, alerts and dashboard.
+test: ## Everything, TEST_JOBS (3) at a time: lint, unit, integration, end-to-end, precision, kinds, Secrets, bad input, security, faults, command-line and chart tests, alerts and dashboard.
 	@set -eo pipefail; \
 	bins=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) e2e | tail -1)}; \
 	lint=$${CONFIGSTAMP_GOLANGCI_LINT:-$$(bash $(TOOLS) lint | tail -1)/golangci-lint}; \
