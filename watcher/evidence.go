@@ -50,11 +50,11 @@ func (w workloadEvidence) Bypassed() (bool, error) {
 		return false, err
 	}
 	return decide.Bypassed(w.obj.GetCreationTimestamp().Time, w.refs, since[0], since[1], func() (metav1.Object, bool, error) {
-		ns, err := namespaceMeta(w.ctx, w.e.cache, w.obj.GetNamespace())
+		ns, in, err := namespaceIn(w.ctx, w.e.cache, w.e.scope, w.obj.GetNamespace())
 		if err != nil || ns == nil {
 			return nil, false, err
 		}
-		return ns, w.e.scope.Includes(ns.Name, ns.Labels), nil
+		return ns, in, nil
 	})
 }
 
