@@ -2,16 +2,12 @@ package deploy
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -21,16 +17,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/certs"
 	"github.com/configstamp/configstamp/internal/scope"
 	"github.com/configstamp/configstamp/internal/workload"
-	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
+	"github.com/configstamp/configstamp/test/internal/namespaced"
 	"github.com/configstamp/configstamp/webhook"
 )
 
@@ -190,44 +183,14 @@ func checkNamespaced(t *testing.T, secrets, rollouts bool) {
 	}
 }
 
-// auditEvent is what TestNamespacedInstallWorksUnderItsRoles reads of an audit event.
-type auditEvent struct {
-	Verb, Stage    string
-	User           struct{ Username string }
-	ObjectRef      *struct{ Resource, Namespace, Name string }
-	ResponseStatus struct{ Code int }
-}
-
-// saRequests returns the requests of the chart's ServiceAccount in the audit log from
-// byte offset from on.
-func saRequests(t *testing.T, from int) []auditEvent {
-	t.Helper()
-	raw, err := os.ReadFile(env.Cluster.AuditLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sa := "system:serviceaccount:" + releaseNS + ":configstamp"
-	var out []auditEvent
-	for _, line := range bytes.Split(raw[from:], []byte("\n")) {
-		var ev auditEvent
-		if json.Unmarshal(line, &ev) == nil && ev.Stage == "ResponseComplete" && ev.User.Username == sa {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
-
 // TestNamespacedInstallWorksUnderItsRoles installs the chart with watchNamespaces with
 // the real helm, then runs configstamp out of cluster with a token of the chart's
 // ServiceAccount (bound by the chart's Roles and nothing of configstamp's cluster-wide)
-// and the flags the chart renders: its start-up permission check passes, it stamps on
-// create in a watched namespace without any opt-in label, the watcher re-stamps after a
-// ConfigMap change, the coverage is kept on the chart's ConfigMap; in a namespace not
-// watched, opted in by label, nothing is stamped, and the API server's audit log shows
-// no request of configstamp's there, nor any cluster-wide one but its self-reviews.
+// and the flags the chart renders: its start-up permission check passes, and
+// namespaced.Install.Check holds (stamps and re-stamps in a watched namespace without
+// an opt-in label, nothing in one not watched though opted in, no request outside its
+// namespaces in the audit log).
 func TestNamespacedInstallWorksUnderItsRoles(t *testing.T) {
-	ctx := context.Background()
-	c := env.Client
 	watched := env.NewNamespace(t, false)
 	other := env.NewNamespace(t, true)
 	env.CreateNamespace(t, framework.ProbeNamespace, true)
@@ -247,86 +210,13 @@ func TestNamespacedInstallWorksUnderItsRoles(t *testing.T) {
 	}
 	// The caBundle as cert-manager's CA injector would set it.
 	port, kubeconfig := repoint(t, ca)
-	mark, err := os.Stat(env.Cluster.AuditLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs := env.Start(t, framework.Options{
+	install := namespaced.Install{Env: env, User: "system:serviceaccount:" + releaseNS + ":configstamp", Own: releaseNS,
+		Coverage: "configstamp-coverage", Watched: strings.Split(flags["--watch-namespaces"], ","), Mark: namespaced.AuditMark(t, env)}
+	install.Configstamp = env.Start(t, framework.Options{
 		Kubeconfig: kubeconfig, SkipRegistration: true, WebhookPort: port,
 		Args: []string{"--webhook-cert-dir", certDir, "--leader-elect", "--leader-election-namespace", releaseNS, "--debounce", "500ms",
 			"--watch-namespaces=" + flags["--watch-namespaces"], "--coverage-configmap=" + flags["--coverage-configmap"],
 			"--exclude-namespaces=" + flags["--exclude-namespaces"], "--namespace-label=" + flags["--namespace-label"]},
 	})
-
-	apps := map[string]*appsv1.Deployment{}
-	for _, ns := range []string{other, watched} {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cfg"}, Data: map[string]string{"k": "1"}}
-		if err := c.Create(ctx, cm); err != nil {
-			t.Fatal(err)
-		}
-		labels := map[string]string{"app": "app", stamp.InjectLabel: stamp.InjectValue}
-		dep := &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "app", Labels: labels},
-			Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1), Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
-					Containers: []corev1.Container{{Name: "c", Image: "registry.example/app:1",
-						EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}}}}}},
-		}
-		if err := c.Create(ctx, dep); err != nil {
-			t.Fatal(err)
-		}
-		apps[ns] = dep
-		if err := c.Patch(ctx, cm, client.RawPatch(types.MergePatchType, []byte(`{"data":{"k":"2"}}`))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if apps[other].Spec.Template.Annotations[stamp.HashAnnotation] != "" {
-		t.Error("stamped in a namespace not watched")
-	}
-	first := apps[watched].Spec.Template.Annotations[stamp.HashAnnotation]
-	if first == "" {
-		t.Fatal("not stamped on create in a watched namespace")
-	}
-	framework.Eventually(t, 30*time.Second, "re-stamped by the watcher's nudge", func() error {
-		var d appsv1.Deployment
-		if err := c.Get(ctx, client.ObjectKeyFromObject(apps[watched]), &d); err != nil {
-			return err
-		}
-		if h := d.Spec.Template.Annotations[stamp.HashAnnotation]; h == first {
-			return fmt.Errorf("hash still %s", h)
-		}
-		return nil
-	})
-	framework.Eventually(t, 30*time.Second, "coverage kept on the chart's ConfigMap", func() error {
-		var cm corev1.ConfigMap
-		if err := c.Get(ctx, client.ObjectKey{Namespace: releaseNS, Name: "configstamp-coverage"}, &cm); err != nil {
-			return err
-		}
-		if v := cm.Annotations[stamp.CoverageAnnotation]; !strings.Contains(v, "statefulsets") {
-			return fmt.Errorf("coverage annotation %q", v)
-		}
-		return nil
-	})
-	var d appsv1.Deployment
-	if err := c.Get(ctx, client.ObjectKeyFromObject(apps[other]), &d); err != nil || d.Spec.Template.Annotations[stamp.HashAnnotation] != "" || d.Generation != 1 {
-		t.Errorf("the Deployment in the namespace not watched was touched: generation %d, %v (%v)", d.Generation, d.Spec.Template.Annotations, err)
-	}
-
-	cs.Stop()
-	reqs := saRequests(t, int(mark.Size()))
-	if len(reqs) == 0 {
-		t.Fatal("no request of the ServiceAccount in the audit log")
-	}
-	allowed := []string{watched, framework.ProbeNamespace, releaseNS}
-	for _, ev := range reqs {
-		switch {
-		case ev.ResponseStatus.Code == 403:
-			t.Errorf("forbidden: %s %+v", ev.Verb, ev.ObjectRef)
-		case ev.ObjectRef == nil: // discovery
-		case ev.ObjectRef.Namespace == "" && slices.Contains([]string{"selfsubjectaccessreviews", "selfsubjectreviews"}, ev.ObjectRef.Resource):
-		case !slices.Contains(allowed, ev.ObjectRef.Namespace):
-			t.Errorf("configstamp's %s of %s %s/%s: outside its namespaces", ev.Verb, ev.ObjectRef.Resource, ev.ObjectRef.Namespace, ev.ObjectRef.Name)
-		}
-	}
-	t.Logf("%d requests of the ServiceAccount, none outside %v", len(reqs), allowed)
+	install.Check(t, watched, other)
 }
