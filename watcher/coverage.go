@@ -36,7 +36,9 @@ const coverageInterval = 30 * time.Second
 // from memory when the registration is replaced whole, and removed when they are no
 // longer covered. A time is never before the registration's creation. Unknown (no entry,
 // no registration, no access): every unstamped workload counts as installed over.
-// A namespaced install keeps them in a ConfigMap instead (coverageRecord).
+// A namespaced install keeps them in a ConfigMap instead (coverageRecord), with since
+// when each namespace is watched (decide.CoverageNamespace): an added namespace rolls
+// nothing, as a namespace's opt-in does not.
 type coverage struct {
 	live      client.Reader
 	writer    client.Client

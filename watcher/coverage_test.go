@@ -132,7 +132,7 @@ func ofOne(c *coverage, ctx context.Context, key string) (time.Time, error) {
 }
 
 // A namespaced install keeps coverage on its ConfigMap: every kind counts as registered,
-// Deployments since the ConfigMap's creation.
+// Deployments since the ConfigMap's creation; each watched namespace since it is.
 func TestCoverageConfigMap(t *testing.T) {
 	ctx := context.Background()
 	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -142,14 +142,14 @@ func TestCoverageConfigMap(t *testing.T) {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "configstamp-system", Name: "configstamp-coverage", CreationTimestamp: metav1.NewTime(created)}}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(cm).Build()
 	cov := newCoverage(c, c, configMapRecord(client.ObjectKeyFromObject(cm)), func(context.Context) (time.Time, error) { return now, nil })
-	cov.cover("deployments", "statefulsets")
+	cov.cover("deployments", "statefulsets", decide.CoverageNamespace("a"))
 	if pending, err := cov.sync(ctx); err != nil || pending {
 		t.Fatalf("sync: pending %v, %v", pending, err)
 	}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := cm.Annotations[stamp.CoverageAnnotation], `{"statefulsets":"2026-01-01T01:00:00Z"}`; got != want {
+	if got, want := cm.Annotations[stamp.CoverageAnnotation], `{"namespace/a":"2026-01-01T01:00:00Z","statefulsets":"2026-01-01T01:00:00Z"}`; got != want {
 		t.Fatalf("coverage annotation %q, want %q", got, want)
 	}
 	if d, _ := ofOne(cov, ctx, "deployments"); !d.Equal(created) {

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/configstamp/configstamp/internal/configread"
+	"github.com/configstamp/configstamp/internal/decide"
 	"github.com/configstamp/configstamp/internal/scope"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
@@ -149,6 +150,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		if k.Coverage != "" {
 			covered = append(covered, k.Coverage)
 		}
+	}
+	for _, ns := range opts.Scope.Watched {
+		covered = append(covered, decide.CoverageNamespace(ns))
 	}
 	// The leader keeps the registration's coverage entries (a kind detected later is
 	// added when it is set up).
