@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/configstamp/configstamp/internal/configread"
 	"github.com/configstamp/configstamp/internal/decide"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
@@ -35,11 +36,14 @@ const coverageInterval = 30 * time.Second
 // from memory when the registration is replaced whole, and removed when they are no
 // longer covered. A time is never before the registration's creation. Unknown (no entry,
 // no registration, no access): every unstamped workload counts as installed over.
+// A namespaced install keeps them in a ConfigMap instead (coverageRecord), with since
+// when each namespace is watched (decide.CoverageNamespace): an added namespace rolls
+// nothing, as a namespace's opt-in does not.
 type coverage struct {
-	live         client.Reader
-	writer       client.Client
-	registration string
-	serverNow    func(context.Context) (time.Time, error)
+	live      client.Reader
+	writer    client.Client
+	record    coverageRecord
+	serverNow func(context.Context) (time.Time, error)
 
 	mu sync.Mutex
 	// wanted are the keys this process covers (a kind detected later is added).
@@ -51,9 +55,44 @@ type coverage struct {
 	wake chan struct{}
 }
 
-func newCoverage(live client.Reader, writer client.Client, registration string, serverNow func(context.Context) (time.Time, error)) *coverage {
-	return &coverage{live: live, writer: writer, registration: registration, serverNow: serverNow,
+func newCoverage(live client.Reader, writer client.Client, record coverageRecord, serverNow func(context.Context) (time.Time, error)) *coverage {
+	return &coverage{live: live, writer: writer, record: record, serverNow: serverNow,
 		wanted: map[string]bool{}, wake: make(chan struct{}, 1)}
+}
+
+// coverageRecord is the object coverage is kept on: the registration, or in a
+// namespaced install (which may read nothing cluster-wide) a ConfigMap in configstamp's
+// namespace that the chart creates with the registration, standing for it.
+type coverageRecord struct {
+	key client.ObjectKey
+	// new is an empty object of the record's type, to read into and to patch.
+	new func() client.Object
+	// registers reports whether the registration sends admissions of resource.
+	registers func(obj client.Object, resource string) bool
+}
+
+// registrationRecord keeps coverage on the registration named name.
+func registrationRecord(name string) coverageRecord {
+	return coverageRecord{key: client.ObjectKey{Name: name},
+		new: func() client.Object { return &admissionregistrationv1.MutatingWebhookConfiguration{} },
+		registers: func(obj client.Object, resource string) bool {
+			return registers(obj.(*admissionregistrationv1.MutatingWebhookConfiguration), resource)
+		}}
+}
+
+// configMapRecord keeps coverage on the metadata of the ConfigMap key, created by the
+// chart in the same release as the registration, for the same kinds as this process.
+func configMapRecord(key client.ObjectKey) coverageRecord {
+	return coverageRecord{key: key,
+		new:       func() client.Object { return configread.NewMeta(stamp.KindConfigMap) },
+		registers: func(client.Object, string) bool { return true }}
+}
+
+func (r coverageRecord) String() string {
+	if r.key.Namespace != "" {
+		return "configmap " + r.key.String()
+	}
+	return "registration " + r.key.Name
 }
 
 // cover adds keys to what this process covers and has them written soon.
@@ -79,29 +118,29 @@ func (c *coverage) ofAll(ctx context.Context, keys ...string) ([]time.Time, erro
 	}
 	m := entries(ctx, reg)
 	for i, k := range keys {
-		out[i] = decide.CoveredSince(reg.CreationTimestamp.Time, m, k)
+		out[i] = decide.CoveredSince(reg.GetCreationTimestamp().Time, m, k)
 	}
 	return out, nil
 }
 
-func (c *coverage) get(ctx context.Context) (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
-	var reg admissionregistrationv1.MutatingWebhookConfiguration
-	err := c.live.Get(ctx, client.ObjectKey{Name: c.registration}, &reg)
+func (c *coverage) get(ctx context.Context) (client.Object, error) {
+	reg := c.record.new()
+	err := c.live.Get(ctx, c.record.key, reg)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get registration %s: %w", c.registration, err)
+		return nil, fmt.Errorf("get %s: %w", c.record, err)
 	}
-	return &reg, nil
+	return reg, nil
 }
 
-// entries reads the registration's CoverageAnnotation (decide.ParseCoverage); an
-// unreadable one counts as empty, and is written afresh.
-func entries(ctx context.Context, reg *admissionregistrationv1.MutatingWebhookConfiguration) map[string]time.Time {
-	m, err := decide.ParseCoverage(reg.Annotations[stamp.CoverageAnnotation])
+// entries reads the record's CoverageAnnotation (decide.ParseCoverage); an unreadable
+// one counts as empty, and is written afresh.
+func entries(ctx context.Context, reg client.Object) map[string]time.Time {
+	m, err := decide.ParseCoverage(reg.GetAnnotations()[stamp.CoverageAnnotation])
 	if err != nil {
-		logf.FromContext(ctx).Info("Ignored an unreadable coverage annotation on the registration", "registration", reg.Name, "error", err.Error())
+		logf.FromContext(ctx).Info("Ignored an unreadable coverage annotation on the registration", "registration", reg.GetName(), "error", err.Error())
 	}
 	return m
 }
@@ -138,7 +177,7 @@ func (c *coverage) sync(ctx context.Context) (pending bool, err error) {
 	c.mu.Lock()
 	wanted := maps.Clone(c.wanted)
 	remembered := map[string]time.Time{}
-	if c.uid == reg.UID {
+	if c.uid == reg.GetUID() {
 		remembered = maps.Clone(c.since)
 	}
 	c.mu.Unlock()
@@ -148,7 +187,7 @@ func (c *coverage) sync(ctx context.Context) (pending bool, err error) {
 		if k == workload.Deployment.Resource {
 			continue // since the registration's creation, always
 		}
-		if !sourceCoverage(k) && !registers(reg, k) {
+		if !sourceCoverage(k) && !c.record.registers(reg, k) {
 			pending = true
 			continue // not until the registration sends its admissions
 		}
@@ -174,16 +213,17 @@ func (c *coverage) sync(ctx context.Context) (pending bool, err error) {
 		}
 		// Conditional on what was read: no concurrent write is lost.
 		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
-			"resourceVersion": reg.ResourceVersion, "annotations": map[string]*string{stamp.CoverageAnnotation: value}}})
-		target := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		target.Name = c.registration
+			"resourceVersion": reg.GetResourceVersion(), "annotations": map[string]*string{stamp.CoverageAnnotation: value}}})
+		target := c.record.new()
+		target.SetNamespace(c.record.key.Namespace)
+		target.SetName(c.record.key.Name)
 		if err := c.writer.Patch(ctx, target, client.RawPatch(types.MergePatchType, patch)); err != nil {
-			return pending, fmt.Errorf("write the coverage of registration %s: %w", c.registration, err)
+			return pending, fmt.Errorf("write the coverage of %s: %w", c.record, err)
 		}
-		logf.FromContext(ctx).Info("Recorded since when configstamp covers each kind", "registration", c.registration, "coveredSince", want)
+		logf.FromContext(ctx).Info("Recorded since when configstamp covers each kind", "record", c.record.String(), "coveredSince", want)
 	}
 	c.mu.Lock()
-	c.uid, c.since = reg.UID, want
+	c.uid, c.since = reg.GetUID(), want
 	c.mu.Unlock()
 	return pending, nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -56,7 +57,7 @@ func TestCoverage(t *testing.T) {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(registrationFor("a", created, "deployments", "statefulsets")).Build()
-	cov := newCoverage(c, c, "configstamp", func(context.Context) (time.Time, error) { return now, nil })
+	cov := newCoverage(c, c, registrationRecord("configstamp"), func(context.Context) (time.Time, error) { return now, nil })
 	cov.cover("deployments", "statefulsets", "daemonsets", decide.CoverageSecrets)
 	if _, err := cov.sync(ctx); err != nil {
 		t.Fatal(err)
@@ -128,4 +129,30 @@ func TestCoverage(t *testing.T) {
 func ofOne(c *coverage, ctx context.Context, key string) (time.Time, error) {
 	t, err := c.ofAll(ctx, key)
 	return t[0], err
+}
+
+// A namespaced install keeps coverage on its ConfigMap: every kind counts as registered,
+// Deployments since the ConfigMap's creation; each watched namespace since it is.
+func TestCoverageConfigMap(t *testing.T) {
+	ctx := context.Background()
+	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := created.Add(time.Hour)
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "configstamp-system", Name: "configstamp-coverage", CreationTimestamp: metav1.NewTime(created)}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(cm).Build()
+	cov := newCoverage(c, c, configMapRecord(client.ObjectKeyFromObject(cm)), func(context.Context) (time.Time, error) { return now, nil })
+	cov.cover("deployments", "statefulsets", decide.CoverageNamespace("a"))
+	if pending, err := cov.sync(ctx); err != nil || pending {
+		t.Fatalf("sync: pending %v, %v", pending, err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(cm), cm); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cm.Annotations[stamp.CoverageAnnotation], `{"namespace/a":"2026-01-01T01:00:00Z","statefulsets":"2026-01-01T01:00:00Z"}`; got != want {
+		t.Fatalf("coverage annotation %q, want %q", got, want)
+	}
+	if d, _ := ofOne(cov, ctx, "deployments"); !d.Equal(created) {
+		t.Fatalf("deployments covered since %v, want the ConfigMap's creation %v", d, created)
+	}
 }

@@ -43,18 +43,27 @@ type workloadEvidence struct {
 }
 
 // Bypassed is decide.Bypassed, with the coverage read from the registration (live) and
-// the namespace from the cache.
+// the namespace from the cache. A namespaced install reads no Namespace: the time its
+// namespace was first watched (decide.CoverageNamespace) stands for its last write.
 func (w workloadEvidence) Bypassed() (bool, error) {
-	since, err := w.e.coverage.ofAll(w.ctx, w.kind.Resource, decide.CoverageSecrets)
+	name := w.obj.GetNamespace()
+	since, err := w.e.coverage.ofAll(w.ctx, w.kind.Resource, decide.CoverageSecrets, decide.CoverageNamespace(name))
 	if err != nil {
 		return false, err
 	}
 	return decide.Bypassed(w.obj.GetCreationTimestamp().Time, w.refs, since[0], since[1], func() (metav1.Object, bool, error) {
-		ns, err := namespaceMeta(w.ctx, w.e.cache, w.obj.GetNamespace())
+		if w.e.scope.Namespaced() {
+			watched := since[2]
+			if watched.IsZero() || !w.e.scope.Includes(name, nil) {
+				return nil, false, nil
+			}
+			return &metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(watched)}, true, nil
+		}
+		ns, in, err := namespaceIn(w.ctx, w.e.cache, w.e.scope, name)
 		if err != nil || ns == nil {
 			return nil, false, err
 		}
-		return ns, w.e.scope.Includes(ns.Name, ns.Labels), nil
+		return ns, in, nil
 	})
 }
 

@@ -33,11 +33,25 @@ func namespaceMeta(ctx context.Context, c client.Reader, name string) (*metav1.P
 	return ns, nil
 }
 
+// namespaceIn is the metadata of the namespace named name (nil when it does not exist)
+// and whether sc includes it. A namespaced install reads no Namespace (it may not): the
+// list decides, and the metadata is the name alone (no labels, no write time).
+func namespaceIn(ctx context.Context, c client.Reader, sc *scope.Scope, name string) (*metav1.PartialObjectMetadata, bool, error) {
+	if sc.Namespaced() {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name}}, sc.Includes(name, nil), nil
+	}
+	ns, err := namespaceMeta(ctx, c, name)
+	if err != nil || ns == nil {
+		return nil, false, err
+	}
+	return ns, sc.Includes(ns.Name, ns.Labels), nil
+}
+
 // inScope reports whether the registration sends admissions for the workload (its
 // namespace opted in, or itself by its label): the watcher acts nowhere else (a nudge
 // there could never be stamped).
 func inScope(ctx context.Context, c client.Reader, sc *scope.Scope, obj client.Object) (bool, error) {
-	ns, err := namespaceMeta(ctx, c, obj.GetNamespace())
+	ns, _, err := namespaceIn(ctx, c, sc, obj.GetNamespace())
 	if err != nil || ns == nil {
 		return false, err
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/configstamp/configstamp/internal/configread"
+	"github.com/configstamp/configstamp/internal/decide"
 	"github.com/configstamp/configstamp/internal/scope"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
@@ -47,6 +49,10 @@ type Options struct {
 	// when each kind has been stamped (a workload created after that should have been
 	// stamped at creation).
 	Registration string
+	// CoverageConfigMap keeps that record instead in a namespaced install
+	// (Scope.Namespaced), which may read nothing cluster-wide: a ConfigMap the chart
+	// creates with the registration.
+	CoverageConfigMap client.ObjectKey
 	// MinRolloutInterval is the least time between two rollouts of one workload caused
 	// by configstamp (a flapping writer); the latest content always lands.
 	MinRolloutInterval time.Duration
@@ -114,7 +120,14 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		return fmt.Errorf("API server URL: %w", err)
 	}
 	clock := serverClock(mgr.GetHTTPClient(), server.String())
-	cov := newCoverage(mgr.GetAPIReader(), mgr.GetClient(), opts.Registration, clock)
+	record := registrationRecord(opts.Registration)
+	if opts.Scope.Namespaced() {
+		if opts.CoverageConfigMap.Name == "" || opts.CoverageConfigMap.Namespace == "" {
+			return errors.New("watcher: a namespaced scope without a coverage ConfigMap")
+		}
+		record = configMapRecord(opts.CoverageConfigMap)
+	}
+	cov := newCoverage(mgr.GetAPIReader(), mgr.GetClient(), record, clock)
 	w := &watcher{mgr: mgr, opts: opts, sources: map[string]*sourceReconciler{}, coverage: cov}
 	replay := &replayWindow{serverNow: clock}
 	for _, k := range sourceKinds {
@@ -137,6 +150,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		if k.Coverage != "" {
 			covered = append(covered, k.Coverage)
 		}
+	}
+	for _, ns := range opts.Scope.Watched {
+		covered = append(covered, decide.CoverageNamespace(ns))
 	}
 	// The leader keeps the registration's coverage entries (a kind detected later is
 	// added when it is set up).
@@ -216,16 +232,18 @@ func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 		evidence:  &evidence{cache: mgr.GetClient(), live: mgr.GetAPIReader(), scope: opts.Scope, coverage: w.coverage},
 		rollStale: opts.RollStaleAtInstall, minInterval: opts.MinRolloutInterval, pending: w.pending,
 	}
-	err := ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(strings.ToLower(k.Kind)).
 		Watches(k.New(), rec.events(opts.Debounce)).
-		WatchesRawSource(source.Channel(queue, &handler.EnqueueRequestForObject{})).
-		WatchesMetadata(&corev1.Namespace{}, namespaceEvents(opts.Scope, mgr.GetClient(), k, &rec.state)).
-		WithOptions(controller.Options{
-			MaxConcurrentReconciles: opts.Concurrency,
-			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](opts.RetryBase, opts.RetryMax),
-		}).
-		Complete(rec)
+		WatchesRawSource(source.Channel(queue, &handler.EnqueueRequestForObject{}))
+	if !opts.Scope.Namespaced() {
+		// A namespace that opts in; a namespaced install watches no Namespace.
+		b = b.WatchesMetadata(&corev1.Namespace{}, namespaceEvents(opts.Scope, mgr.GetClient(), k, &rec.state))
+	}
+	err := b.WithOptions(controller.Options{
+		MaxConcurrentReconciles: opts.Concurrency,
+		RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](opts.RetryBase, opts.RetryMax),
+	}).Complete(rec)
 	if err != nil {
 		return fmt.Errorf("set up %s controller: %w", k.Resource, err)
 	}

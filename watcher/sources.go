@@ -114,13 +114,12 @@ func (r *sourceReconciler) addDependents(d dependentsOf) {
 }
 
 func (r *sourceReconciler) fanOut(ctx context.Context, req reconcile.Request, changed bool) (reconcile.Result, error) {
-	ns, err := namespaceMeta(ctx, r.client, req.Namespace)
+	ns, nsIn, err := namespaceIn(ctx, r.client, r.scope, req.Namespace)
 	if err != nil || ns == nil || slices.Contains(r.scope.Excluded, req.Namespace) {
 		return reconcile.Result{}, err
 	}
 	// Outside an opted-in namespace, only workloads opted in by their own label are
 	// handed on (their controller checks the scope again).
-	nsIn := r.scope.Includes(ns.Name, ns.Labels)
 	r.mu.Lock()
 	kinds := slices.Clone(r.dependents)
 	r.mu.Unlock()

@@ -41,7 +41,8 @@ const (
 // Registration is the MutatingWebhookConfiguration that sends CREATE and UPDATE of every
 // kind to configstamp: two entries per kind, one for the namespaces of sc, one for
 // workloads opted in by their own label in the other namespaces sc does not exclude (so
-// a workload that matches both ways is sent once). cfg is either a URL without a path
+// a workload that matches both ways is sent once). A namespaced install (sc.Namespaced)
+// has the first entry only, for the watched namespaces. cfg is either a URL without a path
 // (dev mode) or a Service reference, with the CA that signs the serving certificate; each
 // entry gets its kind's path.
 func Registration(cfg admissionregistrationv1.WebhookClientConfig, sc *scope.Scope, kinds []*workload.Kind) *admissionregistrationv1.MutatingWebhookConfiguration {
@@ -53,11 +54,15 @@ func Registration(cfg admissionregistrationv1.WebhookClientConfig, sc *scope.Sco
 		byNamespace.Name = k.EntryName()
 		// The watcher acts in exactly these namespaces (same scope).
 		byNamespace.NamespaceSelector = sc.NamespaceSelector()
+		reg.Webhooks = append(reg.Webhooks, byNamespace)
+		if !sc.ByLabel() {
+			continue
+		}
 		byLabel := entry(k, clientConfigFor(cfg, k.Path()))
 		byLabel.Name = k.LabelEntryName()
 		byLabel.NamespaceSelector = sc.LabelNamespaceSelector()
 		byLabel.ObjectSelector = sc.ObjectSelector()
-		reg.Webhooks = append(reg.Webhooks, byNamespace, byLabel)
+		reg.Webhooks = append(reg.Webhooks, byLabel)
 	}
 	return reg
 }

@@ -86,7 +86,7 @@ func checkAccess(ctx context.Context, c client.Client, want []access) (missing e
 		}
 	}
 	if len(denied) > 0 {
-		return fmt.Errorf("configstamp may not %s: grant them (the chart's ClusterRole does), or turn off what needs them", strings.Join(denied, ", ")), nil
+		return fmt.Errorf("configstamp may not %s: grant them (the chart's ClusterRole does, or in a namespaced install its Roles), or turn off what needs them", strings.Join(denied, ", ")), nil
 	}
 	return nil, nil
 }

@@ -28,6 +28,7 @@ var errNamespacesNotSynced = errors.New("the namespace cache has not synced")
 // webhook's own budget. Until the cache has synced, or when that read fails, the scope
 // is unknown and the review is answered unstamped with nothing read: the watcher adopts
 // such a workload without rolling it, its pods having started with the config as it is.
+// A namespaced install's scope is its namespace list: no informer, no Namespace read.
 type admissionScope struct {
 	scope    *scope.Scope
 	cache    client.Reader
@@ -37,6 +38,9 @@ type admissionScope struct {
 
 // newAdmissionScope starts the informer with the manager's cache.
 func newAdmissionScope(ctx context.Context, mgr ctrl.Manager, sc *scope.Scope, live client.Reader) (*admissionScope, error) {
+	if sc.Namespaced() {
+		return &admissionScope{scope: sc}, nil
+	}
 	inf, err := mgr.GetCache().GetInformer(ctx, namespaceMeta(), cache.BlockUntilSynced(false))
 	if err != nil {
 		return nil, fmt.Errorf("namespace informer: %w", err)
@@ -57,6 +61,9 @@ func (a *admissionScope) InScope(ctx context.Context, namespace string, objLabel
 	if a.scope.IsExcluded(namespace) {
 		return false, nil
 	}
+	if a.scope.Namespaced() {
+		return a.scope.IncludesWorkload(namespace, nil, objLabels), nil
+	}
 	if !a.informer.HasSynced() {
 		return false, errNamespacesNotSynced
 	}
@@ -76,7 +83,7 @@ func (a *admissionScope) InScope(ctx context.Context, namespace string, objLabel
 
 // ready is a readiness check: a replica serves admission once it can place reviews.
 func (a *admissionScope) ready(*http.Request) error {
-	if !a.informer.HasSynced() {
+	if a.informer != nil && !a.informer.HasSynced() {
 		return errNamespacesNotSynced
 	}
 	return nil

@@ -39,6 +39,8 @@ type options struct {
 	concurrency             int
 	namespaceLabel          string
 	excludeNamespaces       string
+	watchNamespaces         string
+	coverageConfigMap       string
 	minRolloutInterval      time.Duration
 	rollStaleAtInstall      bool
 	secrets                 bool
@@ -77,6 +79,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	fs.DurationVar(&o.readTimeout, "read-timeout", webhook.DefaultReadTimeout, "Deadline for the live ConfigMap and Secret reads of one admission or one check.")
 	fs.StringVar(&o.namespaceLabel, "namespace-label", stamp.InjectLabel, "Label (value \"enabled\") that opts a namespace, or a single workload, in; must match the registration's selectors.")
 	fs.StringVar(&o.excludeNamespaces, "exclude-namespaces", strings.Join(scope.DefaultExcluded, ","), "Comma-separated namespaces never acted in, whatever their labels; must match the registration's namespaceSelector (the chart adds its own namespace).")
+	fs.StringVar(&o.watchNamespaces, "watch-namespaces", "", "Namespaced install: comma-separated namespaces acted in (every workload in them, no opt-in label; --exclude-namespaces still wins), under Roles in those namespaces alone: no Namespace and nothing cluster-wide is read. Needs --coverage-configmap. Empty: every namespace that opts in.")
+	fs.StringVar(&o.coverageConfigMap, "coverage-configmap", "", "Namespaced install: NAMESPACE/NAME of the ConfigMap (created with the registration, as the chart does) on which the watcher keeps since when each kind is covered, in place of the registration it may not read.")
 	fs.DurationVar(&o.minRolloutInterval, "min-rollout-interval", watcher.DefaultMinRolloutInterval, "Least time between two rollouts of one workload caused by configstamp (a writer that never stops); the latest content always lands. 0: no limit.")
 	fs.BoolVar(&o.rollStaleAtInstall, "roll-stale-at-install", false, "Roll unstamped workloads that predate configstamp when their config was written after their pods started. Off: installing rolls nothing.")
 	fs.BoolVar(&o.secrets, "secrets", false, "Also hash the Secrets pod templates consume (secret volumes, projected secrets, envFrom.secretRef, secretKeyRef), keyed with the key in --secret-hash-key. Off: Secrets are never read.")
@@ -104,6 +108,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 		return nil, errors.New("--self-signed-secret and --tls-secret exclude --dev-webhook-url")
 	}
 	if err := o.certs.validate(); err != nil {
+		return nil, err
+	}
+	if err := o.validateNamespaced(); err != nil {
 		return nil, err
 	}
 	if o.registrationName == "" {
@@ -168,6 +175,6 @@ func run(ctx context.Context, args []string) error {
 	}
 
 	s.log.Info("Starting configstamp", "version", buildVersion(), "debounce", o.debounce.String(), "leaderElect", o.leaderElect, "devWebhookURL", o.devWebhookURL,
-		"secrets", o.secrets, "argoRollouts", o.argoRollouts, "registration", s.registrationName, "metricsSecure", o.metricsSecure, "shutdownDelay", o.shutdownDelay.String())
+		"watchNamespaces", s.scope.Watched, "secrets", o.secrets, "argoRollouts", o.argoRollouts, "registration", s.registrationName, "metricsSecure", o.metricsSecure, "shutdownDelay", o.shutdownDelay.String())
 	return mgr.Start(mgrCtx)
 }

@@ -56,7 +56,7 @@ type setup struct {
 func newSetup(o *options) (*setup, error) {
 	s := &setup{o: o, log: ctrl.Log.WithName("setup"), sources: stamp.Options{Secrets: o.secrets, MaxSources: o.bounds.maxSources}, registrationName: o.registrationName}
 	var err error
-	if s.scope, err = scope.New(o.namespaceLabel, strings.Split(o.excludeNamespaces, ",")); err != nil {
+	if s.scope, err = scope.NewWatched(o.namespaceLabel, strings.Split(o.excludeNamespaces, ","), o.watched()); err != nil {
 		return nil, err
 	}
 	s.kinds = workload.Builtin()
@@ -128,6 +128,9 @@ func (s *setup) connect() error {
 func (s *setup) checkAccess(ctx context.Context) error {
 	o := s.o
 	want := needed(s.kinds, s.sources, o.metricsSecure, s.registrationName)
+	if s.scope.Namespaced() {
+		want = neededIn(s.kinds, s.sources, o.metricsSecure, s.scope.Watched, s.coverageConfigMap())
+	}
 	if o.certs.enabled() {
 		// Both certificate modes keep the registration's caBundle, watching it by name.
 		for _, verb := range []string{"update", "list", "watch"} {
@@ -178,7 +181,8 @@ func (s *setup) newManager() (ctrl.Manager, error) {
 		GracefulShutdownTimeout: new(10 * time.Second),
 		// The watch caches keep only what configstamp reads: no last-applied copy of
 		// the whole object, and of managedFields only the latest write time.
-		Cache: cache.Options{DefaultTransform: watcher.TrimForCache()},
+		// A namespaced install's: the watched namespaces only.
+		Cache: cache.Options{DefaultTransform: watcher.TrimForCache(), DefaultNamespaces: cacheNamespaces(s.scope.Watched)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
@@ -226,7 +230,7 @@ func (s *setup) setupControllers(ctx context.Context, mgr ctrl.Manager) error {
 	})
 	return watcher.SetupWithManager(ctx, mgr, watcher.Options{
 		Debounce: o.debounce, DebounceMax: o.debounceMax, ReadTimeout: o.readTimeout, Concurrency: o.concurrency,
-		Scope: s.scope, Registration: s.registrationName, MinRolloutInterval: o.minRolloutInterval,
+		Scope: s.scope, Registration: s.registrationName, CoverageConfigMap: s.coverageConfigMap(), MinRolloutInterval: o.minRolloutInterval,
 		RollStaleAtInstall: o.rollStaleAtInstall, Cache: digests,
 		ArgoRollouts: o.argoRollouts, Sources: s.sources, Key: key,
 	})

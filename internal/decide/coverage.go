@@ -14,6 +14,10 @@ import (
 // CoverageSecrets is the coverage key of Secrets (the others are resources).
 const CoverageSecrets = stamp.CoverageSecrets
 
+// CoverageNamespace is the coverage key of a namespace of a namespaced install (since
+// when it is watched: it stands for the namespace's opt-in).
+func CoverageNamespace(name string) string { return "namespace/" + name }
+
 // CoveredSince is since when key (a resource, or CoverageSecrets) has been covered, from
 // the registration's creation time and its coverage entries
 // (stamp.CoverageAnnotation): Deployments since its creation, the others since their

@@ -214,6 +214,10 @@ rules:
 # Every request configstamp makes, to count them.
 - level: Metadata
   users: ["` + ConfigstampUser + `"]
+# Every request of a ServiceAccount: configstamp under the chart's RBAC (test/deploy),
+# whose namespaced install must read nothing outside its namespaces.
+- level: Metadata
+  userGroups: ["system:serviceaccounts"]
 - level: Metadata
   resources:
   - group: apps

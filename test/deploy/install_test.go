@@ -114,19 +114,7 @@ func repoint(t *testing.T, caBundle []byte) (port int, kubeconfig string) {
 	}
 	tool(t, "kubectl", "patch", "mutatingwebhookconfiguration", "configstamp", "--type=json", "-p", "["+strings.Join(ops, ",")+"]")
 
-	token := strings.TrimSpace(tool(t, "kubectl", "--namespace", releaseNS, "create", "token", "configstamp", "--duration=1h"))
-	kubeconfig = filepath.Join(t.TempDir(), "sa.kubeconfig")
-	caFile := filepath.Join(env.Cluster.Dir, "pki", "ca.crt")
-	if err := os.WriteFile(kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: %q, certificate-authority: %q}}]
-users: [{name: sa, user: {token: %q}}]
-contexts: [{name: c, context: {cluster: c, user: sa}}]
-current-context: c
-`, env.Cluster.URL, caFile, token)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return port, kubeconfig
+	return port, env.ServiceAccountKubeconfig(t, releaseNS, "configstamp")
 }
 
 // certManagerMode plays cert-manager for the chart's cert-manager mode (no cert-manager

@@ -12,6 +12,7 @@ replicas: 2
 leaderElection: {enabled: true}
 namespaceLabel: configstamp.io/inject
 excludeNamespaces: [kube-system]
+watchNamespaces: []
 secrets: {enabled: false}
 argoRollouts: {enabled: false}
 debounce: 2s

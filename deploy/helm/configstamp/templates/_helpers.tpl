@@ -91,3 +91,28 @@ this name only. */ -}}
 {{- define "configstamp.leaseName" -}}
 {{- include "configstamp.flag" (dict "Values" .Values "args" (list "leader-election-id" "configstamp-watcher")) }}
 {{- end }}
+{{- /* A namespaced install (watchNamespaces): the namespaces acted in, less the excluded
+ones (which win), sorted and unique, as configstamp normalizes --watch-namespaces; its
+coverage ConfigMap; and the checks of its values against the others. */ -}}
+{{- define "configstamp.watchedNamespaces" -}}
+{{- $excluded := include "configstamp.excludedNamespaces" . | fromJsonArray }}
+{{- $out := list }}
+{{- range .Values.watchNamespaces }}{{ if not (has . $excluded) }}{{ $out = append $out . }}{{ end }}{{ end }}
+{{- $out | uniq | sortAlpha | toJson }}
+{{- end }}
+{{- define "configstamp.coverageConfigMap" -}}configstamp-coverage{{- end }}
+{{- define "configstamp.validateNamespaced" -}}
+{{- if .Values.watchNamespaces }}
+{{- if not (include "configstamp.watchedNamespaces" . | fromJsonArray) }}
+{{- fail (printf "watchNamespaces %v: every one is excluded (excludeNamespaces and the release's own namespace)" .Values.watchNamespaces) }}
+{{- end }}
+{{- if ne .Values.certificates.mode "cert-manager" }}
+{{- fail "watchNamespaces needs certificates.mode cert-manager: a namespaced install may not write its registration's caBundle (self-signed mode does); cert-manager's CA injector keeps it" }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- /* metrics.secure, but never in a namespaced install: authenticating scrapes takes
+cluster-wide grants (TokenReview, SubjectAccessReview), which it has none of. */ -}}
+{{- define "configstamp.metricsSecure" -}}
+{{- and .Values.metrics.secure (not .Values.watchNamespaces) }}
+{{- end }}
