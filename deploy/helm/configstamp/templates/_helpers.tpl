@@ -91,3 +91,9 @@ this name only. */ -}}
 {{- define "configstamp.leaseName" -}}
 {{- include "configstamp.flag" (dict "Values" .Values "args" (list "leader-election-id" "configstamp-watcher")) }}
 {{- end }}
+{{- /* Non-empty when the ValidatingAdmissionPolicy restricting configstamp's own
+ServiceAccount renders: selfPolicy.enabled, and an API server that serves
+admissionregistration.k8s.io/v1 policies (Kubernetes 1.30 and later). */ -}}
+{{- define "configstamp.selfPolicy" -}}
+{{- if and .Values.selfPolicy.enabled (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") }}true{{ end }}
+{{- end }}
