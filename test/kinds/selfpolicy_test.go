@@ -27,10 +27,15 @@ func asConfigstamp(t *testing.T) client.Client {
 	return c
 }
 
-// patchAs sends a JSON merge patch as c and checks the policy's answer.
+// patchAs sends a patch as c (a JSON patch when it is a list, else a JSON merge patch)
+// and checks the policy's answer.
 func patchAs(t *testing.T, c client.Client, obj client.Object, patch string, allowed bool) {
 	t.Helper()
-	err := c.Patch(bg, obj, client.RawPatch(types.MergePatchType, []byte(patch)))
+	pt := types.MergePatchType
+	if strings.HasPrefix(patch, "[") {
+		pt = types.JSONPatchType
+	}
+	err := c.Patch(bg, obj, client.RawPatch(pt, []byte(patch)))
 	switch {
 	case allowed && err != nil:
 		t.Errorf("%T %s: patch %s refused: %v", obj, obj.GetName(), patch, err)
@@ -51,8 +56,8 @@ func TestSelfPolicyWorkloads(t *testing.T) {
 	objs := []client.Object{newDeployment(ns, "deploy", "", nil), newStatefulSet(ns, "sts", ""), newDaemonSet(ns, "ds", "")}
 	for _, obj := range objs {
 		create(t, obj)
-		patchAs(t, as, obj, `{"spec":{"template":{"spec":{"containers":[{"name":"c","image":"registry.example/other:2"}]}}}}`, false)
-		patchAs(t, as, obj, `{"spec":{"template":{"spec":{"containers":[{"name":"c","image":"registry.example/app:1","command":["/bin/sh"]}]}}}}`, false)
+		patchAs(t, as, obj, `[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"registry.example/other:2"}]`, false)
+		patchAs(t, as, obj, `[{"op":"add","path":"/spec/template/spec/containers/0/command","value":["/bin/sh"]}]`, false)
 		patchAs(t, as, obj, `{"spec":{"template":{"metadata":{"labels":{"extra":"x"}}}}}`, false)
 		patchAs(t, as, obj, `{"spec":{"template":{"metadata":{"annotations":{"someone.else/key":"x"}}}}}`, false)
 		patchAs(t, as, obj, `{"metadata":{"labels":{"extra":"x"}}}`, false)
@@ -68,7 +73,7 @@ func TestSelfPolicyWorkloads(t *testing.T) {
 		t.Errorf("delete of a Deployment as configstamp: %v, want the policy's denial", err)
 	}
 	// The admin is not configstamp: the policy leaves it alone.
-	patchAs(t, env.Client, objs[0], `{"spec":{"template":{"spec":{"containers":[{"name":"c","image":"registry.example/other:2"}]}}}}`, true)
+	patchAs(t, env.Client, objs[0], `[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"registry.example/other:2"}]`, true)
 }
 
 // TestSelfPolicyRegistration: as configstamp, its registration's caBundle and
@@ -95,21 +100,13 @@ func TestSelfPolicyRegistration(t *testing.T) {
 	patchAs(t, as, reg, `{"webhooks":[{"name":"deployments.configstamp.io","clientConfig":{"caBundle":"Zm9v"}}]}`, true)
 	patchAs(t, as, reg, `{"metadata":{"annotations":{"`+stamp.CoverageAnnotation+`":"{}"}}}`, true)
 
-	// A JSON patch, so that list entries change in place.
-	jsonPatch := func(p string, allowed bool) {
-		t.Helper()
-		err := as.Patch(bg, reg, client.RawPatch(types.JSONPatchType, []byte(p)))
-		if allowed != (err == nil) || (err != nil && !strings.Contains(err.Error(), "denied request")) {
-			t.Errorf("registration: patch %s: %v (allowed: %v)", p, err, allowed)
-		}
-	}
-	jsonPatch(`[{"op":"replace","path":"/webhooks/0/rules/0/resources","value":["deployments","pods"]}]`, false)
-	jsonPatch(`[{"op":"replace","path":"/webhooks/0/clientConfig/url","value":"https://attacker.example/mutate"}]`, false)
-	jsonPatch(`[{"op":"replace","path":"/webhooks/0/failurePolicy","value":"Fail"}]`, false)
-	jsonPatch(`[{"op":"remove","path":"/webhooks/0/namespaceSelector/matchLabels"}]`, false)
-	jsonPatch(`[{"op":"add","path":"/metadata/labels","value":{"x":"y"}}]`, false)
-	jsonPatch(`[{"op":"replace","path":"/metadata/annotations/meta.helm.sh~1release-name","value":"other"}]`, false)
-	jsonPatch(`[{"op":"replace","path":"/webhooks/0/clientConfig/caBundle","value":"YmFy"}]`, true)
+	patchAs(t, as, reg, `[{"op":"replace","path":"/webhooks/0/rules/0/resources","value":["deployments","pods"]}]`, false)
+	patchAs(t, as, reg, `[{"op":"replace","path":"/webhooks/0/clientConfig/url","value":"https://attacker.example/mutate"}]`, false)
+	patchAs(t, as, reg, `[{"op":"replace","path":"/webhooks/0/failurePolicy","value":"Fail"}]`, false)
+	patchAs(t, as, reg, `[{"op":"remove","path":"/webhooks/0/namespaceSelector/matchLabels"}]`, false)
+	patchAs(t, as, reg, `[{"op":"add","path":"/metadata/labels","value":{"x":"y"}}]`, false)
+	patchAs(t, as, reg, `[{"op":"replace","path":"/metadata/annotations/meta.helm.sh~1release-name","value":"other"}]`, false)
+	patchAs(t, as, reg, `[{"op":"replace","path":"/webhooks/0/clientConfig/caBundle","value":"YmFy"}]`, true)
 	if err := as.Delete(bg, reg); err == nil || !strings.Contains(err.Error(), "denied request") {
 		t.Errorf("delete of the registration as configstamp: %v, want the policy's denial", err)
 	}
