@@ -35,11 +35,14 @@ func TestWebhookClientCertificate(t *testing.T) {
 	}
 	url := fmt.Sprintf("https://127.0.0.1:%d%s", cs.WebhookPort, webhook.Path)
 	for _, c := range []struct {
-		what  string
-		certs []tls.Certificate
-	}{{"no client certificate", nil}, {"a client certificate of another CA", []tls.Certificate{foreign}}} {
+		what string
+		cert *tls.Certificate
+	}{{"no client certificate", &tls.Certificate{}}, {"a client certificate of another CA", &foreign}} {
+		// Sent whatever CAs the server names (Go's client would otherwise keep back a
+		// certificate of a CA the server does not ask for).
+		send := func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return c.cert, nil }
 		hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-			TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: c.certs}}} //nolint:gosec // the server's certificate is not what is checked
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: true, GetClientCertificate: send}}} //nolint:gosec // the server's certificate is not what is checked
 		resp, err := hc.Post(url, "application/json", bytes.NewReader([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}`)))
 		if err == nil {
 			resp.Body.Close()
