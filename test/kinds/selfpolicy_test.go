@@ -97,7 +97,7 @@ func TestSelfPolicyRegistration(t *testing.T) {
 	create(t, reg)
 	t.Cleanup(func() { _ = env.Client.Delete(bg, reg) })
 	as := asConfigstamp(t)
-	patchAs(t, as, reg, `{"webhooks":[{"name":"deployments.configstamp.io","clientConfig":{"caBundle":"Zm9v"}}]}`, true)
+	patchAs(t, as, reg, `[{"op":"add","path":"/webhooks/0/clientConfig/caBundle","value":"Zm9v"}]`, true)
 	patchAs(t, as, reg, `{"metadata":{"annotations":{"`+stamp.CoverageAnnotation+`":"{}"}}}`, true)
 
 	patchAs(t, as, reg, `[{"op":"replace","path":"/webhooks/0/rules/0/resources","value":["deployments","pods"]}]`, false)
