@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -28,30 +27,23 @@ import (
 // test-precision CONFIGSTAMP_TEST_SELF_POLICY=1 runs the precision suite under it.
 const SelfPolicyEnv = "CONFIGSTAMP_TEST_SELF_POLICY"
 
-// selfPolicyFile is the chart's template of the policy.
-const selfPolicyFile = "templates/selfpolicy.yaml"
+// SelfPolicyFile holds the chart's policies (templates/selfpolicy.yaml renders them).
+var SelfPolicyFile = filepath.Join(cluster.RepoRoot(), "deploy", "helm", "configstamp", "files", "selfpolicy.yaml")
 
-// SelfPolicyNamespace is the namespace the chart is rendered for.
-const SelfPolicyNamespace = "configstamp-system"
-
-// RenderSelfPolicy renders the chart's ValidatingAdmissionPolicies and bindings
-// restricting configstamp's own ServiceAccount (helm template, as for an API server
-// that serves them), with the user they match changed from the chart's ServiceAccount
-// to user. extraArgs go to helm template (e.g. --set).
-func (e *Env) RenderSelfPolicy(ctx context.Context, user string, extraArgs ...string) ([]*unstructured.Unstructured, error) {
-	args := append([]string{"template", "configstamp", filepath.Join(cluster.RepoRoot(), "deploy", "helm", "configstamp"),
-		"--namespace", SelfPolicyNamespace, "--api-versions", "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy",
-		"--show-only", selfPolicyFile}, extraArgs...)
-	cmd := e.Command("", nil, "helm", args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+// SelfPolicy is the chart's ValidatingAdmissionPolicies and bindings restricting
+// configstamp's own ServiceAccount, for user instead (the objects of SelfPolicyFile,
+// which the chart renders with its labels and the ServiceAccount's name).
+func SelfPolicy(user string) ([]*unstructured.Unstructured, error) {
+	b, err := os.ReadFile(SelfPolicyFile)
 	if err != nil {
-		return nil, fmt.Errorf("helm template: %w: %s", err, stderr.String())
+		return nil, err
 	}
-	chartUser := fmt.Sprintf("%q", "system:serviceaccount:"+SelfPolicyNamespace+":configstamp")
+	const placeholder = "CONFIGSTAMP_USERNAME"
+	if !bytes.Contains(b, []byte(placeholder)) {
+		return nil, fmt.Errorf("%s names no %s", SelfPolicyFile, placeholder)
+	}
 	var objs []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(bytes.ReplaceAll(b, []byte(placeholder), []byte(user))), 4096)
 	for {
 		u := &unstructured.Unstructured{}
 		if err := dec.Decode(&u.Object); err != nil {
@@ -60,35 +52,20 @@ func (e *Env) RenderSelfPolicy(ctx context.Context, user string, extraArgs ...st
 			}
 			return nil, err
 		}
-		if len(u.Object) == 0 {
-			continue
+		if len(u.Object) > 0 {
+			objs = append(objs, u)
 		}
-		if u.GetKind() == "ValidatingAdmissionPolicy" {
-			conds, _, _ := unstructured.NestedSlice(u.Object, "spec", "matchConditions")
-			for _, c := range conds {
-				m := c.(map[string]any)
-				expr, _ := m["expression"].(string)
-				if !strings.Contains(expr, chartUser) {
-					return nil, fmt.Errorf("policy %s: match condition %q names no %s", u.GetName(), expr, chartUser)
-				}
-				m["expression"] = strings.ReplaceAll(expr, chartUser, fmt.Sprintf("%q", user))
-			}
-			if err := unstructured.SetNestedSlice(u.Object, conds, "spec", "matchConditions"); err != nil {
-				return nil, err
-			}
-		}
-		objs = append(objs, u)
 	}
 	if len(objs) == 0 {
-		return nil, errors.New("the chart renders no policy")
+		return nil, errors.New("no policy in " + SelfPolicyFile)
 	}
 	return objs, nil
 }
 
-// InstallSelfPolicy installs the chart's policy for the configstamp user
-// (RenderSelfPolicy) and waits until the API server enforces it; remove deletes it.
-func (e *Env) InstallSelfPolicy(ctx context.Context, extraArgs ...string) (remove func(), err error) {
-	objs, err := e.RenderSelfPolicy(ctx, cluster.ConfigstampUser, extraArgs...)
+// InstallSelfPolicy installs the chart's policy for the configstamp user (SelfPolicy)
+// and waits until the API server enforces it; remove deletes it.
+func (e *Env) InstallSelfPolicy(ctx context.Context) (remove func(), err error) {
+	objs, err := SelfPolicy(cluster.ConfigstampUser)
 	if err != nil {
 		return nil, err
 	}

@@ -1,21 +1,50 @@
-package kinds
+package integration
 
 import (
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/test/framework"
 )
 
-// This package runs under the chart's policy restricting configstamp's own identity
-// (TestMain installs it): every stamp, nudge and record of the other tests passes it.
-// These tests show what it denies.
+// The chart's policies restricting configstamp's own identity (files/selfpolicy.yaml):
+// what they deny and what they let through, by a client acting as configstamp's user.
+// test/kinds runs every kind's stamps, nudges and records under them, and
+// CONFIGSTAMP_TEST_SELF_POLICY=1 any layer.
+
+// withSelfPolicy installs the policies until the test ends.
+func withSelfPolicy(t *testing.T) {
+	t.Helper()
+	remove, err := env.InstallSelfPolicy(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(remove)
+}
+
+// workloads are a Deployment, a StatefulSet and a DaemonSet of one container.
+func workloads(ns string) []client.Object {
+	labels := map[string]string{"app": "a"}
+	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}}}
+	sel := &metav1.LabelSelector{MatchLabels: labels}
+	return []client.Object{
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deploy"}, Spec: appsv1.DeploymentSpec{Selector: sel, Template: tmpl}},
+		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sts"}, Spec: appsv1.StatefulSetSpec{Selector: sel, Template: tmpl, ServiceName: "sts"}},
+		&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ds"}, Spec: appsv1.DaemonSetSpec{Selector: sel, Template: tmpl}},
+	}
+}
 
 // asConfigstamp is a client acting as configstamp's user.
 func asConfigstamp(t *testing.T) client.Client {
@@ -50,10 +79,10 @@ func patchAs(t *testing.T, c client.Client, obj client.Object, patch string, all
 // container's command, a label, a user's annotation or a spec field outside the pod
 // template is denied, on each kind; configstamp's own annotations go through.
 func TestSelfPolicyWorkloads(t *testing.T) {
-	t.Parallel()
+	withSelfPolicy(t)
 	ns := env.NewNamespace(t, false) // not opted in: no webhook adds to the patches
 	as := asConfigstamp(t)
-	objs := []client.Object{newDeployment(ns, "deploy", "", nil), newStatefulSet(ns, "sts", ""), newDaemonSet(ns, "ds", "")}
+	objs := workloads(ns)
 	for _, obj := range objs {
 		create(t, obj)
 		patchAs(t, as, obj, `[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"registry.example/other:2"}]`, false)
@@ -80,7 +109,7 @@ func TestSelfPolicyWorkloads(t *testing.T) {
 // configstamp.io/ annotations change; its rules, its URL, a label, another annotation,
 // and its deletion are denied.
 func TestSelfPolicyRegistration(t *testing.T) {
-	t.Parallel()
+	withSelfPolicy(t)
 	none := admissionregistrationv1.SideEffectClassNone
 	reg := &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "configstamp", Annotations: map[string]string{"meta.helm.sh/release-name": "configstamp"}},
@@ -97,6 +126,16 @@ func TestSelfPolicyRegistration(t *testing.T) {
 	create(t, reg)
 	t.Cleanup(func() { _ = env.Client.Delete(bg, reg) })
 	as := asConfigstamp(t)
+	// InstallSelfPolicy waited for the workloads' policy; the API server may take a
+	// moment more for this one.
+	framework.Eventually(t, 30*time.Second, "the registration's policy enforced", func() error {
+		err := as.Patch(bg, reg.DeepCopy(), client.RawPatch(types.JSONPatchType,
+			[]byte(`[{"op":"replace","path":"/webhooks/0/failurePolicy","value":"Fail"}]`)), client.DryRunAll)
+		if err == nil {
+			return errors.New("a dry-run change of failurePolicy went through")
+		}
+		return nil
+	})
 	patchAs(t, as, reg, `[{"op":"add","path":"/webhooks/0/clientConfig/caBundle","value":"Zm9v"}]`, true)
 	patchAs(t, as, reg, `{"metadata":{"annotations":{"`+stamp.CoverageAnnotation+`":"{}"}}}`, true)
 
