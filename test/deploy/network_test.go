@@ -24,7 +24,7 @@ func webhookPeers(np *networkingv1.NetworkPolicy, port string) ([]networkingv1.N
 // TestRenderNetworkPolicy: by default a NetworkPolicy lets every source reach the
 // webhook port (allowAll), no pod the metrics port, and no other port; cidrs and from
 // narrow the webhook port; the ambiguous and the empty choice are refused with a clear
-// message; NOTES.txt warns about allowAll and an unreachable ServiceMonitor.
+// message; NOTES.txt warns about allowAll.
 func TestRenderNetworkPolicy(t *testing.T) {
 	np := typed[networkingv1.NetworkPolicy](t, render(t), "NetworkPolicy/configstamp")
 	if len(np.Spec.Ingress) != 1 || !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
@@ -57,20 +57,17 @@ func TestRenderNetworkPolicy(t *testing.T) {
 	}{
 		{[]string{"--set", "networkPolicy.apiServer.cidrs={10.0.0.0/8}"}, "set networkPolicy.apiServer.allowAll=false"},
 		{[]string{"--set", "networkPolicy.apiServer.allowAll=false"}, "say where the API server's webhook calls come from"},
-		{[]string{"--set", "networkPolicy.apiServer.allowAll=false", "--set", "networkPolicy.apiServer.cidrs={not-a-cidr}"}, "networkPolicy.apiServer.cidrs"},
+		{[]string{"--set", "networkPolicy.apiServer.allowAll=false", "--set", "networkPolicy.apiServer.cidrs={not-a-cidr}"}, "/networkPolicy/apiServer/cidrs/0"},
 	} {
 		if out := renderErr(t, c.args...); !strings.Contains(out, c.want) {
 			t.Errorf("%v: %s, want %q", c.args, out, c.want)
 		}
 	}
 
-	text := notes(t, "--set", "serviceMonitor.enabled=true")
-	for _, want := range []string{"WARNING: the NetworkPolicy lets every source reach the webhook port", "networkPolicy.metricsFrom is empty"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("NOTES lacks %q:\n%s", want, text)
-		}
+	if text := notes(t); !strings.Contains(text, "WARNING: the NetworkPolicy lets every source reach the webhook port") {
+		t.Errorf("NOTES lack the allowAll warning:\n%s", text)
 	}
-	text = notes(t, "--set", "networkPolicy.apiServer.allowAll=false", "--set", "networkPolicy.apiServer.cidrs={10.0.0.0/8}")
+	text := notes(t, "--set", "networkPolicy.apiServer.allowAll=false", "--set", "networkPolicy.apiServer.cidrs={10.0.0.0/8}")
 	if strings.Contains(text, "WARNING") || !strings.Contains(text, "lets only networkPolicy.apiServer reach the webhook port") {
 		t.Errorf("NOTES with cidrs:\n%s", text)
 	}
@@ -88,7 +85,7 @@ func TestRenderSelfPolicy(t *testing.T) {
 	objs := render(t, vap)
 	for _, name := range []string{"configstamp-workloads", "configstamp-registration"} {
 		p := typed[admissionregistrationv1.ValidatingAdmissionPolicy](t, objs, "ValidatingAdmissionPolicy/"+name)
-		if len(p.Spec.MatchConditions) != 1 || p.Spec.MatchConditions[0].Expression != `request.userInfo.username == "system:serviceaccount:`+releaseNS+`:configstamp"` {
+		if len(p.Spec.MatchConditions) != 1 || p.Spec.MatchConditions[0].Expression != "request.userInfo.username == 'system:serviceaccount:"+releaseNS+":configstamp'" {
 			t.Errorf("%s: match conditions %+v", name, p.Spec.MatchConditions)
 		}
 		if p.Spec.FailurePolicy == nil || *p.Spec.FailurePolicy != admissionregistrationv1.Fail || len(p.Spec.Validations) == 0 {

@@ -351,7 +351,7 @@ func TestRenderNotes(t *testing.T) {
 			t.Errorf("NOTES lack %q:\n%s", want, text)
 		}
 	}
-	for _, unwanted := range []string{"configstamp-webhook-tls", "metrics-reader", "hostNetwork", "configstamp-hash-key", "logs deployment/configstamp", "maxSurge"} {
+	for _, unwanted := range []string{"configstamp-webhook-tls", "hostNetwork", "configstamp-hash-key", "logs deployment/configstamp", "maxSurge"} {
 		if strings.Contains(text, unwanted) {
 			t.Errorf("NOTES with default values mention %q:\n%s", unwanted, text)
 		}
