@@ -164,6 +164,14 @@ func (s *setup) certificates(ctx context.Context) (ensurer, error) {
 
 func (s *setup) newManager() (ctrl.Manager, error) {
 	o := s.o
+	webhookTLSOpts := []func(*tls.Config){webhookTLS(o.enableHTTP2)}
+	if o.webhookClientCA != "" {
+		verify, err := clientCA(o.webhookClientCA)
+		if err != nil {
+			return nil, err
+		}
+		webhookTLSOpts = append(webhookTLSOpts, verify)
+	}
 	mgr, err := ctrl.NewManager(s.cfg, ctrl.Options{
 		Scheme:                  s.scheme,
 		Metrics:                 metricsOptions(o.metricsAddr, o.metricsSecure, o.enableHTTP2),
@@ -176,7 +184,7 @@ func (s *setup) newManager() (ctrl.Manager, error) {
 		LeaderElectionReleaseOnCancel: true,
 		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{
 			Host: o.webhookHost, Port: o.webhookPort, CertDir: o.webhookCertDir,
-			TLSOpts: []func(*tls.Config){webhookTLS(o.enableHTTP2)},
+			TLSOpts: webhookTLSOpts,
 		}),
 		GracefulShutdownTimeout: new(10 * time.Second),
 		// The watch caches keep only what configstamp reads: no last-applied copy of

@@ -46,6 +46,12 @@ type Options struct {
 	// nodes (default 3), so Deployments get ReplicaSets and Running pods.
 	Controllers bool
 	Nodes       int
+	// WebhookClientCert has the API server present a client certificate to every
+	// admission webhook (its admission configuration); Cluster.WebhookClientCA is the CA
+	// that signed it.
+	WebhookClientCert bool
+	// APIServerArgs are extra kube-apiserver flags.
+	APIServerArgs []string
 	// Log receives progress lines; nil discards them.
 	Log func(format string, args ...any)
 }
@@ -64,6 +70,9 @@ type Cluster struct {
 	URL string
 	// BinDir holds the binaries the cluster runs (and helm, helmfile when built).
 	BinDir string
+	// WebhookClientCA is the CA of the client certificate the API server presents to
+	// admission webhooks (Options.WebhookClientCert; "" without).
+	WebhookClientCA string
 
 	opts    Options
 	ownDir  bool
@@ -122,6 +131,15 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	c.AuditLog = filepath.Join(c.Dir, "logs", "audit.log")
 
+	apiArgs := opts.APIServerArgs
+	if opts.WebhookClientCert {
+		var flags []string
+		if flags, c.WebhookClientCA, err = c.webhookClientAuth(); err != nil {
+			return nil, err
+		}
+		apiArgs = append(flags, apiArgs...)
+	}
+
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
 	if err := c.run("etcd", "--data-dir", filepath.Join(c.Dir, "etcd"),
@@ -131,7 +149,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"--quota-backend-bytes", strconv.Itoa(8<<30)); err != nil {
 		return nil, err
 	}
-	if err := c.run("kube-apiserver", "--etcd-servers", etcdURL,
+	apiArgs = append([]string{"--etcd-servers", etcdURL,
 		"--secure-port", strconv.Itoa(apiPort), "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
 		"--tls-cert-file", pki.cert, "--tls-private-key-file", pki.key, "--client-ca-file", pki.ca,
 		"--token-auth-file", pki.tokens, "--authorization-mode", "Node,RBAC",
@@ -139,7 +157,8 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"--service-account-signing-key-file", pki.saKey, "--service-cluster-ip-range", "10.96.0.0/16",
 		"--audit-policy-file", pki.auditPolicy, "--audit-log-path", c.AuditLog,
 		"--audit-log-mode", "blocking", "--audit-log-maxsize", "0", // 0: never rotated (readers hold byte offsets)
-		"--endpoint-reconciler-type", "none", "--allow-privileged"); err != nil {
+		"--endpoint-reconciler-type", "none", "--allow-privileged"}, apiArgs...)
+	if err := c.run("kube-apiserver", apiArgs...); err != nil {
 		return nil, err
 	}
 	c.Kubeconfig = filepath.Join(c.Dir, "kubeconfig")

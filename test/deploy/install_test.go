@@ -359,8 +359,8 @@ func TestChartInstallsAndWorksUnderItsRBAC(t *testing.T) {
 		"patch mutatingwebhookconfigurations/other":                   "no",
 		"create leases -n " + ns:                                      "no",
 		"create pods -n " + ns:                                        "no",
-		"create tokenreviews.authentication.k8s.io":                   "no",
-		"create subjectaccessreviews.authorization.k8s.io":            "no",
+		"create tokenreviews.authentication.k8s.io":                   "yes", // metrics.secure, on by default
+		"create subjectaccessreviews.authorization.k8s.io":            "yes",
 		"list mutatingwebhookconfigurations":                          "no",
 	})
 }

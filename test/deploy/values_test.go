@@ -160,7 +160,7 @@ func TestRenderPodValues(t *testing.T) {
 	check("default: ports 9443, 8080, 8081", slices.Equal(containerPorts(c), []string{"webhook=9443", "metrics=8080", "probes=8081"}) &&
 		slices.Contains(c.Args, "--webhook-port=9443") && slices.Contains(c.Args, "--metrics-bind-address=:8080") &&
 		slices.Contains(c.Args, "--health-probe-bind-address=:8081"))
-	check("default: --metrics-secure=false", slices.Contains(c.Args, "--metrics-secure=false"))
+	check("default: --metrics-secure=true", slices.Contains(c.Args, "--metrics-secure=true"))
 	check("default: --concurrency=4", slices.Contains(c.Args, "--concurrency=4"))
 	defaultArgs := c.Args
 
@@ -245,11 +245,15 @@ func containerPorts(c corev1.Container) []string {
 	return out
 }
 
-// TestRenderMetricsSecure: metrics.secure turns on --metrics-secure and makes the
+// TestRenderMetricsSecure: metrics.secure (on by default) turns on --metrics-secure and makes the
 // ServiceMonitor scrape over HTTPS with a token (RBAC: TestRenderRBACLeastPrivilege).
 func TestRenderMetricsSecure(t *testing.T) {
-	for _, secure := range []bool{false, true} {
-		objs := render(t, "--set", "serviceMonitor.enabled=true", "--set", fmt.Sprintf("metrics.secure=%v", secure))
+	for _, c := range []struct {
+		set    []string
+		secure bool
+	}{{nil, true}, {[]string{"--set", "metrics.secure=false"}, false}, {[]string{"--set", "metrics.secure=true"}, true}} {
+		secure := c.secure
+		objs := render(t, append([]string{"--set", "serviceMonitor.enabled=true"}, c.set...)...)
 		flags := processFlags(t, objs)
 		if got := flags["--metrics-secure"]; got != fmt.Sprint(secure) {
 			t.Errorf("metrics.secure=%v: --metrics-secure=%q", secure, got)
@@ -347,7 +351,7 @@ func TestRenderNotes(t *testing.T) {
 			t.Errorf("NOTES lack %q:\n%s", want, text)
 		}
 	}
-	for _, unwanted := range []string{"configstamp-webhook-tls", "metrics-reader", "hostNetwork", "configstamp-hash-key", "logs deployment/configstamp", "maxSurge"} {
+	for _, unwanted := range []string{"configstamp-webhook-tls", "hostNetwork", "configstamp-hash-key", "logs deployment/configstamp", "maxSurge"} {
 		if strings.Contains(text, unwanted) {
 			t.Errorf("NOTES with default values mention %q:\n%s", unwanted, text)
 		}

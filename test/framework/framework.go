@@ -150,6 +150,12 @@ func Main(m *testing.M, opts cluster.Options, start func(ctx context.Context, en
 		return 1
 	}
 	defer env.Teardown()
+	removePolicy, err := installSelfPolicyFromEnv(ctx, env)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer removePolicy()
 	after := func(bool) {}
 	if start != nil {
 		if after, err = start(ctx, env); err != nil {

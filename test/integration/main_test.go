@@ -20,7 +20,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(framework.Main(m, cluster.Options{}, func(_ context.Context, e *framework.Env) (func(bool), error) {
+	// The API server presents a client certificate to every webhook
+	// (TestWebhookClientCertificate); the other tests ask for none and ignore it.
+	os.Exit(framework.Main(m, cluster.Options{WebhookClientCert: true}, func(_ context.Context, e *framework.Env) (func(bool), error) {
 		env, k8s = e, e.Client
 		return func(bool) {}, nil
 	}))

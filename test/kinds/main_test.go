@@ -24,8 +24,14 @@ var env *framework.Env
 
 func TestMain(m *testing.M) {
 	ctrllog.SetLogger(logr.Discard()) // the clients' warnings are read by the tests that expect them
-	os.Exit(framework.Main(m, cluster.Options{Controllers: true}, func(_ context.Context, e *framework.Env) (func(bool), error) {
+	os.Exit(framework.Main(m, cluster.Options{Controllers: true}, func(ctx context.Context, e *framework.Env) (func(bool), error) {
 		env = e
-		return func(bool) {}, nil
+		// Everything here runs under the chart's policy restricting configstamp's own
+		// identity (selfpolicy_test.go).
+		remove, err := e.InstallSelfPolicy(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return func(bool) { remove() }, nil
 	}))
 }

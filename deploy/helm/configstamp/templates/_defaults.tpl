@@ -20,13 +20,14 @@ debounceMax: 30s
 minRolloutInterval: 10s
 concurrency: 4
 rollStaleAtInstall: false
-webhook: {port: 9443, timeoutSeconds: 5, failurePolicy: Ignore}
+webhook: {port: 9443, timeoutSeconds: 5, failurePolicy: Ignore, clientCA: {secretName: "", key: ca.crt}}
 certificates: {mode: cert-manager, duration: 2160h, renewBefore: 720h, caDuration: 43800h, caSwitchDelay: 1m}
 resources: {requests: {cpu: 50m, memory: 64Mi}, limits: {memory: 256Mi}}
 priorityClassName: ""
 podDisruptionBudget: {enabled: true, minAvailable: 1}
-networkPolicy: {enabled: false, metricsFrom: []}
-metrics: {port: 8080, secure: false}
+selfPolicy: {enabled: true}
+networkPolicy: {enabled: true, apiServer: {cidrs: [], from: [], allowAll: true}, metricsFrom: []}
+metrics: {port: 8080, secure: true}
 probes: {port: 8081}
 serviceMonitor: {enabled: false, interval: 30s, labels: {}}
 prometheusRule: {enabled: false, labels: {}, alertLabels: {}, selector: ""}

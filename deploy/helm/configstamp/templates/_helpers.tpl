@@ -116,3 +116,9 @@ cluster-wide grants (TokenReview, SubjectAccessReview), which it has none of. */
 {{- define "configstamp.metricsSecure" -}}
 {{- and .Values.metrics.secure (not .Values.watchNamespaces) }}
 {{- end }}
+{{- /* Non-empty when the ValidatingAdmissionPolicy restricting configstamp's own
+ServiceAccount renders: selfPolicy.enabled, and an API server that serves
+admissionregistration.k8s.io/v1 policies (Kubernetes 1.30 and later). */ -}}
+{{- define "configstamp.selfPolicy" -}}
+{{- if and .Values.selfPolicy.enabled (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") }}true{{ end }}
+{{- end }}

@@ -1,0 +1,152 @@
+package integration
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/test/framework"
+)
+
+// The chart's policies restricting configstamp's own identity (files/selfpolicy.yaml):
+// what they deny and what they let through, by a client acting as configstamp's user.
+// test/kinds runs every kind's stamps, nudges and records under them, and
+// CONFIGSTAMP_TEST_SELF_POLICY=1 any layer.
+
+// withSelfPolicy installs the policies until the test ends.
+func withSelfPolicy(t *testing.T) {
+	t.Helper()
+	remove, err := env.InstallSelfPolicy(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(remove)
+}
+
+// workloads are a Deployment, a StatefulSet and a DaemonSet of one container.
+func workloads(ns string) []client.Object {
+	labels := map[string]string{"app": "a"}
+	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}}}
+	sel := &metav1.LabelSelector{MatchLabels: labels}
+	return []client.Object{
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deploy"}, Spec: appsv1.DeploymentSpec{Selector: sel, Template: tmpl}},
+		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sts"}, Spec: appsv1.StatefulSetSpec{Selector: sel, Template: tmpl, ServiceName: "sts"}},
+		&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ds"}, Spec: appsv1.DaemonSetSpec{Selector: sel, Template: tmpl}},
+	}
+}
+
+// asConfigstamp is a client acting as configstamp's user.
+func asConfigstamp(t *testing.T) client.Client {
+	t.Helper()
+	c, err := env.ConfigstampClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// patchAs sends a patch as c (a JSON patch when it is a list, else a JSON merge patch)
+// and checks the policy's answer.
+func patchAs(t *testing.T, c client.Client, obj client.Object, patch string, allowed bool) {
+	t.Helper()
+	pt := types.MergePatchType
+	if strings.HasPrefix(patch, "[") {
+		pt = types.JSONPatchType
+	}
+	err := c.Patch(bg, obj, client.RawPatch(pt, []byte(patch)))
+	switch {
+	case allowed && err != nil:
+		t.Errorf("%T %s: patch %s refused: %v", obj, obj.GetName(), patch, err)
+	case !allowed && err == nil:
+		t.Errorf("%T %s: patch %s went through, want it denied", obj, obj.GetName(), patch)
+	case !allowed && !strings.Contains(err.Error(), "denied request"):
+		t.Errorf("%T %s: patch %s: %v, want the policy's denial", obj, obj.GetName(), patch, err)
+	}
+}
+
+// TestSelfPolicyWorkloads: as configstamp, a change of a workload's image, a
+// container's command, a label, a user's annotation or a spec field outside the pod
+// template is denied, on each kind; configstamp's own annotations go through.
+func TestSelfPolicyWorkloads(t *testing.T) {
+	withSelfPolicy(t)
+	ns := env.NewNamespace(t, false) // not opted in: no webhook adds to the patches
+	as := asConfigstamp(t)
+	objs := workloads(ns)
+	for _, obj := range objs {
+		create(t, obj)
+		patchAs(t, as, obj, `[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"registry.example/other:2"}]`, false)
+		patchAs(t, as, obj, `[{"op":"add","path":"/spec/template/spec/containers/0/command","value":["/bin/sh"]}]`, false)
+		patchAs(t, as, obj, `{"spec":{"template":{"metadata":{"labels":{"extra":"x"}}}}}`, false)
+		patchAs(t, as, obj, `{"spec":{"template":{"metadata":{"annotations":{"someone.else/key":"x"}}}}}`, false)
+		patchAs(t, as, obj, `{"metadata":{"labels":{"extra":"x"}}}`, false)
+		patchAs(t, as, obj, `{"metadata":{"annotations":{"`+stamp.SkipAnnotation+`":"true"}}}`, false)
+		patchAs(t, as, obj, `{"spec":{"minReadySeconds":7}}`, false)
+
+		patchAs(t, as, obj, `{"metadata":{"annotations":{"`+stamp.NudgeAnnotation+`":"true"}}}`, true)
+		patchAs(t, as, obj, `{"metadata":{"annotations":{"`+stamp.ObservedAnnotation+`":"x","`+stamp.ChangeCauseAnnotation+`":"configstamp: test"}}}`, true)
+		patchAs(t, as, obj, `{"spec":{"template":{"metadata":{"annotations":{"`+stamp.HashAnnotation+`":"ab","`+stamp.SourcesAnnotation+`":"configmap/a=1","`+stamp.RestartedAnnotation+`":"now"}}}}}`, true)
+		patchAs(t, as, obj, `{"spec":{"template":{"metadata":{"annotations":{"`+stamp.HashAnnotation+`":null}}}}}`, true)
+	}
+	if err := as.Delete(bg, objs[0]); err == nil || !strings.Contains(err.Error(), "denied request") {
+		t.Errorf("delete of a Deployment as configstamp: %v, want the policy's denial", err)
+	}
+	// The admin is not configstamp: the policy leaves it alone.
+	patchAs(t, env.Client, objs[0], `[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"registry.example/other:2"}]`, true)
+}
+
+// TestSelfPolicyRegistration: as configstamp, its registration's caBundle and
+// configstamp.io/ annotations change; its rules, its URL, a label, another annotation,
+// and its deletion are denied.
+func TestSelfPolicyRegistration(t *testing.T) {
+	withSelfPolicy(t)
+	none := admissionregistrationv1.SideEffectClassNone
+	reg := &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "configstamp", Annotations: map[string]string{"meta.helm.sh/release-name": "configstamp"}},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name: "deployments.configstamp.io", AdmissionReviewVersions: []string{"v1"}, SideEffects: &none,
+			FailurePolicy: ptr.To(admissionregistrationv1.Ignore),
+			ClientConfig:  admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:1/mutate")},
+			// Matches no namespace: the registration only stands for the chart's.
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"configstamp.test/none": "x"}},
+			Rules: []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"deployments"}}}},
+		}},
+	}
+	create(t, reg)
+	t.Cleanup(func() { _ = env.Client.Delete(bg, reg) })
+	as := asConfigstamp(t)
+	// InstallSelfPolicy waited for the workloads' policy; the API server may take a
+	// moment more for this one.
+	framework.Eventually(t, 30*time.Second, "the registration's policy enforced", func() error {
+		err := as.Patch(bg, reg.DeepCopy(), client.RawPatch(types.JSONPatchType,
+			[]byte(`[{"op":"replace","path":"/webhooks/0/failurePolicy","value":"Fail"}]`)), client.DryRunAll)
+		if err == nil {
+			return errors.New("a dry-run change of failurePolicy went through")
+		}
+		return nil
+	})
+	patchAs(t, as, reg, `[{"op":"add","path":"/webhooks/0/clientConfig/caBundle","value":"Zm9v"}]`, true)
+	patchAs(t, as, reg, `{"metadata":{"annotations":{"`+stamp.CoverageAnnotation+`":"{}"}}}`, true)
+
+	patchAs(t, as, reg, `[{"op":"replace","path":"/webhooks/0/rules/0/resources","value":["deployments","pods"]}]`, false)
+	patchAs(t, as, reg, `[{"op":"replace","path":"/webhooks/0/clientConfig/url","value":"https://attacker.example/mutate"}]`, false)
+	patchAs(t, as, reg, `[{"op":"replace","path":"/webhooks/0/failurePolicy","value":"Fail"}]`, false)
+	patchAs(t, as, reg, `[{"op":"remove","path":"/webhooks/0/namespaceSelector/matchLabels"}]`, false)
+	patchAs(t, as, reg, `[{"op":"add","path":"/metadata/labels","value":{"x":"y"}}]`, false)
+	patchAs(t, as, reg, `[{"op":"replace","path":"/metadata/annotations/meta.helm.sh~1release-name","value":"other"}]`, false)
+	patchAs(t, as, reg, `[{"op":"replace","path":"/webhooks/0/clientConfig/caBundle","value":"YmFy"}]`, true)
+	if err := as.Delete(bg, reg); err == nil || !strings.Contains(err.Error(), "denied request") {
+		t.Errorf("delete of the registration as configstamp: %v, want the policy's denial", err)
+	}
+}
