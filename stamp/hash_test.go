@@ -16,6 +16,13 @@ func cm(name string, data map[string]string, bin map[string][]byte) *corev1.Conf
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: data, BinaryData: bin}
 }
 
+// The installation key, namespace and namespace key of the tests.
+var (
+	testKey       = []byte("configstamp-test-key-of-32-bytes")
+	testNamespace = "shop"
+	testNSKey     = NamespaceKey(testKey, testNamespace)
+)
+
 func lookupOf(cms ...*corev1.ConfigMap) Lookup {
 	return func(_ context.Context, _, name string) (*corev1.ConfigMap, error) {
 		for _, c := range cms {
@@ -29,7 +36,7 @@ func lookupOf(cms ...*corev1.ConfigMap) Lookup {
 
 func mustCompute(t *testing.T, srcs []Source, cms ...*corev1.ConfigMap) Stamp {
 	t.Helper()
-	st, err := Compute(context.Background(), srcs, lookupOf(cms...), nil)
+	st, err := Compute(context.Background(), srcs, lookupOf(cms...), testNSKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +49,7 @@ func refEncode(srcs []Source, cms map[string]*corev1.ConfigMap) string {
 	for _, s := range srcs {
 		doc = append(doc, hashdoc.Source{Name: s.Name, Keys: s.Keys, EnvOnly: !s.Binary})
 	}
-	return hashdoc.Hash(doc, func(name string) *corev1.ConfigMap { return cms[name] })
+	return hashdoc.Hash(doc, func(name string) *corev1.ConfigMap { return cms[name] }, testKey, testNamespace)
 }
 
 func TestComputeMatchesDocumentedEncoding(t *testing.T) {
@@ -157,7 +164,7 @@ func TestComputeIgnoredAndNone(t *testing.T) {
 func TestComputeLookupError(t *testing.T) {
 	boom := errors.New("boom")
 	_, err := Compute(context.Background(), []Source{{Kind: KindConfigMap, Name: "x", AllKeys: true}},
-		func(context.Context, string, string) (*corev1.ConfigMap, error) { return nil, boom }, nil)
+		func(context.Context, string, string) (*corev1.ConfigMap, error) { return nil, boom }, testNSKey)
 	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "configmap x") {
 		t.Fatalf("err = %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/internal/workload"
@@ -33,9 +34,15 @@ func (a access) String() string {
 // needed lists what the watcher cannot work without: without list and watch of a kind,
 // its cache never syncs and the watcher never starts (while the webhook serves on, so the
 // gap would go unnoticed).
-// Its registration is read and annotated too (since when each kind is covered).
-func needed(kinds []*workload.Kind, sources stamp.Options, metricsSecure bool, registration string) []access {
+// Its registration is read and annotated too (since when each kind is covered), and the
+// hash key Secret read and, when empty, filled (get and update on that one Secret: the
+// chart creates it, so configstamp needs no Secret create).
+func needed(kinds []*workload.Kind, sources stamp.Options, metricsSecure bool, registration string, hashKey types.NamespacedName) []access {
 	out := sourceAccess(sources, false)
+	out = append(out,
+		access{"", "secrets", "get", hashKey.Name, hashKey.Namespace},
+		access{"", "secrets", "update", hashKey.Name, hashKey.Namespace},
+	)
 	out = append(out,
 		access{"", "namespaces", "list", "", ""}, access{"", "namespaces", "watch", "", ""},
 		access{"apps", "replicasets", "list", "", ""}, access{"apps", "controllerrevisions", "list", "", ""},

@@ -79,14 +79,14 @@ func TestExplain(t *testing.T) {
 			// The current hash where it differs from the stamp, computed independently
 			// from docs/hash.md (test/hashdoc), so a golden file shows it by name and a
 			// wrong one fails.
+			var key corev1.Secret
+			if err := k8s.Get(bg, client.ObjectKey{Namespace: keyNamespace, Name: keyName}, &key); err != nil {
+				t.Fatal(err)
+			}
 			switch tc.name {
 			case "changed":
-				m[hashdoc.Hash([]hashdoc.Source{{Name: "cfg"}}, func(n string) *corev1.ConfigMap { return liveConfigMap(t, f.in, n) })] = "<current>"
+				m[hashdoc.Hash([]hashdoc.Source{{Name: "cfg"}}, func(n string) *corev1.ConfigMap { return liveConfigMap(t, f.in, n) }, key.Data[hashkey.DataKey], f.in)] = "<current>"
 			case "held":
-				var key corev1.Secret
-				if err := k8s.Get(bg, client.ObjectKey{Namespace: keyNamespace, Name: keyName}, &key); err != nil {
-					t.Fatal(err)
-				}
 				srcs := []hashdoc.Source{{Name: "app", Keys: []string{"a"}, EnvOnly: true}, {Name: "db", Keys: []string{"password"}, EnvOnly: true, Secret: true}}
 				m[hashdoc.Keyed(srcs, func(secret bool, n string) *corev1.ConfigMap {
 					if secret {

@@ -31,15 +31,15 @@ func (s Source) kind() string {
 	return "configmap"
 }
 
-// Hash returns the config hash of srcs (ConfigMaps), reading each through get (nil: the
-// ConfigMap does not exist).
-func Hash(srcs []Source, get func(name string) *corev1.ConfigMap) string {
-	return Keyed(srcs, func(_ bool, name string) *corev1.ConfigMap { return get(name) }, nil, "")
+// Hash returns the config hash of srcs (ConfigMaps) in namespace under the
+// installation's key, reading each through get (nil: the ConfigMap does not exist).
+func Hash(srcs []Source, get func(name string) *corev1.ConfigMap, key []byte, namespace string) string {
+	return Keyed(srcs, func(_ bool, name string) *corev1.ConfigMap { return get(name) }, key, namespace)
 }
 
 // Keyed returns the config hash of srcs, ConfigMaps and Secrets, reading each through
-// get (a Secret's data as the ConfigMap's data; nil: it does not exist). Secret
-// digests are keyed with key, the installation's, for namespace.
+// get (a Secret's data as the ConfigMap's data; nil: it does not exist). Every digest
+// is keyed with key, the installation's, for namespace.
 func Keyed(srcs []Source, get func(secret bool, name string) *corev1.ConfigMap, key []byte, namespace string) string {
 	srcs = slices.Clone(srcs)
 	slices.SortFunc(srcs, func(a, b Source) int {
@@ -50,12 +50,9 @@ func Keyed(srcs []Source, get func(secret bool, name string) *corev1.ConfigMap, 
 	})
 	u64 := func(buf *bytes.Buffer, n int) { _ = binary.Write(buf, binary.BigEndian, uint64(n)) }
 	str := func(buf *bytes.Buffer, s string) { u64(buf, len(s)); buf.WriteString(s) }
-	var ns bytes.Buffer
-	str(&ns, "configstamp/namespace")
-	str(&ns, namespace)
-	nskey := mac(key, ns.Bytes())
+	nskey := NamespaceKey(key, namespace)
 	var top bytes.Buffer
-	str(&top, "configstamp/v1")
+	str(&top, Version)
 	for _, s := range srcs {
 		var buf bytes.Buffer
 		str(&buf, s.kind())
@@ -91,15 +88,24 @@ func Keyed(srcs []Source, get func(secret bool, name string) *corev1.ConfigMap, 
 				}
 			}
 		}
-		if s.Secret {
-			top.Write(mac(nskey, buf.Bytes()))
-		} else {
-			digest := sha256.Sum256(buf.Bytes())
-			top.Write(digest[:])
-		}
+		top.Write(mac(nskey, buf.Bytes()))
 	}
 	sum := sha256.Sum256(top.Bytes())
 	return hex.EncodeToString(sum[:])
+}
+
+// Version is the encoding version docs/hash.md describes.
+const Version = "configstamp/v2"
+
+// NamespaceKey is nskey of docs/hash.md: the key of one namespace's digests.
+func NamespaceKey(key []byte, namespace string) []byte {
+	var ns bytes.Buffer
+	u64 := func(n int) { _ = binary.Write(&ns, binary.BigEndian, uint64(n)) }
+	u64(len("configstamp/namespace"))
+	ns.WriteString("configstamp/namespace")
+	u64(len(namespace))
+	ns.WriteString(namespace)
+	return mac(key, ns.Bytes())
 }
 
 func mac(key, b []byte) []byte {
