@@ -156,4 +156,5 @@ docker-build: ## Build the container image (needs a Docker engine).
 .PHONY: run
 run: ## Run configstamp against KUBECONFIG (dev mode: registers itself at https://127.0.0.1:9443).
 	$(GO) run ./cmd/configstamp --kubeconfig $${KUBECONFIG:-$$HOME/.kube/config} \
-	  --dev-webhook-url https://127.0.0.1:9443 --metrics-bind-address 127.0.0.1:8080 --health-probe-bind-address 127.0.0.1:8081
+	  --dev-webhook-url https://127.0.0.1:9443 --metrics-bind-address 127.0.0.1:8080 --health-probe-bind-address 127.0.0.1:8081 \
+	  --hash-key $${CONFIGSTAMP_HASH_KEY:-default/configstamp-hash-key}

@@ -62,7 +62,7 @@ func TestExplain(t *testing.T) {
 			reason: "configmap/cfg changed since the last rollout", roll: true},
 		{name: "skipped", kind: workload.Deployment, args: []string{"deployment/skipped"}, verdict: explain.VerdictSkipped,
 			reason: "skipped: annotation configstamp.io/skip=true"},
-		{name: "held", kind: workload.Deployment, args: []string{"deployment/held", "--secret-hash-key", keyRef}, verdict: explain.VerdictHeld,
+		{name: "held", kind: workload.Deployment, args: []string{"deployment/held", "--hash-key", keyRef}, verdict: explain.VerdictHeld,
 			reason: "secret/db is missing, rollout held"},
 		// Without the hash key, a required Secret deleted since the stamp still holds:
 		// whether it is missing needs no key.

@@ -126,7 +126,7 @@ spec:
 		t.Fatal(err)
 	}
 	var got []explain.OfflineStamp
-	if err := json.Unmarshal([]byte(ok(t, "hash", "-f", file, "--secret-hash-key-file", keyFile, "-o", "json")), &got); err != nil {
+	if err := json.Unmarshal([]byte(ok(t, "hash", "-f", file, "--key-file", keyFile, "--secrets", "-o", "json")), &got); err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 1 || got[0].Hash != want[stamp.HashAnnotation] || got[0].Sources != want[stamp.SourcesAnnotation] {
@@ -136,7 +136,7 @@ spec:
 		t.Errorf("notInFiles %v", got[0].NotInFiles)
 	}
 	// From stdin, with the table output.
-	cmd := exec.Command(env.Binary, "hash", "-f", "-", "--secret-hash-key-file", keyFile)
+	cmd := exec.Command(env.Binary, "hash", "-f", "-", "--key-file", keyFile, "--secrets")
 	cmd.Stdin = strings.NewReader(manifests)
 	r := runCmd(t, cmd)
 	if r.code != 0 || !strings.Contains(r.stdout, "configstamp.io/config-hash: "+want[stamp.HashAnnotation]) {
@@ -154,7 +154,7 @@ spec:
 		t.Errorf("hash without key: %+v", noKey)
 	}
 	var yamlOut []explain.OfflineStamp
-	if err := yaml.Unmarshal([]byte(ok(t, "hash", "-f", file, "-o", "yaml", "--secret-hash-key-file", keyFile)), &yamlOut); err != nil || len(yamlOut) != 1 || yamlOut[0].Hash != got[0].Hash {
+	if err := yaml.Unmarshal([]byte(ok(t, "hash", "-f", file, "-o", "yaml", "--key-file", keyFile, "--secrets")), &yamlOut); err != nil || len(yamlOut) != 1 || yamlOut[0].Hash != got[0].Hash {
 		t.Errorf("-o yaml: %v %+v", err, yamlOut)
 	}
 }
@@ -247,7 +247,7 @@ func TestNoSecretAccess(t *testing.T) {
 		rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list"}})
 	var r explain.Report
 	framework.Eventually(t, 30*time.Second, "RBAC in effect", func() error {
-		res := run(t, "", "explain", "-n", f.in, "deployment/held", "--secret-hash-key", keyRef, "-o", "json", "--kubeconfig", kubeconfig)
+		res := run(t, "", "explain", "-n", f.in, "deployment/held", "--hash-key", keyRef, "-o", "json", "--kubeconfig", kubeconfig)
 		if res.code != 0 {
 			return fmt.Errorf("exit %d: %s", res.code, res.stderr)
 		}

@@ -93,7 +93,7 @@ func TestSecrets(t *testing.T) {
 
 	t.Run("secrets enabled, key A", func(t *testing.T) {
 		mark := auditMark()
-		cs := env.Start(t, framework.Options{Args: []string{"--secrets", "--secret-hash-key", keyNS + "/key-a"}})
+		cs := env.Start(t, framework.Options{Args: []string{"--secrets", "--hash-key", keyNS + "/key-a"}})
 		runs = append(runs, cs)
 		keyA = readKey(t, keyNS, "key-a")
 
@@ -167,7 +167,7 @@ func TestSecrets(t *testing.T) {
 	// changes once; ConfigMap-only stamps do not.
 	var keyB []byte
 	t.Run("a new key rolls every Secret consumer once", func(t *testing.T) {
-		cs := env.Start(t, framework.Options{Args: []string{"--secrets", "--secret-hash-key", keyNS + "/key-b"}})
+		cs := env.Start(t, framework.Options{Args: []string{"--secrets", "--hash-key", keyNS + "/key-b"}})
 		runs = append(runs, cs)
 		keyB = readKey(t, keyNS, "key-b")
 		if string(keyB) == string(keyA) {
@@ -197,7 +197,7 @@ func TestSecrets(t *testing.T) {
 	t.Run("a restart keeps the key; deleting the key rotates it", func(t *testing.T) {
 		d := env.Deployment(t, ns, "db")
 		hashB := d.Spec.Template.Annotations[stamp.HashAnnotation]
-		cs := env.Start(t, framework.Options{Args: []string{"--secrets", "--secret-hash-key", keyNS + "/key-b"}})
+		cs := env.Start(t, framework.Options{Args: []string{"--secrets", "--hash-key", keyNS + "/key-b"}})
 		runs = append(runs, cs)
 		if got := readKey(t, keyNS, "key-b"); string(got) != string(keyB) {
 			t.Fatal("key B changed on restart")
@@ -236,7 +236,7 @@ func TestSecrets(t *testing.T) {
 			}
 		}
 		cs.Stop()
-		runs = append(runs, env.Start(t, framework.Options{Args: []string{"--secrets", "--secret-hash-key", keyNS + "/key-b"}}))
+		runs = append(runs, env.Start(t, framework.Options{Args: []string{"--secrets", "--hash-key", keyNS + "/key-b"}}))
 		for _, name := range secretConsumers {
 			rs[name]++
 		}
