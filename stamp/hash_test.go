@@ -169,3 +169,28 @@ func TestComputeLookupError(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// The worked example of docs/hash.md, from the implementation.
+func TestDocumentedExample(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	app := cm("app", map[string]string{"app.yaml": "port: 8080\n"}, nil)
+	whole := Source{Kind: KindConfigMap, Name: "app", AllKeys: true, Binary: true}
+	gone := Source{Kind: KindConfigMap, Name: "gone", AllKeys: true, Binary: true}
+	for _, tc := range []struct {
+		srcs             []Source
+		namespace        string
+		hash, annotation string
+	}{
+		{[]Source{whole}, "shop", "a79589406f69694cb3775e550076a1f1d09ab4c00db188490903ed8729536df8", "configmap/app=ef845071f624"},
+		{[]Source{whole, gone}, "shop", "7ec1cdb88fd7b6a390f35047856175a06e1bb738ff7332be5769c9cbe29b19f1", "configmap/app=ef845071f624,configmap/gone=missing"},
+		{[]Source{whole}, "other", "5187165018d9e565a97e4a91a3b07759701b6e4dd105d39996d39b7dc6accf9d", "configmap/app=b920748811ee"},
+	} {
+		st, err := Compute(context.Background(), tc.srcs, lookupOf(app), NamespaceKey(key, tc.namespace))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Hash != tc.hash || st.SourcesAnnotation() != tc.annotation {
+			t.Errorf("%s: %s %s, want %s %s (docs/hash.md)", tc.namespace, st.Hash, st.SourcesAnnotation(), tc.hash, tc.annotation)
+		}
+	}
+}
