@@ -279,10 +279,15 @@ func Explain(in Input) Report {
 	if v, ok := obj.GetAnnotations()[stamp.ExtraSourcesAnnotation]; ok {
 		_, r.Problems = stamp.ExtraSources(v, in.Options)
 	}
-	r.SecretsCompared = in.Live.Complete || !stamp.HasSecrets(refs)
+	r.SecretsCompared = in.Live.Complete
 	if in.Live.Complete {
 		r.Current = StampInfo{Hash: in.Live.Stamp.Hash, Sources: in.Live.Stamp.SourcesAnnotation()}
 	}
 	r.Verdict, r.Reason, r.Roll = verdict(in, &r, refs)
+	if r.Verdict == VerdictWouldRoll || r.Verdict == VerdictUnknown {
+		if reason, ok := legacyReason(in, &r, refs); ok {
+			r.Verdict, r.Reason, r.Roll = VerdictWouldRoll, reason, true
+		}
+	}
 	return r
 }

@@ -66,7 +66,7 @@ func TestExplain(t *testing.T) {
 			reason: "secret/db is missing, rollout held"},
 		// Without the hash key, a required Secret deleted since the stamp still holds:
 		// whether it is missing needs no key.
-		{name: "held-nokey", kind: workload.Deployment, args: []string{"deployment/held"}, verdict: explain.VerdictHeld,
+		{name: "held-nokey", kind: workload.Deployment, args: []string{"deployment/held", "--hash-key", ""}, verdict: explain.VerdictHeld,
 			reason: "secret/db is missing, rollout held"},
 		{name: "adopted", kind: workload.Deployment, args: []string{"deployment/adopted"}, verdict: explain.VerdictNotStamped,
 			reason: "not stamped yet (created before configstamp; adopted, not rolled)"},
@@ -214,7 +214,7 @@ func TestPlugin(t *testing.T) {
 		t.Fatalf("kubectl not on PATH (TestHash needs it too): %v", err)
 	}
 	cmd := env.Command(dir, []string{"PATH=" + dir + string(os.PathListSeparator) + os.Getenv("PATH")}, "kubectl",
-		"configstamp", "explain", "--namespace", f.in, "deployment/current")
+		"configstamp", "explain", "--namespace", f.in, "deployment/current", "--hash-key", keyRef)
 	cmd.Path = kubectl
 	if r := runCmd(t, cmd); r.code != 0 || r.stdout != want {
 		t.Errorf("kubectl configstamp: exit %d\n%s\nstderr: %s\nwant:\n%s", r.code, r.stdout, r.stderr, want)
