@@ -60,7 +60,7 @@ func (c *Cluster) dryRunStamp(ctx context.Context, kind *workload.Kind, obj clie
 func prepareDryRun(kind *workload.Kind, obj client.Object) {
 	name := obj.GetName()
 	obj.SetName("")
-	obj.SetGenerateName(name[:min(len(name), 40)] + dryRunSuffix)
+	obj.SetGenerateName(name[:min(len(name), 30)] + dryRunSuffix) // under 63 characters with the random suffix
 	obj.SetResourceVersion("")
 	obj.SetUID("")
 	obj.SetCreationTimestamp(metav1.Time{})
