@@ -59,8 +59,8 @@ type Options struct {
 	Kinds []*workload.Kind
 	// ArgoRollouts also watches Argo Rollouts, once their CRD exists.
 	ArgoRollouts bool
-	// Sources says which sources count; Key returns the HMAC key of Secret digests
-	// (required with Secrets).
+	// Sources says which sources count; Key returns the installation's hash key, under
+	// which every digest is keyed (required).
 	Sources stamp.Options
 	Key     func() []byte
 }
