@@ -60,16 +60,16 @@ func BenchmarkReferences(b *testing.B) {
 	}
 }
 
-// BenchmarkCompute hashes n sources of size bytes each: ConfigMaps (SHA-256), and Secrets
-// of the same content (HMAC-SHA256 under a 32-byte key, as configstamp digests them).
-// The lookup hands over the content as the live read would (a Secret as SecretContent
-// gives it), so the Secret cases differ from the ConfigMap ones by the hash alone.
+// BenchmarkCompute hashes n sources of size bytes each, ConfigMaps and Secrets of the
+// same content, each digest an HMAC-SHA256 under a 32-byte namespace key, as configstamp
+// digests them. The lookup hands over the content as the live read would (a Secret as
+// SecretContent gives it), so the Secret cases differ from the ConfigMap ones by the
+// kind's name alone.
 func BenchmarkCompute(b *testing.B) {
-	key := []byte(strings.Repeat("k", 32))
+	key := NamespaceKey([]byte(strings.Repeat("k", 32)), "shop")
 	for _, kind := range []struct {
 		label, kind string
-		key         []byte
-	}{{"configmaps", KindConfigMap, nil}, {"secrets", KindSecret, key}} {
+	}{{"configmaps", KindConfigMap}, {"secrets", KindSecret}} {
 		for _, n := range []int{1, 5, 20} {
 			for _, size := range []int{1 << 10, 64 << 10, 1 << 20} {
 				cms := benchConfigMaps(n, size)
@@ -83,7 +83,7 @@ func BenchmarkCompute(b *testing.B) {
 					b.ReportAllocs()
 					b.SetBytes(int64(n * size))
 					for b.Loop() {
-						if _, err := Compute(context.Background(), srcs, lookup, kind.key); err != nil {
+						if _, err := Compute(context.Background(), srcs, lookup, key); err != nil {
 							b.Fatal(err)
 						}
 					}

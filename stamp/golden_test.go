@@ -38,9 +38,11 @@ func goldenConfigMaps() []*corev1.ConfigMap {
 	}
 }
 
-// TestGoldenStamps pins the stamps this version computes for ConfigMap-only templates.
-// A configstamp upgrade that changed them would re-stamp, and so roll, every Deployment
-// at once: change a value here only with a documented reason (docs/hash.md).
+// TestGoldenStamps pins the stamps this version computes for ConfigMap-only templates,
+// under the tests' key in namespace "shop". A configstamp upgrade that changed them would
+// re-stamp, and so roll, every Deployment at once: change a value here only with a
+// documented reason (docs/hash.md). Changed on purpose for configstamp/v2 (every digest
+// keyed per namespace; README "Upgrading").
 func TestGoldenStamps(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -48,21 +50,21 @@ func TestGoldenStamps(t *testing.T) {
 		hash, srcs string
 	}{
 		{"every reference form", goldenSpec(),
-			"ccbd8a8f3985b57165214335b25015f6617aa1c29be3f0fb77eb549a02b84b3f",
-			"configmap/env-from=fa43853213bd,configmap/gone=missing,configmap/key-ref=e2336585845d,configmap/proj=9464455971a9,configmap/vol-all=f73df943b1e3,configmap/vol-items=2ead095e0a0e"},
+			"6f89e2c091d921ac3f3179c993d7b4633cc1ecee4d05452a0cea589e9e683210",
+			"configmap/env-from=f5f94331a715,configmap/gone=missing,configmap/key-ref=5ec57ec47449,configmap/proj=358f2034785c,configmap/vol-all=be2cbcb8eefc,configmap/vol-items=3bd81b0551f4"},
 		{"one whole volume", &corev1.PodSpec{Volumes: goldenSpec().Volumes[:1]},
-			"8c852f983d4f2bb598628a74c1a3bee63ba7b2189e3415ce4065231bc43fbdd5", "configmap/vol-all=f73df943b1e3"},
+			"32828ae144ff40f8cb29bd668963d200fc70091edcfd994362b220202f4c2478", "configmap/vol-all=be2cbcb8eefc"},
 		// Changed once, before any release (documented in docs/hash.md): env and envFrom cannot see
 		// binaryData, so it no longer counts for them; this template's stamp ignores the
 		// binaryData key of env-from.
 		{"envFrom of a ConfigMap with binaryData", &corev1.PodSpec{InitContainers: goldenSpec().InitContainers},
-			"8265f9aece9285b578c68bf55eaa4bc4b9355ef3ad8a1efc1435ea75698444d7", "configmap/env-from=fa43853213bd"},
+			"cc9c054f0693d8e5d3366ad1331647d4e526a7980bd0171bb6fb67e0f519c0ab", "configmap/env-from=f5f94331a715"},
 		{"only a missing one", &corev1.PodSpec{Volumes: goldenSpec().Volumes[3:]},
-			"b3e0ded94ba2c0e74ce575f079e5b3e29cacbc74d398ac094a984231db527ddb", "configmap/gone=missing"},
+			"57d24218d75910e00ccea138ee32f1cb53ada1c4950232f8499c99313cdf4468", "configmap/gone=missing"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st, err := Compute(context.Background(), References(tt.spec), lookupOf(goldenConfigMaps()...), nil)
+			st, err := Compute(context.Background(), References(tt.spec), lookupOf(goldenConfigMaps()...), testNSKey)
 			if err != nil {
 				t.Fatal(err)
 			}

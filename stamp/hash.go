@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"slices"
@@ -16,7 +17,8 @@ import (
 )
 
 // EncodingVersion opens every config-hash encoding; a new encoding gets a new version.
-const EncodingVersion = "configstamp/v1"
+// v1 hashed ConfigMaps unkeyed; v2 keys every source's digest per namespace.
+const EncodingVersion = "configstamp/v2"
 
 // digestChars is how many hex characters of a source digest the sources annotation shows.
 const digestChars = 12
@@ -33,8 +35,8 @@ type Digest struct {
 	// Unmet is what the pods would lack to start with this content (Source.Unmet); it
 	// is not part of the hash.
 	Unmet string
-	// Sum is the SHA-256 of the source's encoding; for a Secret, its HMAC-SHA256 under
-	// the installation's key, so the stamp lets no one test guesses of the content.
+	// Sum is the HMAC-SHA256 of the source's encoding under its namespace's key
+	// (NamespaceKey), so a stamp lets no one without the key test guesses of the content.
 	Sum [sha256.Size]byte
 }
 
@@ -100,8 +102,11 @@ func ParseSources(v string) map[string]string {
 // creation changes the hash. See docs/hash.md for the encoding: each source is
 // hashed on its own (SourceDigest), and the config hash covers the sources' digests
 // (Combine), so every byte of config is hashed once.
-// key is the HMAC key of the namespace's Secret digests (NamespaceKey; see SourceDigest).
+// key is the HMAC key of the namespace's digests (NamespaceKey; see SourceDigest).
 func Compute(ctx context.Context, sources []Source, lookup Lookup, key []byte) (Stamp, error) {
+	if len(sources) > 0 && len(key) == 0 {
+		return Stamp{}, ErrNoKey
+	}
 	digests := make([]Digest, 0, len(sources))
 	for _, src := range sources {
 		cm, err := lookup(ctx, src.Kind, src.Name)
@@ -121,30 +126,31 @@ func Ignored(cm *corev1.ConfigMap) bool {
 	return cm != nil && IsTrue(cm.Annotations[IgnoreAnnotation])
 }
 
-// SourceDigest hashes one source as the pod sees it; cm is nil when it does not exist. A
-// ConfigMap's digest is the SHA-256 of its encoding; that of a Keyed kind (a Secret) is
-// the HMAC-SHA256 of its encoding under key, the NamespaceKey of the source's namespace,
-// which must not be empty for it (a caller that reads Secrets holds a key: an unkeyed
-// digest of a Secret is never made).
+// ErrNoKey: a digest was asked for without a key. Every digest is keyed; an unkeyed one
+// is never made.
+var ErrNoKey = errors.New("no hash key: every source digest is keyed")
+
+// SourceDigest hashes one source as the pod sees it; cm is nil when it does not exist.
+// The digest is the HMAC-SHA256 of its encoding under key, the NamespaceKey of the
+// source's namespace, which must not be empty (callers check: Compute returns ErrNoKey).
 func SourceDigest(src Source, cm *corev1.ConfigMap, key []byte) Digest {
-	enc := encoder{h: sha256.New()}
-	if k := SourceKindNamed(src.Kind); k != nil && k.Keyed {
-		if len(key) == 0 {
-			panic("stamp: a " + k.Kind + " digest needs a key")
-		}
-		enc.h = hmac.New(sha256.New, key)
+	if len(key) == 0 {
+		panic("stamp: " + ErrNoKey.Error())
 	}
+	enc := encoder{h: sha256.New()}
+	enc.macBegin(key)
 	enc.source(src, cm)
 	d := Digest{Kind: src.Kind, Name: src.Name, Missing: cm == nil, Unmet: src.Unmet(cm)}
-	enc.h.Sum(d.Sum[:0])
+	enc.macEnd(key, &d.Sum)
 	return d
 }
 
-// NamespaceKey is the key of the Secret digests of one namespace, derived from the
+// NamespaceKey is the key of the digests of one namespace, derived from the
 // installation's key: HMAC-SHA256(key, s("configstamp/namespace") ‖ s(namespace)). A
-// Secret's digest so depends on its namespace as well as its name and content: a digest
-// of a Secret in one namespace (in an admission response, a log line, an Event) cannot
-// confirm a guess made with a Secret of the same name in another namespace.
+// digest so depends on its namespace as well as its name and content: a digest of a
+// ConfigMap or Secret in one namespace (in an admission response, a log line, an Event)
+// cannot be compared with the digest of the same content in another namespace, and
+// without the key no guess of the content can be tested against it.
 func NamespaceKey(key []byte, namespace string) []byte {
 	m := hmac.New(sha256.New, key)
 	writeStr(m, "configstamp/namespace")
@@ -178,6 +184,8 @@ const (
 type encoder struct {
 	h   hash.Hash
 	buf [8]byte
+	// block holds an HMAC pad, and after the outer pad the inner hash (mac.go).
+	block [blockSize + sha256.Size]byte
 }
 
 func (e *encoder) u64(n uint64) {

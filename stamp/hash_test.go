@@ -16,6 +16,13 @@ func cm(name string, data map[string]string, bin map[string][]byte) *corev1.Conf
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: data, BinaryData: bin}
 }
 
+// The installation key, namespace and namespace key of the tests.
+var (
+	testKey       = []byte("configstamp-test-key-of-32-bytes")
+	testNamespace = "shop"
+	testNSKey     = NamespaceKey(testKey, testNamespace)
+)
+
 func lookupOf(cms ...*corev1.ConfigMap) Lookup {
 	return func(_ context.Context, _, name string) (*corev1.ConfigMap, error) {
 		for _, c := range cms {
@@ -29,7 +36,7 @@ func lookupOf(cms ...*corev1.ConfigMap) Lookup {
 
 func mustCompute(t *testing.T, srcs []Source, cms ...*corev1.ConfigMap) Stamp {
 	t.Helper()
-	st, err := Compute(context.Background(), srcs, lookupOf(cms...), nil)
+	st, err := Compute(context.Background(), srcs, lookupOf(cms...), testNSKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +49,7 @@ func refEncode(srcs []Source, cms map[string]*corev1.ConfigMap) string {
 	for _, s := range srcs {
 		doc = append(doc, hashdoc.Source{Name: s.Name, Keys: s.Keys, EnvOnly: !s.Binary})
 	}
-	return hashdoc.Hash(doc, func(name string) *corev1.ConfigMap { return cms[name] })
+	return hashdoc.Hash(doc, func(name string) *corev1.ConfigMap { return cms[name] }, testKey, testNamespace)
 }
 
 func TestComputeMatchesDocumentedEncoding(t *testing.T) {
@@ -157,8 +164,33 @@ func TestComputeIgnoredAndNone(t *testing.T) {
 func TestComputeLookupError(t *testing.T) {
 	boom := errors.New("boom")
 	_, err := Compute(context.Background(), []Source{{Kind: KindConfigMap, Name: "x", AllKeys: true}},
-		func(context.Context, string, string) (*corev1.ConfigMap, error) { return nil, boom }, nil)
+		func(context.Context, string, string) (*corev1.ConfigMap, error) { return nil, boom }, testNSKey)
 	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "configmap x") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// The worked example of docs/hash.md, from the implementation.
+func TestDocumentedExample(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	app := cm("app", map[string]string{"app.yaml": "port: 8080\n"}, nil)
+	whole := Source{Kind: KindConfigMap, Name: "app", AllKeys: true, Binary: true}
+	gone := Source{Kind: KindConfigMap, Name: "gone", AllKeys: true, Binary: true}
+	for _, tc := range []struct {
+		srcs             []Source
+		namespace        string
+		hash, annotation string
+	}{
+		{[]Source{whole}, "shop", "a79589406f69694cb3775e550076a1f1d09ab4c00db188490903ed8729536df8", "configmap/app=ef845071f624"},
+		{[]Source{whole, gone}, "shop", "7ec1cdb88fd7b6a390f35047856175a06e1bb738ff7332be5769c9cbe29b19f1", "configmap/app=ef845071f624,configmap/gone=missing"},
+		{[]Source{whole}, "other", "5187165018d9e565a97e4a91a3b07759701b6e4dd105d39996d39b7dc6accf9d", "configmap/app=b920748811ee"},
+	} {
+		st, err := Compute(context.Background(), tc.srcs, lookupOf(app), NamespaceKey(key, tc.namespace))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Hash != tc.hash || st.SourcesAnnotation() != tc.annotation {
+			t.Errorf("%s: %s %s, want %s %s (docs/hash.md)", tc.namespace, st.Hash, st.SourcesAnnotation(), tc.hash, tc.annotation)
+		}
 	}
 }

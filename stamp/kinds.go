@@ -28,9 +28,6 @@ type SourceKind struct {
 	Group, Version, Kind, Resource string
 	// Aliases are what a user may type for it on the command line.
 	Aliases []string
-	// Keyed: its digests are HMACs under the installation's key (NamespaceKey), never
-	// plain hashes: its content is secret.
-	Keyed bool
 	// Flag turns the kind on ("": always on); Plural names it in messages about it.
 	Flag, Plural string
 	// Coverage is its key in CoverageAnnotation ("": covered since the registration's
@@ -122,7 +119,7 @@ var (
 	Secret = &SourceKind{
 		Name: KindSecret, Version: "v1", Kind: "Secret", Resource: "secrets", Plural: "Secrets",
 		Aliases: []string{"secret", "secrets"},
-		Keyed:   true, Flag: "--secrets", Coverage: CoverageSecrets,
+		Flag:    "--secrets", Coverage: CoverageSecrets,
 		counts:    func(o Options) bool { return o.Secrets },
 		newObject: func() Object { return &corev1.Secret{} },
 		content: func(o Object) *corev1.ConfigMap {
@@ -202,26 +199,6 @@ func FindSourceKind(group, kind string) *SourceKind {
 	}
 	return nil
 }
-
-// Keyed reports whether the digests of the source kind named kind are keyed.
-func Keyed(kind string) bool {
-	k := SourceKindNamed(kind)
-	return k != nil && k.Keyed
-}
-
-// Keyed reports whether a keyed kind counts under o: its digests need the
-// installation's key.
-func (o Options) Keyed() bool {
-	for _, k := range sourceKinds {
-		if k.Keyed && k.Counts(o) {
-			return true
-		}
-	}
-	return false
-}
-
-// Keyed reports whether the source's digest is keyed (its kind is).
-func (s Source) Keyed() bool { return Keyed(s.Kind) }
 
 // SourceNames lists the Names of the source kinds as a choice: "configmap or secret",
 // each followed by suffix ("/NAME").

@@ -27,9 +27,6 @@ func TestSourceKinds(t *testing.T) {
 	if SourceKindNamed("deployment") != nil || FindSourceKind("apps", "Deployment") != nil {
 		t.Error("found a source kind that is not one")
 	}
-	if !Keyed(KindSecret) || Keyed(KindConfigMap) || Keyed("unknown") {
-		t.Error("only Secrets are keyed")
-	}
 	if !Secret.Counts(Options{Secrets: true}) || !ConfigMap.Counts(Options{}) {
 		t.Error("Secrets count with --secrets, ConfigMaps always")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -85,50 +86,59 @@ func TestExtraSources(t *testing.T) {
 	}
 }
 
-// The digest of a Secret is keyed: the stamp contains no unkeyed SHA-256 of its
-// content or of its encoding, two keys give two digests, and one key the same.
-func TestSecretDigestIsKeyed(t *testing.T) {
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db"}, Data: map[string][]byte{"password": []byte("hunter2")}}
-	src := Source{Kind: KindSecret, Name: "db", AllKeys: true, Binary: true, Required: true}
-	lookup := func(_ context.Context, kind, name string) (*corev1.ConfigMap, error) {
-		if kind != KindSecret || name != "db" {
-			return nil, nil
-		}
-		return SecretContent(sec), nil
-	}
-	k1, k2 := []byte(strings.Repeat("1", 32)), []byte(strings.Repeat("2", 32))
-	st1, err := Compute(context.Background(), []Source{src}, lookup, k1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, _ := Compute(context.Background(), []Source{src}, lookup, k1)
-	st2, _ := Compute(context.Background(), []Source{src}, lookup, k2)
-	if st1.Hash != again.Hash || st1.Hash == st2.Hash {
-		t.Fatalf("same key: %s %s; other key: %s", st1.Hash, again.Hash, st2.Hash)
-	}
-	unkeyed := SourceDigest(Source{Kind: KindConfigMap, Name: "db", AllKeys: true, Binary: true}, SecretContent(sec), nil)
-	plain := []string{
-		hexSum([]byte("hunter2")),
-		unkeyed.Hex(),
-		hexSum(encodeUnkeyed(src, SecretContent(sec))),
-	}
-	stamped := st1.Hash + " " + st1.SourcesAnnotation() + " " + st1.Sources[0].Hex()
-	for _, p := range plain {
-		for _, prefix := range []string{p, p[:digestChars]} {
-			if strings.Contains(stamped, prefix) {
-				t.Fatalf("the stamp %q contains an unkeyed digest %q", stamped, prefix)
+// Every digest is keyed, a ConfigMap's as a Secret's: the stamp contains no unkeyed
+// SHA-256 of the content or of its encoding; two keys give two digests, one key the
+// same; the same content in two namespaces gives digests that cannot be compared; and
+// no digest is made without a key.
+func TestDigestsAreKeyed(t *testing.T) {
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db"}, Data: map[string][]byte{"pin": []byte("4711")}}
+	for _, kind := range []string{KindConfigMap, KindSecret} {
+		t.Run(kind, func(t *testing.T) {
+			src := Source{Kind: kind, Name: "db", AllKeys: true, Binary: true, Required: true}
+			lookup := func(_ context.Context, k, name string) (*corev1.ConfigMap, error) {
+				if k != kind || name != "db" {
+					return nil, nil
+				}
+				return SecretContent(sec), nil
 			}
-		}
+			key := []byte(strings.Repeat("1", 32))
+			compute := func(key []byte, ns string) Stamp {
+				t.Helper()
+				st, err := Compute(context.Background(), []Source{src}, lookup, NamespaceKey(key, ns))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return st
+			}
+			st1, again := compute(key, "victim"), compute(key, "victim")
+			st2, other := compute([]byte(strings.Repeat("2", 32)), "victim"), compute(key, "attacker")
+			if st1.Hash != again.Hash || st1.Hash == st2.Hash || st1.Hash == other.Hash ||
+				st1.SourcesAnnotation() == other.SourcesAnnotation() {
+				t.Fatalf("same key: %s %s; other key: %s; other namespace: %s", st1.Hash, again.Hash, st2.Hash, other.Hash)
+			}
+			plain := []string{hexSum([]byte("4711")), hexSum(encodeUnkeyed(src, SecretContent(sec)))}
+			stamped := st1.Hash + " " + st1.SourcesAnnotation() + " " + st1.Sources[0].Hex()
+			for _, p := range plain {
+				for _, prefix := range []string{p, p[:digestChars]} {
+					if strings.Contains(stamped, prefix) {
+						t.Fatalf("the stamp %q contains an unkeyed digest %q", stamped, prefix)
+					}
+				}
+			}
+			if !strings.HasPrefix(st1.SourcesAnnotation(), kind+"/db=") {
+				t.Fatalf("sources annotation %q", st1.SourcesAnnotation())
+			}
+			if _, err := Compute(context.Background(), []Source{src}, lookup, nil); !errors.Is(err, ErrNoKey) {
+				t.Fatalf("Compute without a key: %v, want ErrNoKey", err)
+			}
+			defer func() {
+				if recover() == nil {
+					t.Fatal("a digest without a key did not panic")
+				}
+			}()
+			SourceDigest(src, SecretContent(sec), nil)
+		})
 	}
-	if !strings.HasPrefix(st1.SourcesAnnotation(), "secret/db=") {
-		t.Fatalf("sources annotation %q", st1.SourcesAnnotation())
-	}
-	defer func() {
-		if recover() == nil {
-			t.Fatal("a Secret digest without a key did not panic")
-		}
-	}()
-	SourceDigest(src, SecretContent(sec), nil)
 }
 
 func hexSum(b []byte) string {

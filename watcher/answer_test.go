@@ -19,7 +19,7 @@ import (
 func TestNudgeAnswers(t *testing.T) {
 	cfgHash := func(v string) string {
 		c := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(cfgMap(v)).Build()
-		st, err := (&configread.Reader{Client: c}).Stamp(context.Background(), "ns", stamp.Consumed(nil, &cfgDeployment().Spec.Template.Spec, stamp.Options{}))
+		st, err := (&configread.Reader{Client: c, Key: testKey}).Stamp(context.Background(), "ns", stamp.Consumed(nil, &cfgDeployment().Spec.Template.Spec, stamp.Options{}))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,14 +20,14 @@ func TestCounted(t *testing.T) {
 		}
 		return out
 	}
-	if got := names(Options{}); len(got) != 1 || got[0] != stamp.KindConfigMap {
+	if got := names(Options{Key: key}); len(got) != 1 || got[0] != stamp.KindConfigMap {
 		t.Errorf("without Secrets: %v, want ConfigMaps alone", got)
 	}
 	if got := names(Options{Sources: stamp.Options{Secrets: true}, Key: key}); len(got) != 2 || got[1] != stamp.KindSecret {
 		t.Errorf("with Secrets: %v, want ConfigMaps and Secrets", got)
 	}
-	if _, err := counted(Options{Sources: stamp.Options{Secrets: true}}); err == nil || err.Error() != "watcher: Secrets enabled without a hash key" {
-		t.Errorf("Secrets without a key: %v", err)
+	if _, err := counted(Options{}); err == nil || err.Error() != "watcher: no hash key" {
+		t.Errorf("without a key: %v", err)
 	}
 	if !sourceCoverage(decide.CoverageSecrets) || sourceCoverage("deployments") || sourceCoverage("") {
 		t.Errorf("Secrets' coverage key %q not a source kind's, or deployments one", decide.CoverageSecrets)

@@ -71,7 +71,7 @@ func TestNudgeEventSaysTheChangeCause(t *testing.T) {
 	tmpl := cfgDeployment().Spec.Template
 	of := func(v string) stamp.Stamp {
 		c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(cfgMap(v)).Build()
-		st, err := (&configread.Reader{Client: c}).Stamp(context.Background(), "ns", stamp.Consumed(nil, &tmpl.Spec, stamp.Options{}))
+		st, err := (&configread.Reader{Client: c, Key: testKey}).Stamp(context.Background(), "ns", stamp.Consumed(nil, &tmpl.Spec, stamp.Options{}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +104,7 @@ func TestNudgeEventSaysTheChangeCause(t *testing.T) {
 					Template: stamp.TemplateFingerprint(&dep.Spec.Template)}.String()}
 			}
 			base := fake.NewClientBuilder().WithScheme(scheme).WithObjects(optedInNamespace(), cfgMap("2"), dep).Build()
-			c := interceptor.NewClient(base, withWebhook(t, &webhook.Stamper{Reader: base}))
+			c := interceptor.NewClient(base, withWebhook(t, &webhook.Stamper{Reader: base, Key: testKey}))
 			key := appKey
 			rec := checkChanged(t, c, key)
 			got := getDep(t, c, key)
@@ -147,14 +147,14 @@ func TestNudgeConfigMovedOn(t *testing.T) {
 	scheme := testScheme()
 	dep := cfgDeployment()
 	c1 := fake.NewClientBuilder().WithScheme(scheme).WithObjects(cfgMap("1")).Build()
-	st, err := (&configread.Reader{Client: c1}).Stamp(context.Background(), "ns", stamp.Consumed(nil, &dep.Spec.Template.Spec, stamp.Options{}))
+	st, err := (&configread.Reader{Client: c1, Key: testKey}).Stamp(context.Background(), "ns", stamp.Consumed(nil, &dep.Spec.Template.Spec, stamp.Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	dep.Spec.Template.Annotations = map[string]string{stamp.HashAnnotation: st.Hash, stamp.SourcesAnnotation: st.SourcesAnnotation()}
 	dep.Annotations = map[string]string{stamp.ObservedAnnotation: stamp.Observed{Hash: st.Hash, Template: stamp.TemplateFingerprint(&dep.Spec.Template)}.String()}
 	base := fake.NewClientBuilder().WithScheme(scheme).WithObjects(optedInNamespace(), cfgMap("2"), dep).Build()
-	hook := withWebhook(t, &webhook.Stamper{Reader: base})
+	hook := withWebhook(t, &webhook.Stamper{Reader: base, Key: testKey})
 	c := interceptor.NewClient(base, interceptor.Funcs{
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			// The config changes again between the check and the webhook's read.

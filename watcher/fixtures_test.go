@@ -23,6 +23,9 @@ import (
 // The fixture the watcher's reconciler tests share: an opted-in namespace "ns", a
 // ConfigMap "ns/cfg", and a Deployment "ns/app" that consumes it by a volume.
 
+// testKey is the installation key of the tests.
+func testKey() []byte { return []byte("0123456789abcdef0123456789abcdef") }
+
 // appKey is the key of the Deployment cfgDeployment returns.
 var appKey = types.NamespacedName{Namespace: "ns", Name: "app"}
 
@@ -65,7 +68,7 @@ func newTestReconciler(t *testing.T, c client.Client) (*workloadReconciler, *eve
 	}
 	rec := events.NewFakeRecorder(100)
 	return &workloadReconciler{kind: workload.Deployment, client: c, live: c, recorder: rec, scope: sc,
-		config: &configread.Reader{Client: c}}, rec
+		config: &configread.Reader{Client: c, Key: testKey}}, rec
 }
 
 // staleStamp is a config hash no config has: the stamp and the record of staleDeployment.

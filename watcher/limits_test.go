@@ -27,7 +27,7 @@ func TestTooLargeIsReportedNotRetried(t *testing.T) {
 	ns := optedInNamespace()
 	cm := cfgMap("2")
 	base := cfgDeployment
-	current, err := (&configread.Reader{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(cm).Build()}).Stamp(
+	current, err := (&configread.Reader{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(cm).Build(), Key: testKey}).Stamp(
 		context.Background(), "ns", stamp.Consumed(nil, &base().Spec.Template.Spec, stamp.Options{}))
 	if err != nil {
 		t.Fatal(err)

@@ -30,7 +30,7 @@ func nudgeKept(t *testing.T, restart bool) {
 	cm := cfgMap("1")
 	dep := cfgDeployment()
 	base := fake.NewClientBuilder().WithScheme(scheme).WithObjects(cm).Build()
-	ran, err := (&configread.Reader{Client: base}).Stamp(context.Background(), "ns", stamp.Consumed(nil, &dep.Spec.Template.Spec, stamp.Options{}))
+	ran, err := (&configread.Reader{Client: base, Key: testKey}).Stamp(context.Background(), "ns", stamp.Consumed(nil, &dep.Spec.Template.Spec, stamp.Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func nudgeKept(t *testing.T, restart bool) {
 	stale := strings.Repeat("a", 64) // a stamp made for another template
 	if restart {
 		// The stamp names the config the check reads: the nudge asks for a restart.
-		read, err := (&configread.Reader{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(changed).Build()}).Stamp(context.Background(), "ns",
+		read, err := (&configread.Reader{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(changed).Build(), Key: testKey}).Stamp(context.Background(), "ns",
 			stamp.Consumed(nil, &dep.Spec.Template.Spec, stamp.Options{}))
 		if err != nil {
 			t.Fatal(err)

@@ -65,8 +65,8 @@ type Options struct {
 	Kinds []*workload.Kind
 	// ArgoRollouts also watches Argo Rollouts, once their CRD exists.
 	ArgoRollouts bool
-	// Sources says which sources count; Key returns the HMAC key of Secret digests
-	// (required with Secrets).
+	// Sources says which sources count; Key returns the installation's hash key, under
+	// which every digest is keyed (required).
 	Sources stamp.Options
 	Key     func() []byte
 }
@@ -187,18 +187,17 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	return nil
 }
 
-// counted are the source kinds that count under opts.Sources; a keyed one needs
+// counted are the source kinds that count under opts.Sources; every digest needs
 // opts.Key.
 func counted(opts Options) ([]*stamp.SourceKind, error) {
+	if opts.Key == nil {
+		return nil, errors.New("watcher: no hash key")
+	}
 	var out []*stamp.SourceKind
 	for _, k := range stamp.SourceKinds() {
-		if !k.Counts(opts.Sources) {
-			continue
+		if k.Counts(opts.Sources) {
+			out = append(out, k)
 		}
-		if k.Keyed && opts.Key == nil {
-			return nil, fmt.Errorf("watcher: %s enabled without a hash key", k.Plural)
-		}
-		out = append(out, k)
 	}
 	return out, nil
 }

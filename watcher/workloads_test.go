@@ -113,7 +113,7 @@ func TestReconcileKeepsRetryingAnUnreadableConfig(t *testing.T) {
 			return c.Get(ctx, key, obj, opts...)
 		},
 	})
-	c := interceptor.NewClient(base, withWebhook(t, &webhook.Stamper{Reader: webhookReads}))
+	c := interceptor.NewClient(base, withWebhook(t, &webhook.Stamper{Reader: webhookReads, Key: testKey}))
 	r, rec := newTestReconciler(t, c)
 	r.state.addTrigger(appKey, trigger{event: true})
 	check := func() (reconcile.Result, error) {
@@ -190,7 +190,7 @@ func TestReconcileMarkerRemovedWithoutAWord(t *testing.T) {
 // only then fails (a retry with backoff), counted once as an error.
 func TestRecordConflictDecidedAgainLive(t *testing.T) {
 	cm := cfgMap("1")
-	current, err := (&configread.Reader{Client: fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(cm).Build()}).Stamp(
+	current, err := (&configread.Reader{Client: fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(cm).Build(), Key: testKey}).Stamp(
 		context.Background(), "ns", stamp.Consumed(nil, &cfgDeployment().Spec.Template.Spec, stamp.Options{}))
 	if err != nil {
 		t.Fatal(err)

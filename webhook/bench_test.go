@@ -97,7 +97,7 @@ func BenchmarkHandle(b *testing.B) {
 				}
 				reader.secrets[name] = sec
 			}
-			s := &Stamper{Reader: reader}
+			s := &Stamper{Reader: reader, Key: testKey}
 			if tc.secrets {
 				key := []byte(strings.Repeat("k", 32))
 				s.Sources, s.Key = stamp.Options{Secrets: true}, func() []byte { return key }

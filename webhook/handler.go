@@ -49,7 +49,7 @@ type Stamper struct {
 	ReadTimeout time.Duration
 	// Cache, when set, lets an unchanged source be checked with a metadata-only read.
 	Cache *configread.DigestCache
-	// Key returns the HMAC key of Secret digests (required when Sources.Secrets).
+	// Key returns the installation's hash key, under which every digest is keyed (required).
 	Key func() []byte
 	// Self is the user configstamp's watcher runs as: only its requests may nudge or
 	// write a record. Empty: anyone's marker counts.

@@ -57,8 +57,13 @@ func request(t testing.TB, op admissionv1.Operation, obj, old *appsv1.Deployment
 func stamper(t testing.TB, objs ...client.Object) *Stamper {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
-	return &Stamper{Reader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()}
+	return &Stamper{Reader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build(), Key: testKey}
 }
+
+// testKey is the installation key of the tests; testNSKey that of namespace "ns".
+func testKey() []byte { return []byte("0123456789abcdef0123456789abcdef") }
+
+var testNSKey = stamp.NamespaceKey(testKey(), "ns")
 
 func cm(name, v string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Data: map[string]string{"k": v}}
@@ -67,7 +72,7 @@ func cm(name, v string) *corev1.ConfigMap {
 // expected is the stamp for ConfigMap "cfg" holding k=v.
 func expected(t *testing.T, v string) stamp.Stamp {
 	st, err := stamp.Compute(context.Background(), []stamp.Source{{Kind: stamp.KindConfigMap, Name: "cfg", AllKeys: true}},
-		func(context.Context, string, string) (*corev1.ConfigMap, error) { return cm("cfg", v), nil }, nil)
+		func(context.Context, string, string) (*corev1.ConfigMap, error) { return cm("cfg", v), nil }, testNSKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +196,7 @@ func TestHandleReadErrorKeepsTheStoredStamp(t *testing.T) {
 	reader := failingReader()
 	cur := expected(t, "1")
 	// kubectl replace with a manifest that has no stamp, while reads fail.
-	resp := (&Stamper{Reader: reader}).Handle(context.Background(), request(t, admissionv1.Update, dep(nil, "img:2", "cfg"), dep(stamped(cur), "img", "cfg")))
+	resp := (&Stamper{Reader: reader, Key: testKey}).Handle(context.Background(), request(t, admissionv1.Update, dep(nil, "img:2", "cfg"), dep(stamped(cur), "img", "cfg")))
 	if !resp.Allowed || len(resp.Patches) != 1 || len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "keeps its stored config hash") {
 		t.Fatalf("want allowed with the stored stamp and a warning; got %+v", resp)
 	}
@@ -245,7 +250,7 @@ func TestHandleSkip(t *testing.T) {
 
 func TestHandleFailsOpenOnReadErrors(t *testing.T) {
 	reader := failingReader()
-	resp := (&Stamper{Reader: reader}).Handle(context.Background(), request(t, admissionv1.Create, dep(nil, "img", "cfg"), nil))
+	resp := (&Stamper{Reader: reader, Key: testKey}).Handle(context.Background(), request(t, admissionv1.Create, dep(nil, "img", "cfg"), nil))
 	if !resp.Allowed || len(resp.Patches) != 0 || len(resp.Warnings) != 1 {
 		t.Fatalf("want allowed, unpatched, with a warning; got %+v", resp)
 	}
@@ -429,7 +434,7 @@ func TestHandleReinvocationReadErrorWarns(t *testing.T) {
 	old, now := expected(t, "1"), expected(t, "2")
 	stored := withRec(dep(stamped(old), "img", "cfg"), old)
 	incoming := withRec(dep(stamped(now), "img", "cfg"), now) // as configstamp's patch left it
-	resp := (&Stamper{Reader: failingReader()}).Handle(context.Background(), request(t, admissionv1.Update, incoming, stored))
+	resp := (&Stamper{Reader: failingReader(), Key: testKey}).Handle(context.Background(), request(t, admissionv1.Update, incoming, stored))
 	if !resp.Allowed || len(resp.Warnings) != 1 || !strings.HasPrefix(resp.Warnings[0], stamp.WarningUnreadConfig) {
 		t.Fatalf("want allowed with the stored stamp and the unread warning; got %+v", resp)
 	}

@@ -123,16 +123,13 @@ func TestHandleSecrets(t *testing.T) {
 	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(sec).Build()
 
 	hashWith := func(key []byte) string {
-		s := &Stamper{Reader: reader, Sources: stamp.Options{Secrets: true}}
-		if key != nil {
-			s.Key = func() []byte { return key }
-		}
+		s := &Stamper{Reader: reader, Key: func() []byte { return key }, Sources: stamp.Options{Secrets: true}}
 		resp := s.Handle(context.Background(), request(t, admissionv1.Create, d, nil))
 		if !resp.Allowed {
 			t.Fatalf("rejected: %+v", resp)
 		}
 		if key == nil {
-			if len(resp.Patches) != 0 || len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "no key") {
+			if len(resp.Patches) != 0 || len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "no hash key") {
 				t.Fatalf("no key: want no patch and a warning, got %+v", resp)
 			}
 			return ""
@@ -149,7 +146,7 @@ func TestHandleSecrets(t *testing.T) {
 	}
 	hashWith(nil)
 	// Secrets off: the Secret does not count at all.
-	resp := (&Stamper{Reader: reader}).Handle(context.Background(), request(t, admissionv1.Create, d, nil))
+	resp := (&Stamper{Reader: reader, Key: testKey}).Handle(context.Background(), request(t, admissionv1.Create, d, nil))
 	if !resp.Allowed || len(resp.Patches) != 0 {
 		t.Fatalf("Secrets off: %+v", resp)
 	}

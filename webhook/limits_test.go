@@ -266,7 +266,7 @@ func TestLimitKeepLeavesOutWhatDoesNotFit(t *testing.T) {
 			update := c.update(stored)
 			s := stamper(t, cm("cfg", "1"))
 			if c.reader != nil {
-				s = &Stamper{Reader: c.reader}
+				s = &Stamper{Reader: c.reader, Key: testKey}
 			}
 			o := admit(t, s, request(t, admissionv1.Update, update, stored), update)
 			if o.result != c.result || o.ops() != c.ops {
@@ -328,7 +328,7 @@ func TestLimitNoRoomForARecordKeepsTheStamp(t *testing.T) {
 func TestLimitPanics(t *testing.T) {
 	panicking := readerFailingWith(func() error { panic("reader bug") })
 	d := dep(nil, "img", "cfg")
-	o := admit(t, &Stamper{Reader: panicking}, request(t, admissionv1.Create, d, nil), d)
+	o := admit(t, &Stamper{Reader: panicking, Key: testKey}, request(t, admissionv1.Create, d, nil), d)
 	if o.result != resultReadError || !o.warned("panic: reader bug") {
 		t.Fatalf("a panicking read: result %q, warnings %q", o.result, o.resp.Warnings)
 	}

@@ -26,7 +26,7 @@ var planNow = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 
 // stampOf is the stamp of ConfigMap "cfg" as config holds it (absent: missing).
 func stampOf(t *testing.T, config map[string]string) stamp.Stamp {
-	st, err := stamp.Compute(context.Background(), []stamp.Source{{Kind: stamp.KindConfigMap, Name: "cfg", AllKeys: true}}, lookupIn(config), nil)
+	st, err := stamp.Compute(context.Background(), []stamp.Source{{Kind: stamp.KindConfigMap, Name: "cfg", AllKeys: true}}, lookupIn(config), testNSKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func TestPlan(t *testing.T) {
 				if tc.err != nil {
 					return stamp.Stamp{}, tc.err
 				}
-				return stamp.Compute(context.Background(), in.srcs, lookupIn(tc.config), nil)
+				return stamp.Compute(context.Background(), in.srcs, lookupIn(tc.config), testNSKey)
 			})
 			if reads != tc.reads {
 				t.Errorf("read config %d times, want %d", reads, tc.reads)

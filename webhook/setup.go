@@ -33,7 +33,7 @@ type Options struct {
 	Self string
 	// Kinds are the workload kinds to stamp (default: workload.Builtin()).
 	Kinds []*workload.Kind
-	// Sources says which sources count; Key returns the HMAC key of Secret digests.
+	// Sources says which sources count; Key returns the installation's hash key (every digest is keyed).
 	Sources stamp.Options
 	Key     func() []byte
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/internal/workload"
@@ -33,9 +34,11 @@ func (a access) String() string {
 // needed lists what the watcher cannot work without: without list and watch of a kind,
 // its cache never syncs and the watcher never starts (while the webhook serves on, so the
 // gap would go unnoticed).
-// Its registration is read and annotated too (since when each kind is covered).
-func needed(kinds []*workload.Kind, sources stamp.Options, metricsSecure bool, registration string) []access {
-	out := sourceAccess(sources, false)
+// Its registration is read and annotated too (since when each kind is covered), and the
+// hash key Secret read and, when empty, filled (get and update on that one Secret: the
+// chart creates it, so configstamp needs no Secret create).
+func needed(kinds []*workload.Kind, sources stamp.Options, metricsSecure bool, registration string, hashKey types.NamespacedName) []access {
+	out := append(sourceAccess(sources, false), keyAccess(hashKey)...)
 	out = append(out,
 		access{"", "namespaces", "list", "", ""}, access{"", "namespaces", "watch", "", ""},
 		access{"apps", "replicasets", "list", "", ""}, access{"apps", "controllerrevisions", "list", "", ""},
@@ -52,6 +55,12 @@ func needed(kinds []*workload.Kind, sources stamp.Options, metricsSecure bool, r
 		out = append(out, access{"authentication.k8s.io", "tokenreviews", "create", "", ""}, access{"authorization.k8s.io", "subjectaccessreviews", "create", "", ""})
 	}
 	return out
+}
+
+// keyAccess is what keeping the hash key Secret needs: get, and update to fill it when
+// the chart created it empty.
+func keyAccess(hashKey types.NamespacedName) []access {
+	return []access{{"", "secrets", "get", hashKey.Name, hashKey.Namespace}, {"", "secrets", "update", hashKey.Name, hashKey.Namespace}}
 }
 
 // sourceAccess is what reading and watching the source kinds that count needs: those

@@ -394,16 +394,6 @@ func sourceNames() []string {
 	return out
 }
 
-// keyedSources reports whether a sources annotation names a source of a keyed kind.
-func keyedSources(v string) bool {
-	for id := range stamp.ParseSources(v) {
-		if kind, _, _ := strings.Cut(id, "/"); stamp.Keyed(kind) {
-			return true
-		}
-	}
-	return false
-}
-
 func (c *cli) explainCmd() *cobra.Command {
 	var sf scopeFlags
 	var key string
@@ -429,7 +419,7 @@ func (c *cli) explainCmd() *cobra.Command {
 		if key != "" {
 			ref, err := hashkey.ParseRef(key)
 			if err != nil {
-				return fmt.Errorf("--secret-hash-key: %w", err)
+				return fmt.Errorf("--hash-key: %w", err)
 			}
 			g.HashKey = &ref
 		}
@@ -440,7 +430,9 @@ func (c *cli) explainCmd() *cobra.Command {
 		return c.print(r, func(w io.Writer) error { return explain.WriteReport(w, r) })
 	}
 	sf.bind(cmd)
-	cmd.Flags().StringVar(&key, "secret-hash-key", "", "The server's --secret-hash-key (NAMESPACE/NAME of the Secret holding the key of Secret digests). Without it, or if it can't be read, Secret digests are not compared.")
+	cmd.Flags().StringVar(&key, "hash-key", "", "The server's --hash-key (NAMESPACE/NAME of the Secret holding the hash key): when you may read it, digests are computed here. Without it, or if it can't be read, configstamp's webhook computes them for a server-side dry-run create of a copy of the workload (needs create on its kind in the namespace).")
+	cmd.Flags().StringVar(&key, "secret-hash-key", "", "Deprecated: use --hash-key.")
+	_ = cmd.Flags().MarkDeprecated("secret-hash-key", "use --hash-key")
 	c.addOutput(cmd)
 	return cmd
 }
@@ -515,14 +507,15 @@ func (c *cli) impactCmd() *cobra.Command {
 
 func (c *cli) hashCmd() *cobra.Command {
 	var files []string
-	var keyFile string
+	var keyFile, oldKeyFile string
+	var secrets bool
 	cmd := &cobra.Command{
 		Use:   "hash -f FILE...",
 		Short: "The stamp of workloads in manifests, computed offline",
 		Long: "Reads manifests (YAML documents or JSON, several per file; - is stdin) and prints, for each Deployment, StatefulSet, " +
 			"DaemonSet or Rollout in them, the config-hash and sources annotations the webhook would stamp, computed from the " +
-			"ConfigMaps in the same files (a source not in them is hashed as missing). Secrets count only with " +
-			"--secret-hash-key-file: their digests are keyed with the cluster's key.",
+			"ConfigMaps (and, with --secrets, Secrets) in the same files (a source not in them is hashed as missing). Every digest is " +
+			"keyed with the cluster's hash key (--key-file): without the key, use explain, which asks the webhook.",
 		Example: "  helm template ./chart | configstamp hash -f -\n  configstamp hash -f deploy.yaml -f configmaps.yaml -o json",
 		Args:    cobra.NoArgs,
 	}
@@ -531,14 +524,21 @@ func (c *cli) hashCmd() *cobra.Command {
 			return fmt.Errorf("no manifests: give -f FILE (or -f - for stdin)")
 		}
 		ns, defaulted := c.offlineNamespace()
+		if keyFile == "" && oldKeyFile != "" {
+			keyFile, secrets = oldKeyFile, true // the deprecated flag turned Secrets on
+		}
+		if keyFile == "" {
+			return errors.New("--key-file is required: every digest is keyed with the cluster's hash key (the data key \"key\" of the server's --hash-key Secret); " +
+				"without it, `configstamp explain` shows the digests configstamp's webhook computes")
+		}
 		var key []byte
-		if keyFile != "" {
+		{
 			b, err := os.ReadFile(keyFile)
 			if err != nil {
-				return fmt.Errorf("--secret-hash-key-file: %w", err)
+				return fmt.Errorf("--key-file: %w", err)
 			}
 			if key = explain.ReadKey(b); len(key) != hashkey.Size {
-				return fmt.Errorf("--secret-hash-key-file %s: holds %d bytes, want the server's key of exactly %d bytes (raw, or base64; one trailing newline is ignored)", keyFile, len(key), hashkey.Size)
+				return fmt.Errorf("--key-file %s: holds %d bytes, want the server's key of exactly %d bytes (raw, or base64; one trailing newline is ignored)", keyFile, len(key), hashkey.Size)
 			}
 		}
 		m := explain.Manifests{NamespaceDefaulted: defaulted}
@@ -560,19 +560,22 @@ func (c *cli) hashCmd() *cobra.Command {
 		if len(m.Workloads) == 0 {
 			return fmt.Errorf("no Deployment, StatefulSet, DaemonSet or Rollout in %s", strings.Join(files, ", "))
 		}
-		stamps, err := explain.Offline(&m, key)
+		stamps, err := explain.Offline(&m, key, stamp.Options{Secrets: secrets})
 		if err != nil {
 			return err
 		}
 		for _, st := range stamps {
-			if st.NamespaceDefaulted && keyedSources(st.Sources) {
-				c.warn(fmt.Sprintf("%s/%s: Secret digests are keyed by namespace, and its namespace %q is a default (none in the manifest, no -n, no kubeconfig context namespace): pass -n NAMESPACE", st.Kind, st.Name, ns))
+			if st.NamespaceDefaulted && st.Sources != "" {
+				c.warn(fmt.Sprintf("%s/%s: digests are keyed by namespace, and its namespace %q is a default (none in the manifest, no -n, no kubeconfig context namespace): pass -n NAMESPACE", st.Kind, st.Name, ns))
 			}
 		}
 		return c.print(stamps, func(w io.Writer) error { return explain.WriteOffline(w, stamps) })
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "Manifest file (- for stdin); repeat for more. An object without a namespace is in -n's, else the kubeconfig context's (read without contacting the cluster), else default.")
-	cmd.Flags().StringVar(&keyFile, "secret-hash-key-file", "", "File holding the cluster's hash key of Secret digests (the key of the server's --secret-hash-key Secret, raw or base64); with it, Secrets count.")
+	cmd.Flags().StringVar(&keyFile, "key-file", "", "File holding the cluster's hash key (the data key \"key\" of the server's --hash-key Secret, raw or base64); required.")
+	cmd.Flags().BoolVar(&secrets, "secrets", false, "Secrets count (the server's --secrets).")
+	cmd.Flags().StringVar(&oldKeyFile, "secret-hash-key-file", "", "Deprecated: use --key-file (this one also turns --secrets on).")
+	_ = cmd.Flags().MarkDeprecated("secret-hash-key-file", "use --key-file (and --secrets)")
 	c.addOutput(cmd)
 	return cmd
 }

@@ -81,7 +81,7 @@ func TestDispatchUsability(t *testing.T) {
 		}
 	}
 	var errOut bytes.Buffer
-	if !checkServerFlags([]string{"--webhook-port=9443", "--kubeconfig", "/k", "--zap-log-level=debug"}, &errOut) || errOut.Len() > 0 {
+	if !checkServerFlags([]string{"--webhook-port=9443", "--kubeconfig", "/k", "--zap-log-level=debug", "--hash-key", "cs/key"}, &errOut) || errOut.Len() > 0 {
 		t.Errorf("valid server flags refused: %q", errOut.String())
 	}
 }
@@ -176,7 +176,7 @@ func TestKeyFileSize(t *testing.T) {
 			t.Fatal(err)
 		}
 		var out, errOut bytes.Buffer
-		code := runCLI(false, []string{"hash", "-f", manifest, "--secret-hash-key-file", f, "-n", "x"}, &out, &errOut)
+		code := runCLI(false, []string{"hash", "-f", manifest, "--key-file", f, "-n", "x"}, &out, &errOut)
 		if (code == 0) != tc.ok || !tc.ok && !strings.Contains(errOut.String(), "want the server's key") {
 			t.Errorf("%s: exit %d, stderr %q", name, code, errOut.String())
 		}
@@ -189,14 +189,26 @@ func TestHashSkipped(t *testing.T) {
 		"spec: {template: {spec: {containers: [{name: c, envFrom: [{configMapRef: {name: cfg}}]}]}}}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	key := t.TempDir() + "/key"
+	if err := os.WriteFile(key, bytes.Repeat([]byte{1}, hashkey.Size), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var out, errOut bytes.Buffer
-	if code := runCLI(false, []string{"hash", "-f", f}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "skipped") || strings.Contains(out.String(), "config-hash") {
+	if code := runCLI(false, []string{"hash", "-f", f, "--key-file", key}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "skipped") || strings.Contains(out.String(), "config-hash") {
 		t.Errorf("exit %d, out %q, stderr %q", code, out.String(), errOut.String())
+	}
+	// Without the key nothing can be digested: a clear error, pointing at explain.
+	out.Reset()
+	errOut.Reset()
+	if code := runCLI(false, []string{"hash", "-f", f}, &out, &errOut); code == 0 || !strings.Contains(errOut.String(), "--key-file is required") ||
+		!strings.Contains(errOut.String(), "configstamp explain") {
+		t.Errorf("without a key: exit %d, stderr %q", code, errOut.String())
 	}
 }
 
 // hash -f takes the namespace of the kubeconfig's context without a cluster, and warns
-// when a Secret digest is keyed with a defaulted namespace.
+// when a digest is keyed with a defaulted namespace (the deprecated
+// --secret-hash-key-file still works, and turns Secrets on).
 func TestHashNamespace(t *testing.T) {
 	dir := t.TempDir()
 	kubeconfig := dir + "/config"
@@ -214,7 +226,7 @@ func TestHashNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errOut bytes.Buffer
-	if code := runCLI(false, []string{"hash", "-f", f, "--kubeconfig", kubeconfig, "--secret-hash-key-file", key}, &out, &errOut); code != 0 ||
+	if code := runCLI(false, []string{"hash", "-f", f, "--kubeconfig", kubeconfig, "--key-file", key, "--secrets"}, &out, &errOut); code != 0 ||
 		!strings.Contains(out.String(), "in namespace shop") || strings.Contains(errOut.String(), "warning") {
 		t.Errorf("context namespace: exit %d, out %q, stderr %q", code, out.String(), errOut.String())
 	}

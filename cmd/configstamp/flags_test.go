@@ -8,10 +8,28 @@ import (
 	"time"
 )
 
+// parse parses args after a --hash-key (required).
 func parse(args ...string) (*options, error) {
 	fs := flag.NewFlagSet("configstamp", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	return parseFlags(fs, args)
+	return parseFlags(fs, append([]string{"--hash-key", "cs/key"}, args...))
+}
+
+// --hash-key is required, checked, and --secret-hash-key is its deprecated alias.
+func TestFlagsHashKey(t *testing.T) {
+	fs := flag.NewFlagSet("configstamp", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	if _, err := parseFlags(fs, nil); err == nil || !strings.Contains(err.Error(), "--hash-key NAMESPACE/NAME is required") {
+		t.Errorf("without --hash-key: %v", err)
+	}
+	if _, err := parse("--hash-key", "nonamespace"); err == nil || !strings.Contains(err.Error(), "want namespace/name") {
+		t.Errorf("bad --hash-key: %v", err)
+	}
+	fs = flag.NewFlagSet("configstamp", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	if o, err := parseFlags(fs, []string{"--secret-hash-key", "a/b"}); err != nil || o.hashKey != "a/b" {
+		t.Errorf("--secret-hash-key: %+v %v", o, err)
+	}
 }
 
 func TestFlagsDefaults(t *testing.T) {
@@ -28,7 +46,7 @@ func TestFlagsDefaults(t *testing.T) {
 func TestFlagsKebabCaseAndHelp(t *testing.T) {
 	fs := flag.NewFlagSet("configstamp", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	if _, err := parseFlags(fs, nil); err != nil {
+	if _, err := parseFlags(fs, []string{"--hash-key", "cs/key"}); err != nil {
 		t.Fatal(err)
 	}
 	fs.VisitAll(func(f *flag.Flag) {

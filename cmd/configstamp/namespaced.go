@@ -60,9 +60,9 @@ func cacheNamespaces(watched []string) map[string]cache.Config {
 
 // neededIn is needed for a namespaced install: the same grants on workloads and sources
 // in each watched namespace, no Namespace read, and the coverage ConfigMap in place of
-// the registration.
-func neededIn(kinds []*workload.Kind, sources stamp.Options, metricsSecure bool, watched []string, coverage types.NamespacedName) []access {
-	var out []access
+// the registration; the hash key Secret as in needed.
+func neededIn(kinds []*workload.Kind, sources stamp.Options, metricsSecure bool, watched []string, coverage, hashKey types.NamespacedName) []access {
+	out := keyAccess(hashKey)
 	for _, ns := range watched {
 		var in []access
 		in = append(in, sourceAccess(sources, false)...)

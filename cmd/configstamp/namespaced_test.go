@@ -15,7 +15,7 @@ import (
 func TestNeededIn(t *testing.T) {
 	var got []string
 	for _, a := range neededIn([]*workload.Kind{workload.Deployment}, stamp.Options{Secrets: true}, false, []string{"a", "b"},
-		types.NamespacedName{Namespace: "cs", Name: "configstamp-coverage"}) {
+		types.NamespacedName{Namespace: "cs", Name: "configstamp-coverage"}, types.NamespacedName{Namespace: "cs", Name: "configstamp-hash-key"}) {
 		if a.namespace == "" {
 			t.Errorf("cluster-wide: %s", a)
 		}
@@ -27,7 +27,7 @@ func TestNeededIn(t *testing.T) {
 			"get deployments.apps@, list deployments.apps@, watch deployments.apps@, patch deployments.apps@, " +
 			"get secrets@, list secrets@, watch secrets@")
 	}
-	want := in("a") + ", " + in("b") + ", get configmaps/configstamp-coverage in namespace cs, patch configmaps/configstamp-coverage in namespace cs"
+	want := "get secrets/configstamp-hash-key in namespace cs, update secrets/configstamp-hash-key in namespace cs, " + in("a") + ", " + in("b") + ", get configmaps/configstamp-coverage in namespace cs, patch configmaps/configstamp-coverage in namespace cs"
 	if g := strings.Join(got, ", "); g != want {
 		t.Errorf("\n got %s\nwant %s", g, want)
 	}

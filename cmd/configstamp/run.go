@@ -45,7 +45,7 @@ type options struct {
 	minRolloutInterval      time.Duration
 	rollStaleAtInstall      bool
 	secrets                 bool
-	secretHashKey           string
+	hashKey                 string
 	argoRollouts            bool
 	enableHTTP2             bool
 	version                 bool
@@ -85,8 +85,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	fs.StringVar(&o.coverageConfigMap, "coverage-configmap", "", "Namespaced install: NAMESPACE/NAME of the ConfigMap (created with the registration, as the chart does) on which the watcher keeps since when each kind is covered, in place of the registration it may not read.")
 	fs.DurationVar(&o.minRolloutInterval, "min-rollout-interval", watcher.DefaultMinRolloutInterval, "Least time between two rollouts of one workload caused by configstamp (a writer that never stops); the latest content always lands. 0: no limit.")
 	fs.BoolVar(&o.rollStaleAtInstall, "roll-stale-at-install", false, "Roll unstamped workloads that predate configstamp when their config was written after their pods started. Off: installing rolls nothing.")
-	fs.BoolVar(&o.secrets, "secrets", false, "Also hash the Secrets pod templates consume (secret volumes, projected secrets, envFrom.secretRef, secretKeyRef), keyed with the key in --secret-hash-key. Off: Secrets are never read.")
-	fs.StringVar(&o.secretHashKey, "secret-hash-key", "", "NAMESPACE/NAME of the Secret holding the HMAC key of Secret digests (created with a random key if missing); required with --secrets.")
+	fs.BoolVar(&o.secrets, "secrets", false, "Also hash the Secrets pod templates consume (secret volumes, projected secrets, envFrom.secretRef, secretKeyRef). Off: Secrets are never read.")
+	fs.StringVar(&o.hashKey, "hash-key", "", "NAMESPACE/NAME of the Secret holding the installation's HMAC key, under which every digest is keyed per namespace (required). An empty Secret (the chart's) gets a random key; a missing one is created when configstamp may (dev mode).")
+	fs.StringVar(&o.hashKey, "secret-hash-key", "", "Deprecated: use --hash-key.")
 	fs.BoolVar(&o.argoRollouts, "argo-rollouts", false, "Also stamp Argo Rollouts (argoproj.io/v1alpha1), once their CRD exists (detected at start and later).")
 	fs.BoolVar(&o.version, "version", false, "Print the version and exit.")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "Offer HTTP/2 on the webhook server. Off: HTTP/1.1 only, which is all the API server needs (and leaves HTTP/2's stream-level attacks, CVE-2023-44487 and CVE-2023-39325, out of reach).")
@@ -118,13 +119,11 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	if o.registrationName == "" {
 		return nil, errors.New("--registration-name must not be empty")
 	}
-	if o.secrets && o.secretHashKey == "" {
-		return nil, errors.New("--secrets needs --secret-hash-key NAMESPACE/NAME")
+	if o.hashKey == "" && !o.version {
+		return nil, errors.New("--hash-key NAMESPACE/NAME is required: every digest is keyed with the key in that Secret")
 	}
-	if o.secretHashKey != "" {
-		if _, err := hashkey.ParseRef(o.secretHashKey); err != nil {
-			return nil, fmt.Errorf("--secret-hash-key: %w", err)
-		}
+	if _, err := hashkey.ParseRef(o.hashKey); err != nil && !o.version {
+		return nil, fmt.Errorf("--hash-key: %w", err)
 	}
 	return o, nil
 }

@@ -127,9 +127,10 @@ func (s *setup) connect() error {
 // admission with a watcher whose caches never sync.
 func (s *setup) checkAccess(ctx context.Context) error {
 	o := s.o
-	want := needed(s.kinds, s.sources, o.metricsSecure, s.registrationName)
+	keyRef, _ := hashkey.ParseRef(o.hashKey)
+	want := needed(s.kinds, s.sources, o.metricsSecure, s.registrationName, keyRef)
 	if s.scope.Namespaced() {
-		want = neededIn(s.kinds, s.sources, o.metricsSecure, s.scope.Watched, s.coverageConfigMap())
+		want = neededIn(s.kinds, s.sources, o.metricsSecure, s.scope.Watched, s.coverageConfigMap(), keyRef)
 	}
 	if o.certs.enabled() {
 		// Both certificate modes keep the registration's caBundle, watching it by name.
@@ -244,22 +245,19 @@ func (s *setup) setupControllers(ctx context.Context, mgr ctrl.Manager) error {
 	})
 }
 
-// hashKey is, when a keyed kind counts (--secrets), the key of its digests (nil
-// without). Every replica needs the key before it serves admission, and follows the
-// Secret afterwards (a rotation), so that all replicas digest alike.
+// hashKey is the installation's key, under which every digest is keyed. Every replica
+// needs it before it serves admission, and follows the Secret afterwards (a rotation),
+// so that all replicas digest alike.
 func (s *setup) hashKey(ctx context.Context, mgr ctrl.Manager) (func() []byte, error) {
-	if !s.sources.Keyed() {
-		return nil, nil
-	}
-	ref, _ := hashkey.ParseRef(s.o.secretHashKey)
+	ref, _ := hashkey.ParseRef(s.o.hashKey)
 	keeper := &hashkey.Keeper{Client: s.direct, Ref: ref}
 	if err := keeper.Load(ctx); err != nil {
-		return nil, fmt.Errorf("secret hash key: %w", err)
+		return nil, fmt.Errorf("hash key: %w", err)
 	}
 	if err := mgr.Add(keeper); err != nil {
 		return nil, err
 	}
-	s.log.Info("Loaded the hash key of Secret digests", "secret", ref.String())
+	s.log.Info("Loaded the hash key", "secret", ref.String())
 	return keeper.Key, nil
 }
 

@@ -54,8 +54,8 @@ type Reader struct {
 	Client client.Reader
 	// Cache, when set, lets an unchanged source be checked with a metadata-only read.
 	Cache *DigestCache
-	// Key returns the HMAC key of Secret digests (it may change: a rotation); without
-	// one, a Secret source is an error.
+	// Key returns the installation's hash key (it may change: a rotation); without one,
+	// any source is an error.
 	Key func() []byte
 	// Timeout bounds the reads of one stamp (0: no deadline).
 	Timeout time.Duration
@@ -114,12 +114,10 @@ func cacheKey(namespace string, src stamp.Source, hmacKey []byte) string {
 	}
 	field(namespace)
 	field(src.Kind)
-	if stamp.Keyed(src.Kind) {
-		// A keyed digest depends on the key: a rotated key must not find the digests
-		// made with the old one.
-		fp := sha256.Sum256(hmacKey)
-		field(hex.EncodeToString(fp[:8]))
-	}
+	// A digest depends on the key: a rotated key must not find the digests made with
+	// the old one.
+	fp := sha256.Sum256(hmacKey)
+	field(hex.EncodeToString(fp[:8]))
 	field(src.Name)
 	flag(src.AllKeys)
 	flag(src.Binary)
@@ -190,8 +188,8 @@ func compute(ctx context.Context, r client.Reader, cache *DigestCache, key []byt
 // seen before is first read metadata-only; its content is read when it is new, or when
 // its resourceVersion moved.
 func digest(ctx context.Context, r client.Reader, cache *DigestCache, hmacKey []byte, namespace string, src stamp.Source) (*stamp.Digest, error) {
-	if k := sourceKind(src.Kind); k.Keyed && len(hmacKey) == 0 {
-		return nil, fmt.Errorf("no key for %s digests", k.Kind)
+	if len(hmacKey) == 0 {
+		return nil, stamp.ErrNoKey
 	}
 	key := cacheKey(namespace, src, hmacKey)
 	if cache != nil {

@@ -46,14 +46,14 @@ func TestStampWithDigestCache(t *testing.T) {
 	ctx := context.Background()
 	cache := NewDigestCache(16)
 	uncached := func() stamp.Stamp {
-		st, err := (&Reader{Client: c, Cache: nil}).Stamp(ctx, "ns", stamp.References(spec("a", "b", "missing")))
+		st, err := (&Reader{Client: c, Cache: nil, Key: testKey}).Stamp(ctx, "ns", stamp.References(spec("a", "b", "missing")))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return st
 	}
 
-	first, err := (&Reader{Client: c, Cache: cache}).Stamp(ctx, "ns", stamp.References(spec("a", "b", "missing")))
+	first, err := (&Reader{Client: c, Cache: cache, Key: testKey}).Stamp(ctx, "ns", stamp.References(spec("a", "b", "missing")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestStampWithDigestCache(t *testing.T) {
 		t.Fatalf("cached path computes %q, uncached %q", first.Hash, uncached().Hash)
 	}
 	contentReads.Store(0)
-	again, _ := (&Reader{Client: c, Cache: cache}).Stamp(ctx, "ns", stamp.References(spec("a", "b", "missing")))
+	again, _ := (&Reader{Client: c, Cache: cache, Key: testKey}).Stamp(ctx, "ns", stamp.References(spec("a", "b", "missing")))
 	if contentReads.Load() != 0 || again.Hash != first.Hash {
 		t.Fatalf("unchanged ConfigMaps: %d content reads (want 0), hash %q vs %q", contentReads.Load(), again.Hash, first.Hash)
 	}
@@ -74,7 +74,7 @@ func TestStampWithDigestCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	contentReads.Store(0)
-	changed, _ := (&Reader{Client: c, Cache: cache}).Stamp(ctx, "ns", stamp.References(spec("a", "b", "missing")))
+	changed, _ := (&Reader{Client: c, Cache: cache, Key: testKey}).Stamp(ctx, "ns", stamp.References(spec("a", "b", "missing")))
 	if contentReads.Load() != 1 || changed.Hash == first.Hash || changed.Hash != uncached().Hash {
 		t.Fatalf("after a write: %d content reads (want 1), hash changed %v, equals uncached %v", contentReads.Load(), changed.Hash != first.Hash, changed.Hash == uncached().Hash)
 	}
@@ -84,7 +84,7 @@ func TestStampWithDigestCache(t *testing.T) {
 	if err := c.Update(ctx, &a); err != nil {
 		t.Fatal(err)
 	}
-	ign, _ := (&Reader{Client: c, Cache: cache}).Stamp(ctx, "ns", stamp.References(spec("a", "b", "missing")))
+	ign, _ := (&Reader{Client: c, Cache: cache, Key: testKey}).Stamp(ctx, "ns", stamp.References(spec("a", "b", "missing")))
 	if len(ign.Sources) != 2 || ign.Hash != uncached().Hash {
 		t.Fatalf("ignored ConfigMap: %d sources, hash equals uncached %v", len(ign.Sources), ign.Hash == uncached().Hash)
 	}
@@ -111,7 +111,7 @@ func TestCacheKeyIsCollisionFree(t *testing.T) {
 	}
 	seen := map[string]int{}
 	for i, d := range distinct {
-		k := cacheKey(d.ns, d.src, nil)
+		k := cacheKey(d.ns, d.src, testKey())
 		if j, dup := seen[k]; dup {
 			t.Fatalf("sources %d and %d share the cache key %q", j, i, k)
 		}
@@ -119,10 +119,10 @@ func TestCacheKeyIsCollisionFree(t *testing.T) {
 	}
 }
 
-// TestSecretDigestsDependOnNamespace: a Secret of the same name and content in two
-// namespaces has two digests (a digest from one namespace confirms no guess about the
-// other), each the documented HMAC under the namespace's key; a ConfigMap's does not.
-func TestSecretDigestsDependOnNamespace(t *testing.T) {
+// TestDigestsDependOnNamespace: a Secret, and a ConfigMap, of the same name and
+// content in two namespaces has two digests (a digest from one namespace confirms no
+// guess about the other), each the documented HMAC under the namespace's key.
+func TestDigestsDependOnNamespace(t *testing.T) {
 	scheme := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(scheme)
 	var objs []client.Object
@@ -151,8 +151,8 @@ func TestSecretDigestsDependOnNamespace(t *testing.T) {
 	if stamps["victim"].Sources[0].Sum == stamps["attacker"].Sources[0].Sum {
 		t.Error("the same Secret in two namespaces has one digest")
 	}
-	if stamps["victim"].Sources[1].Sum != stamps["attacker"].Sources[1].Sum {
-		t.Error("a ConfigMap's digest depends on its namespace")
+	if stamps["victim"].Sources[1].Sum == stamps["attacker"].Sources[1].Sum {
+		t.Error("the same ConfigMap in two namespaces has one digest")
 	}
 	// The derivation, independently: HMAC-SHA256(key, s("configstamp/namespace") ‖ s(ns)).
 	m := hmac.New(sha256.New, key)
@@ -174,8 +174,11 @@ func TestStampReadPanicIsAnError(t *testing.T) {
 		Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
 			panic("reader bug")
 		}}).Build()
-	_, err := (&Reader{Client: c}).Stamp(context.Background(), "ns", stamp.References(spec("a")))
+	_, err := (&Reader{Client: c, Key: testKey}).Stamp(context.Background(), "ns", stamp.References(spec("a")))
 	if err == nil || !strings.Contains(err.Error(), "panic: reader bug") {
 		t.Fatalf("Stamp with a panicking reader: %v, want an error naming the panic", err)
 	}
 }
+
+// testKey is the installation key of the tests.
+func testKey() []byte { return []byte("0123456789abcdef0123456789abcdef") }

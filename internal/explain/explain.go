@@ -41,8 +41,8 @@ const (
 	// VerdictNoTemplate: it has no pod template of its own (a Rollout with a
 	// workloadRef) or its template does not decode.
 	VerdictNoTemplate = "no-template"
-	// VerdictUnknown: Secret digests cannot be compared (no hash key) and no ConfigMap
-	// changed.
+	// VerdictUnknown: digests cannot be compared (no readable hash key, no dry-run)
+	// and no source was deleted.
 	VerdictUnknown = "unknown"
 	// VerdictTooLarge: it would roll, but configstamp's annotations would take its pod
 	// template's annotations past the API server's limit: the webhook leaves it
@@ -103,10 +103,11 @@ type Report struct {
 	// Basis is what the pods are judged to run: "record", "stamp" or "none".
 	Basis     string `json:"basis"`
 	BasisHash string `json:"basisHash,omitempty"`
-	// Current is the stamp of the config as it is now ("" hash: not computable, some
-	// Secret digests unknown).
+	// Current is the stamp of the config as it is now ("" hash: not computable: no
+	// readable hash key, and the webhook's dry-run failed).
 	Current StampInfo `json:"current"`
-	// SecretsCompared: Secret digests could be computed (the hash key was read).
+	// SecretsCompared: the digests, Secrets' included, could be computed (the hash key
+	// was read, or the webhook answered a dry-run).
 	SecretsCompared bool `json:"secretsCompared"`
 	// Evidence is the times the watcher decides from when there is no certain basis
 	// (no valid record); nil when it has one.
@@ -281,10 +282,15 @@ func Explain(in Input) Report {
 	if v, ok := obj.GetAnnotations()[stamp.ExtraSourcesAnnotation]; ok {
 		_, r.Problems = stamp.ExtraSources(v, in.Options)
 	}
-	r.SecretsCompared = in.Live.Complete || !stamp.HasSecrets(refs)
+	r.SecretsCompared = in.Live.Complete
 	if in.Live.Complete {
 		r.Current = StampInfo{Hash: in.Live.Stamp.Hash, Sources: in.Live.Stamp.SourcesAnnotation()}
 	}
 	r.Verdict, r.Reason, r.Roll = verdict(in, &r, refs)
+	if r.Verdict == VerdictWouldRoll || r.Verdict == VerdictUnknown {
+		if reason, ok := legacyReason(in, &r, refs); ok {
+			r.Verdict, r.Reason, r.Roll = VerdictWouldRoll, reason, true
+		}
+	}
 	return r
 }

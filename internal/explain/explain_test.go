@@ -37,7 +37,7 @@ func live(t *testing.T, d *appsv1.Deployment, content map[string]*corev1.ConfigM
 	refs := stamp.Consumed(d.Annotations, &d.Spec.Template.Spec, stamp.Options{})
 	st, err := stamp.Compute(context.Background(), refs, func(_ context.Context, kind, name string) (*corev1.ConfigMap, error) {
 		return content[kind+"/"+name], nil
-	}, nil)
+	}, make([]byte, 32))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,8 +31,8 @@ type Cluster struct {
 	// Secrets: Secrets count, as with the server's --secrets; used only when the
 	// registration can't be read (secretsCount).
 	Secrets bool
-	// HashKey names the Secret holding the hash key of Secret digests (the server's
-	// --secret-hash-key); nil: Secret digests are not compared.
+	// HashKey names the Secret holding the installation's hash key (the server's
+	// --hash-key); nil or unreadable: the webhook computes the digests (a dry-run).
 	HashKey *types.NamespacedName
 	// SecretsSet: Secrets was given explicitly (it then wins over a record's flag when
 	// the registration can't be read).
@@ -73,7 +73,7 @@ func (c *Cluster) Explain(ctx context.Context, kind *workload.Kind, namespace, n
 	if tmpl != nil {
 		in.Options = stamp.Options{Secrets: c.secretsCount(ctx, obj, tmpl)}
 		refs := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, in.Options)
-		if in.Live, err = c.live(ctx, namespace, refs); err != nil {
+		if in.Live, err = c.live(ctx, kind, obj, refs); err != nil {
 			return Report{}, err
 		}
 		// The times: what the watcher decides from without a valid record, and what
@@ -197,19 +197,24 @@ func (c *Cluster) times(ctx context.Context, kind *workload.Kind, obj client.Obj
 	return t
 }
 
-// live reads the sources and computes their digests with configread, the webhook's
-// code. Without the hash key, keyed kinds (Secrets) are read for their keys but not
-// digested.
-func (c *Cluster) live(ctx context.Context, namespace string, refs []stamp.Source) (Live, error) {
-	l := Live{Content: map[string]*corev1.ConfigMap{}, Complete: true}
+// live reads the sources and computes their digests with the stamp core the webhook's
+// configread calls, under the namespace's key when the hash key can be read; else the
+// webhook computes them (dryRunStamp). A source that may not be read is left out of
+// Content (its requirements are then not judged).
+func (c *Cluster) live(ctx context.Context, kind *workload.Kind, obj client.Object, refs []stamp.Source) (Live, error) {
+	namespace := obj.GetNamespace()
+	l := Live{Content: map[string]*corev1.ConfigMap{}, Complete: len(refs) == 0}
+	if len(refs) == 0 {
+		return l, nil
+	}
 	lookup := configread.Lookup(c.Client, namespace)
-	keyedReadable := true
+	readable := true
 	for _, ref := range refs {
 		cm, err := lookup(ctx, ref.Kind, ref.Name)
-		if k := stamp.SourceKindNamed(ref.Kind); k != nil && k.Keyed && apierrors.IsForbidden(err) {
-			// Many users may not read Secrets: compare the others.
-			c.warn("%s digests can't be compared: no access to %s in namespace %s", k.Kind, ref.ID(), namespace)
-			keyedReadable = false
+		if apierrors.IsForbidden(err) {
+			// Many users may not read Secrets: the others are still read.
+			c.warn("no access to %s in namespace %s: its content is not shown", ref.ID(), namespace)
+			readable = false
 			continue
 		}
 		if err != nil {
@@ -217,46 +222,43 @@ func (c *Cluster) live(ctx context.Context, namespace string, refs []stamp.Sourc
 		}
 		l.Content[ref.ID()] = cm
 	}
-	var key []byte
-	if slices.ContainsFunc(refs, stamp.Source.Keyed) {
-		var k []byte
-		if keyedReadable {
-			k = c.hashKey(ctx)
+	if k := c.hashKey(ctx); k != nil && readable {
+		// The digests of the content just read (each source is read once).
+		st, err := stamp.Compute(ctx, refs, func(_ context.Context, kind, name string) (*corev1.ConfigMap, error) {
+			return l.Content[kind+"/"+name], nil
+		}, stamp.NamespaceKey(k, namespace))
+		if err != nil {
+			return Live{}, err
 		}
-		if k == nil {
-			l.Complete = false
-			refs = slices.DeleteFunc(slices.Clone(refs), stamp.Source.Keyed)
-		} else {
-			key = stamp.NamespaceKey(k, namespace)
-		}
+		l.Stamp, l.Complete = st, true
+		return l, nil
 	}
-	// The digests of the content just read (each source is read once): the stamp core
-	// the webhook's configread calls, with the same namespace key.
-	st, err := stamp.Compute(ctx, refs, func(_ context.Context, kind, name string) (*corev1.ConfigMap, error) {
-		return l.Content[kind+"/"+name], nil
-	}, key)
+	st, err := c.dryRunStamp(ctx, kind, obj, refs, l.Content)
 	if err != nil {
-		return Live{}, err
+		c.warn("digests can't be compared: %v", err)
+		return l, nil
 	}
-	l.Stamp = st
+	l.Stamp, l.Complete = st, true
 	return l, nil
 }
 
-// hashKey reads the hash key of Secret digests, nil when it cannot.
+// hashKey reads the installation's hash key, nil when it cannot (most users may not
+// read it: then the webhook's dry-run computes the digests).
 func (c *Cluster) hashKey(ctx context.Context) []byte {
 	if c.HashKey == nil {
-		c.warn("Secret digests can't be compared: no --secret-hash-key given")
 		return nil
 	}
 	var sec corev1.Secret
 	if err := c.Client.Get(ctx, *c.HashKey, &sec); err != nil {
-		c.warn("Secret digests can't be compared: cannot read the hash key Secret %s: %v", c.HashKey, err)
+		if !apierrors.IsForbidden(err) {
+			c.warn("cannot read the hash key Secret %s: %v; asking the webhook instead", c.HashKey, err)
+		}
 		return nil
 	}
 	if k := sec.Data[hashkey.DataKey]; len(k) == hashkey.Size {
 		return k
 	}
-	c.warn("Secret digests can't be compared: Secret %s holds no valid key", c.HashKey)
+	c.warn("Secret %s holds no valid hash key; asking the webhook instead", c.HashKey)
 	return nil
 }
 

@@ -134,10 +134,12 @@ func (m *Manifests) add(u *unstructured.Unstructured, namespace string, kinds []
 }
 
 // Offline computes each workload's stamp from the manifests with the stamp core: what
-// the webhook would write for the same objects. key is the installation's hash key
-// (hashkey's Secret): with it Secrets count (as with --secrets), without it they do not.
-func Offline(m *Manifests, key []byte) ([]OfflineStamp, error) {
-	opts := stamp.Options{Secrets: len(key) > 0}
+// the webhook would write for the same objects under the installation's hash key
+// (hashkey's Secret; every digest is keyed) and opts (Secrets counting or not).
+func Offline(m *Manifests, key []byte, opts stamp.Options) ([]OfflineStamp, error) {
+	if len(key) == 0 {
+		return nil, stamp.ErrNoKey
+	}
 	out := []OfflineStamp{}
 	for _, w := range m.Workloads {
 		obj := w.Object
@@ -159,11 +161,7 @@ func Offline(m *Manifests, key []byte) ([]OfflineStamp, error) {
 			}
 			return cm, nil
 		}
-		var nsKey []byte
-		if opts.Keyed() {
-			nsKey = stamp.NamespaceKey(key, obj.GetNamespace())
-		}
-		st, err := stamp.Compute(context.Background(), refs, lookup, nsKey)
+		st, err := stamp.Compute(context.Background(), refs, lookup, stamp.NamespaceKey(key, obj.GetNamespace()))
 		if err != nil {
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package explain
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -47,7 +48,7 @@ spec:
 		}
 	}
 	key := []byte("0123456789abcdef0123456789abcdef")
-	got, err := Offline(&m, key)
+	got, err := Offline(&m, key, stamp.Options{Secrets: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,10 +76,13 @@ spec:
 	if got[1].Kind != "rollout" || strings.Join(got[1].NotInFiles, ",") != "configmap/app" || got[1].Sources != "configmap/app=missing" {
 		t.Errorf("ro: %+v", got[1])
 	}
-	// Without the key, Secrets do not count.
-	noKey, err := Offline(&m, nil)
-	if err != nil || strings.Contains(noKey[0].Sources, "secret/") {
-		t.Errorf("without key: %+v %v", noKey, err)
+	// Without --secrets, Secrets do not count; without the key, nothing is digested.
+	noSecrets, err := Offline(&m, key, stamp.Options{})
+	if err != nil || strings.Contains(noSecrets[0].Sources, "secret/") {
+		t.Errorf("without Secrets: %+v %v", noSecrets, err)
+	}
+	if _, err := Offline(&m, nil, stamp.Options{Secrets: true}); !errors.Is(err, stamp.ErrNoKey) {
+		t.Errorf("without key: %v, want ErrNoKey", err)
 	}
 }
 

@@ -108,7 +108,7 @@ func note(s Source) string {
 	case StatusIgnored:
 		return "annotated " + stamp.IgnoreAnnotation + "=true: not hashed"
 	case StatusUnknown:
-		return "Secret digest not compared: no hash key"
+		return "digest not compared: no readable hash key, and the webhook's dry-run failed"
 	}
 	var parts []string
 	if s.Unmet != "" {

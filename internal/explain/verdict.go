@@ -107,23 +107,23 @@ func verdict(in Input, r *Report, refs []stamp.Source) (code, reason string, rol
 	return byTimes(d, r)
 }
 
-// incomplete decides without the Secrets' digests (no hash key): from the ConfigMaps'
-// digests against the stamp's, when those describe what the pods run, and a Secret
-// deleted since the stamp. Once something changed, whether required config is missing
+// incomplete decides without digests (no readable hash key, and the webhook's dry-run
+// failed): from a source deleted since the stamp, when the stamp describes what the pods
+// run. Once something changed, whether required config is missing
 // is judged on every source read (it needs no key). A Secret that changed without being
 // deleted is not seen: then it says unknown, where the watcher may roll or hold.
 func incomplete(dIn decide.Input, ev *gathered, r *Report) (code, reason string, roll bool) {
-	const noKey = " (Secret digests not compared: no hash key)"
+	const noKey = " (digests not compared: no readable hash key, and the webhook's dry-run failed)"
 	switch {
 	case r.Basis == "record" && r.Stamp.Hash == "":
-		return VerdictUnknown, "Secret digests can't be compared (no readable --secret-hash-key), and it is not stamped yet: its record keeps one hash of the config its pods run, not per-source digests", false
+		return VerdictUnknown, "digests can't be compared (no readable --hash-key, and the webhook's dry-run failed), and it is not stamped yet: its record keeps one hash of the config its pods run, not per-source digests", false
 	case r.Basis == "record" && r.Record != r.Stamp.Hash:
-		return VerdictUnknown, fmt.Sprintf("Secret digests can't be compared (no readable --secret-hash-key), and its pods run config recorded after its stamp (record %s, stamp %s): the stamp's per-source digests do not describe it",
+		return VerdictUnknown, fmt.Sprintf("digests can't be compared (no readable --hash-key, and the webhook's dry-run failed), and its pods run config recorded after its stamp (record %s, stamp %s): the stamp's per-source digests do not describe it",
 			prefix(r.Record), prefix(r.Stamp.Hash)), false
 	}
 	changed := r.ids(StatusChanged, StatusAdded, StatusRemoved)
 	if len(changed) == 0 && r.BasisHash != "" {
-		return VerdictUnknown, "Secret digests can't be compared (no readable --secret-hash-key); no ConfigMap changed", false
+		return VerdictUnknown, "digests can't be compared (no readable --hash-key, and the webhook's dry-run failed); no source was deleted", false
 	}
 	if unmet := unmetNow(dIn.Refs, ev.in.Live.Content); len(unmet) > 0 {
 		return VerdictHeld, strings.Join(unmet, "; ") + ", rollout held (new pods could not start); it rolls when the config returns" + noKey, false

@@ -1,6 +1,8 @@
-// Package hashkey keeps the HMAC key configstamp digests Secrets with. A stamp is visible
-// to anyone who can read a workload; keyed digests keep it from letting them test guesses
-// of a Secret's value. The key lives in one Secret that every replica converges on.
+// Package hashkey keeps the HMAC key configstamp keys every digest with (per namespace,
+// stamp.NamespaceKey). A stamp is visible to anyone who can read a workload, and a
+// review posted to the webhook answers with one; keyed digests keep them from testing
+// guesses of a ConfigMap's or Secret's content. The key lives in one Secret that every
+// replica converges on.
 package hashkey
 
 import (
@@ -29,7 +31,7 @@ const (
 	// DescriptionAnnotation tells whoever finds the Secret what it is and how to rotate it.
 	DescriptionAnnotation = "configstamp.io/description"
 	// Description is the value of DescriptionAnnotation.
-	Description = "HMAC key for Secret digests in config stamps; deleting it and restarting configstamp rotates it, rolling every workload that consumes a Secret once"
+	Description = "HMAC key of the digests in config stamps; removing its data key \"key\" rotates it, rolling every stamped workload once"
 
 	nameLabel = "app.kubernetes.io/name"
 	nameValue = "configstamp"
@@ -43,17 +45,17 @@ const (
 // errLostRace marks a write that another writer got in before: read again.
 var errLostRace = errors.New("lost a race with another writer")
 
-// Ensure returns the key stored under DataKey of the Secret ref, creating the Secret with a
-// fresh random key if it does not exist, so that every replica of configstamp digests with
-// the same key. Replicas converge under optimistic concurrency: a Create that finds the
-// Secret already there re-reads it and uses the winner's key; a Secret without a valid key
-// (absent, or not Size bytes) is repaired by an Update conditional on its resourceVersion,
-// and a Conflict re-reads and uses whatever is there then.
+// Ensure returns the key stored under DataKey of the Secret ref, so that every replica of
+// configstamp digests with the same key. A Secret without a valid key (the chart creates
+// it empty; or not Size bytes) gets a fresh random key by an Update conditional on its
+// resourceVersion: replicas racing converge, a Conflict re-reads and uses whatever is
+// there then. A Secret that does not exist is created (dev mode, tests: the chart grants
+// no create), and a Create that finds it already there re-reads it.
 //
 // c must read from the API server directly (client.New), never through a manager's cache:
 // a cached Get on a Secret would start an informer over every Secret in the cluster,
 // holding them all in memory and needing list and watch on all of them. The caller needs
-// get, create and update on the Secret.
+// get and update on the Secret, and create only when it does not exist.
 //
 // The key is never logged.
 func Ensure(ctx context.Context, c client.Client, ref types.NamespacedName) ([]byte, error) {
@@ -103,6 +105,8 @@ func create(ctx context.Context, c client.Client, ref types.NamespacedName) ([]b
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		return nil, fmt.Errorf("create hash key secret %s: %w", ref, errLostRace)
+	case apierrors.IsForbidden(err):
+		return nil, fmt.Errorf("create hash key secret %s: it does not exist, and configstamp may not create it (the chart creates it; create it empty, configstamp fills it): %w", ref, err)
 	case err != nil:
 		return nil, fmt.Errorf("create hash key secret %s: %w", ref, err)
 	}

@@ -52,7 +52,7 @@ func (k *Keeper) set(ctx context.Context, key []byte) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.key != nil && !bytes.Equal(k.key, key) {
-		logf.FromContext(ctx).Info("The hash key of Secret digests changed; stamps of workloads consuming Secrets change at their next check", "secret", k.Ref.String())
+		logf.FromContext(ctx).Info("The hash key changed; every stamp changes at its workload's next check", "secret", k.Ref.String())
 	}
 	k.key = key
 }
@@ -76,7 +76,7 @@ func (k *Keeper) Start(ctx context.Context) error {
 		case <-t.C:
 			key, err := Ensure(ctx, k.Client, k.Ref)
 			if err != nil {
-				logf.FromContext(ctx).Error(err, "Could not read the hash key of Secret digests; keeping the current one", "secret", k.Ref.String())
+				logf.FromContext(ctx).Error(err, "Could not read the hash key; keeping the current one", "secret", k.Ref.String())
 				continue
 			}
 			k.set(ctx, key)

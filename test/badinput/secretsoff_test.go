@@ -13,7 +13,7 @@ import (
 // (volume, envFrom, key reference) and a ConfigMap is stamped with the ConfigMap alone,
 // and configstamp never reads the Secret (the API server's audit log).
 func TestSecretConsumedWithSecretsOff(t *testing.T) {
-	s := &suite{cs: env.Start(t, framework.Options{})}
+	s := &suite{cs: env.Start(t, framework.Options{}), key: framework.HashKey}
 	ns := env.NewNamespace(t, true)
 	create(t, configMap(ns, "cfg", map[string]string{"k": "v"}))
 	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sec"}, StringData: map[string]string{"password": "p"}})

@@ -15,7 +15,7 @@ func TestBadInput(t *testing.T) {
 	env.CreateNamespace(t, keyNS, false)
 	s := &suite{metrics: freeAddr(t)}
 	s.cs = env.Start(t, framework.Options{Args: []string{"--metrics-bind-address", s.metrics,
-		"--secrets", "--secret-hash-key", keyNS + "/hash-key",
+		"--secrets", "--hash-key", keyNS + "/hash-key",
 		"--max-sources", "512"}}) // FiveHundredConfigMaps: past the default cap of 256 (TestBounds)
 	s.key = readKey(t)
 	for _, tc := range []struct {

@@ -62,11 +62,11 @@ func TestExplain(t *testing.T) {
 			reason: "configmap/cfg changed since the last rollout", roll: true},
 		{name: "skipped", kind: workload.Deployment, args: []string{"deployment/skipped"}, verdict: explain.VerdictSkipped,
 			reason: "skipped: annotation configstamp.io/skip=true"},
-		{name: "held", kind: workload.Deployment, args: []string{"deployment/held", "--secret-hash-key", keyRef}, verdict: explain.VerdictHeld,
+		{name: "held", kind: workload.Deployment, args: []string{"deployment/held", "--hash-key", keyRef}, verdict: explain.VerdictHeld,
 			reason: "secret/db is missing, rollout held"},
 		// Without the hash key, a required Secret deleted since the stamp still holds:
 		// whether it is missing needs no key.
-		{name: "held-nokey", kind: workload.Deployment, args: []string{"deployment/held"}, verdict: explain.VerdictHeld,
+		{name: "held-nokey", kind: workload.Deployment, args: []string{"deployment/held", "--hash-key", ""}, verdict: explain.VerdictHeld,
 			reason: "secret/db is missing, rollout held"},
 		{name: "adopted", kind: workload.Deployment, args: []string{"deployment/adopted"}, verdict: explain.VerdictNotStamped,
 			reason: "not stamped yet (created before configstamp; adopted, not rolled)"},
@@ -79,14 +79,14 @@ func TestExplain(t *testing.T) {
 			// The current hash where it differs from the stamp, computed independently
 			// from docs/hash.md (test/hashdoc), so a golden file shows it by name and a
 			// wrong one fails.
+			var key corev1.Secret
+			if err := k8s.Get(bg, client.ObjectKey{Namespace: keyNamespace, Name: keyName}, &key); err != nil {
+				t.Fatal(err)
+			}
 			switch tc.name {
 			case "changed":
-				m[hashdoc.Hash([]hashdoc.Source{{Name: "cfg"}}, func(n string) *corev1.ConfigMap { return liveConfigMap(t, f.in, n) })] = "<current>"
+				m[hashdoc.Hash([]hashdoc.Source{{Name: "cfg"}}, func(n string) *corev1.ConfigMap { return liveConfigMap(t, f.in, n) }, key.Data[hashkey.DataKey], f.in)] = "<current>"
 			case "held":
-				var key corev1.Secret
-				if err := k8s.Get(bg, client.ObjectKey{Namespace: keyNamespace, Name: keyName}, &key); err != nil {
-					t.Fatal(err)
-				}
 				srcs := []hashdoc.Source{{Name: "app", Keys: []string{"a"}, EnvOnly: true}, {Name: "db", Keys: []string{"password"}, EnvOnly: true, Secret: true}}
 				m[hashdoc.Keyed(srcs, func(secret bool, n string) *corev1.ConfigMap {
 					if secret {
@@ -214,7 +214,7 @@ func TestPlugin(t *testing.T) {
 		t.Fatalf("kubectl not on PATH (TestHash needs it too): %v", err)
 	}
 	cmd := env.Command(dir, []string{"PATH=" + dir + string(os.PathListSeparator) + os.Getenv("PATH")}, "kubectl",
-		"configstamp", "explain", "--namespace", f.in, "deployment/current")
+		"configstamp", "explain", "--namespace", f.in, "deployment/current", "--hash-key", keyRef)
 	cmd.Path = kubectl
 	if r := runCmd(t, cmd); r.code != 0 || r.stdout != want {
 		t.Errorf("kubectl configstamp: exit %d\n%s\nstderr: %s\nwant:\n%s", r.code, r.stdout, r.stderr, want)

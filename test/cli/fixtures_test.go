@@ -25,7 +25,7 @@ const (
 )
 
 // serverArgs are the flags of every configstamp server of these tests.
-var serverArgs = []string{"--secrets", "--secret-hash-key", keyRef, "--debounce", "100ms", "--debounce-max", "1s"}
+var serverArgs = []string{"--secrets", "--hash-key", keyRef, "--debounce", "100ms", "--debounce-max", "1s"}
 
 // fixture is one namespace of workloads in each state explain tells apart, stamped by a
 // real configstamp server that is then stopped, so the state stays put:

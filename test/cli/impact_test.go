@@ -10,11 +10,8 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -126,7 +123,7 @@ spec:
 		t.Fatal(err)
 	}
 	var got []explain.OfflineStamp
-	if err := json.Unmarshal([]byte(ok(t, "hash", "-f", file, "--secret-hash-key-file", keyFile, "-o", "json")), &got); err != nil {
+	if err := json.Unmarshal([]byte(ok(t, "hash", "-f", file, "--key-file", keyFile, "--secrets", "-o", "json")), &got); err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 1 || got[0].Hash != want[stamp.HashAnnotation] || got[0].Sources != want[stamp.SourcesAnnotation] {
@@ -136,7 +133,7 @@ spec:
 		t.Errorf("notInFiles %v", got[0].NotInFiles)
 	}
 	// From stdin, with the table output.
-	cmd := exec.Command(env.Binary, "hash", "-f", "-", "--secret-hash-key-file", keyFile)
+	cmd := exec.Command(env.Binary, "hash", "-f", "-", "--key-file", keyFile, "--secrets")
 	cmd.Stdin = strings.NewReader(manifests)
 	r := runCmd(t, cmd)
 	if r.code != 0 || !strings.Contains(r.stdout, "configstamp.io/config-hash: "+want[stamp.HashAnnotation]) {
@@ -144,17 +141,20 @@ spec:
 	}
 	golden(t, "hash.txt", mask(r.stdout, map[string]string{ns: "NS", want[stamp.HashAnnotation]: "<stamp>"}))
 
-	// Without the key, Secrets do not count, as with a server without --secrets: the
-	// stamp of the same objects from a server without --secrets.
-	var noKey []explain.OfflineStamp
-	if err := json.Unmarshal([]byte(ok(t, "hash", "-f", file, "-o", "json")), &noKey); err != nil {
+	// Without --secrets, Secrets do not count, as with a server without --secrets.
+	var noSecrets []explain.OfflineStamp
+	if err := json.Unmarshal([]byte(ok(t, "hash", "-f", file, "--key-file", keyFile, "-o", "json")), &noSecrets); err != nil {
 		t.Fatal(err)
 	}
-	if len(noKey) != 1 || strings.Contains(noKey[0].Sources, "secret/") || noKey[0].Hash == want[stamp.HashAnnotation] {
-		t.Errorf("hash without key: %+v", noKey)
+	if len(noSecrets) != 1 || strings.Contains(noSecrets[0].Sources, "secret/") || noSecrets[0].Hash == want[stamp.HashAnnotation] {
+		t.Errorf("hash without --secrets: %+v", noSecrets)
+	}
+	// Without the key, no digest: a clear error pointing at explain.
+	if r := run(t, "", "hash", "-f", file); r.code == 0 || !strings.Contains(r.stderr, "--key-file is required") {
+		t.Errorf("hash without key: exit %d, stderr %q", r.code, r.stderr)
 	}
 	var yamlOut []explain.OfflineStamp
-	if err := yaml.Unmarshal([]byte(ok(t, "hash", "-f", file, "-o", "yaml", "--secret-hash-key-file", keyFile)), &yamlOut); err != nil || len(yamlOut) != 1 || yamlOut[0].Hash != got[0].Hash {
+	if err := yaml.Unmarshal([]byte(ok(t, "hash", "-f", file, "-o", "yaml", "--key-file", keyFile, "--secrets")), &yamlOut); err != nil || len(yamlOut) != 1 || yamlOut[0].Hash != got[0].Hash {
 		t.Errorf("-o yaml: %v %+v", err, yamlOut)
 	}
 }
@@ -199,47 +199,13 @@ current-context: c
 	}
 }
 
-// identity makes a kubeconfig of a service account allowed rules (none: no RBAC) in
-// every namespace.
-func identity(t *testing.T, rules ...rbacv1.PolicyRule) string {
-	t.Helper()
-	ns := env.NewNamespace(t, false)
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nobody"}}
-	if err := k8s.Create(bg, sa); err != nil {
-		t.Fatal(err)
-	}
-	if len(rules) > 0 {
-		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "cli-" + ns}, Rules: rules}
-		binding := &rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa.Name}},
-		}
-		for _, o := range []client.Object{role, binding} {
-			if err := k8s.Create(bg, o); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
-	if err := k8s.SubResource("token").Create(bg, sa, tr); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "nobody.kubeconfig")
-	if err := os.WriteFile(path, []byte(fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: %q, certificate-authority: %q}}]
-users: [{name: sa, user: {token: %q}}]
-contexts: [{name: c, context: {cluster: c, user: sa}}]
-current-context: c
-`, env.Cluster.URL, filepath.Join(env.Cluster.Dir, "pki", "ca.crt"), tr.Status.Token)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
+// identity makes a kubeconfig of a user allowed rules (framework.Env.Identity).
+func identity(t *testing.T, rules ...rbacv1.PolicyRule) string { return env.Identity(t, rules...) }
 
 // TestNoSecretAccess explains a workload that consumes a Secret as a user who may read
-// everything but Secrets: the ConfigMaps are compared, the Secret is not, and it says so.
+// everything but Secrets and the key, and may not create Deployments: no digest can be
+// computed, neither here nor by the webhook's dry-run, and it says why; the deleted
+// Secret is not seen (no access), so the verdict is unknown.
 func TestNoSecretAccess(t *testing.T) {
 	f := fixtures(t)
 	kubeconfig := identity(t,
@@ -247,16 +213,16 @@ func TestNoSecretAccess(t *testing.T) {
 		rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list"}})
 	var r explain.Report
 	framework.Eventually(t, 30*time.Second, "RBAC in effect", func() error {
-		res := run(t, "", "explain", "-n", f.in, "deployment/held", "--secret-hash-key", keyRef, "-o", "json", "--kubeconfig", kubeconfig)
+		res := run(t, "", "explain", "-n", f.in, "deployment/held", "--hash-key", keyRef, "-o", "json", "--kubeconfig", kubeconfig)
 		if res.code != 0 {
 			return fmt.Errorf("exit %d: %s", res.code, res.stderr)
 		}
-		if !strings.Contains(res.stderr, "warning: Secret digests can't be compared: no access to secret/db") {
+		if !strings.Contains(res.stderr, "warning: no access to secret/db") || !strings.Contains(res.stderr, "needs the right to create deployments") {
 			return fmt.Errorf("stderr %q", res.stderr)
 		}
 		return json.Unmarshal([]byte(res.stdout), &r)
 	})
-	if r.Verdict != explain.VerdictUnknown || r.SecretsCompared || len(r.Sources) != 2 || r.Sources[0].Status != explain.StatusUnchanged || r.Sources[1].Status != explain.StatusUnknown {
+	if r.Verdict != explain.VerdictUnknown || r.SecretsCompared || len(r.Sources) != 2 || r.Sources[0].Status != explain.StatusUnknown || r.Sources[1].Status != explain.StatusUnknown {
 		t.Errorf("got %s secretsCompared=%v sources %+v", r.Verdict, r.SecretsCompared, r.Sources)
 	}
 }

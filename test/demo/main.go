@@ -75,7 +75,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	url := fmt.Sprintf("https://127.0.0.1:%d", port)
-	args := []string{"--kubeconfig", c.ConfigstampKubeconfig, "--dev-webhook-url", url, "--webhook-port", fmt.Sprint(port),
+	args := []string{"--kubeconfig", c.ConfigstampKubeconfig, "--dev-webhook-url", url, "--hash-key", "default/configstamp-hash-key", "--webhook-port", fmt.Sprint(port),
 		"--webhook-host", "127.0.0.1", "--metrics-bind-address", "0", "--health-probe-bind-address", "0"}
 	step("Running: configstamp %s", strings.Join(args, " "))
 	proc := exec.Command(bin, args...)

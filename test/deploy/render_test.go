@@ -319,33 +319,15 @@ func checkSentOnce(t *testing.T, objs map[string]*unstructured.Unstructured, lab
 	}
 }
 
-// TestRenderFeatureFlags: secrets.enabled and argoRollouts.enabled reach the process, and
-// the key Secret it is told to use is the one its Role lets it write.
+// TestRenderFeatureFlags: secrets.enabled and argoRollouts.enabled reach the process.
 func TestRenderFeatureFlags(t *testing.T) {
 	flags := processFlags(t, render(t))
 	if flags["--secrets"] != "false" || flags["--argo-rollouts"] != "false" {
 		t.Errorf("defaults: --secrets=%q --argo-rollouts=%q, want false and false", flags["--secrets"], flags["--argo-rollouts"])
 	}
-	if v, ok := flags["--secret-hash-key"]; ok {
-		t.Errorf("--secret-hash-key=%s rendered with Secrets off", v)
-	}
-
-	objs := render(t, "--set", "secrets.enabled=true", "--set", "argoRollouts.enabled=true")
-	flags = processFlags(t, objs)
+	flags = processFlags(t, render(t, "--set", "secrets.enabled=true", "--set", "argoRollouts.enabled=true"))
 	if flags["--secrets"] != "true" || flags["--argo-rollouts"] != "true" {
 		t.Errorf("enabled: --secrets=%q --argo-rollouts=%q, want true and true", flags["--secrets"], flags["--argo-rollouts"])
-	}
-	if got, want := flags["--secret-hash-key"], releaseNS+"/configstamp-hash-key"; got != want {
-		t.Errorf("--secret-hash-key=%q, want %q", got, want)
-	}
-	ns, name, _ := strings.Cut(flags["--secret-hash-key"], "/")
-	role := typed[rbacv1.Role](t, objs, "Role/configstamp")
-	writable := false
-	for _, r := range role.Rules {
-		writable = writable || slices.Contains(r.Resources, "secrets") && slices.Contains(r.ResourceNames, name) && slices.Contains(r.Verbs, "update")
-	}
-	if role.Namespace != ns || !writable {
-		t.Errorf("--secret-hash-key=%s, but the Role (namespace %s) cannot update it: %+v", flags["--secret-hash-key"], role.Namespace, role.Rules)
 	}
 
 	for _, v := range []string{"secrets.enabled=yes", "argoRollouts.enabled=1"} {
@@ -439,10 +421,10 @@ func checkRBAC(t *testing.T, mode string, secrets, rollouts, secure bool) {
 		// --tls-secret: read and watched by name, never written.
 		namespaced.add("/secrets", "configstamp-cert-manager-tls", "get", "list", "watch")
 	}
+	// The hash key: by name, get and update only (the chart creates the Secret).
+	namespaced.add("/secrets", "configstamp-hash-key", "get", "update")
 	if secrets {
 		clusterWide.add("/secrets", "", "get", "list", "watch")
-		namespaced.add("/secrets", "", "create")
-		namespaced.add("/secrets", "configstamp-hash-key", "get", "update")
 	}
 	if rollouts {
 		clusterWide.add("argoproj.io/rollouts", "", "get", "list", "watch", "patch")
@@ -689,7 +671,8 @@ func TestRenderCertificates(t *testing.T) {
 		}
 	}
 	for key := range objs {
-		if strings.HasPrefix(key, "Secret/") {
+		// The hash key Secret is rendered in every mode (TestRenderHashKey).
+		if strings.HasPrefix(key, "Secret/") && key != "Secret/configstamp-hash-key" {
 			t.Errorf("cert-manager mode renders %s (cert-manager writes its Secrets)", key)
 		}
 	}
@@ -791,7 +774,8 @@ func TestRenderAcceptedByAPIServer(t *testing.T) {
 // TestRenderKustomizeBaseMatchesChart keeps deploy/kustomize in step with the chart
 // ("make manifests" regenerates it).
 func TestRenderKustomizeBaseMatchesChart(t *testing.T) {
-	fromChart := render(t)
+	// make manifests renders for API servers that serve the self policy.
+	fromChart := render(t, "--api-versions=admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy")
 	out := tool(t, "kubectl", "kustomize", filepath.Join(cluster.RepoRoot(), "deploy", "kustomize"))
 	fromKustomize := decodeAll(t, out)
 	if ns, ok := fromKustomize["Namespace/"+releaseNS]; !ok || ns == nil {
@@ -816,6 +800,51 @@ func TestRenderKustomizeBaseMatchesChart(t *testing.T) {
 		}
 		if !equality.Semantic.DeepEqual(got.Object, want.Object) {
 			t.Errorf("kustomize base differs from the chart in %s: run make manifests", key)
+		}
+	}
+}
+
+// TestRenderHashKey: whatever the values, the process is told the hash key Secret the
+// chart creates (empty, kept on uninstall, so stamps survive a reinstall), its Role lets
+// it read and fill that one Secret, and nothing in the chart grants Secret create.
+func TestRenderHashKey(t *testing.T) {
+	for _, set := range [][]string{nil, {"--set", "secrets.enabled=true"}, {"--set", "certificates.mode=self-signed"}} {
+		objs := render(t, set...)
+		flags := processFlags(t, objs)
+		if got, want := flags["--hash-key"], releaseNS+"/configstamp-hash-key"; got != want {
+			t.Errorf("%v: --hash-key=%q, want %q", set, got, want)
+		}
+		sec := typed[corev1.Secret](t, objs, "Secret/configstamp-hash-key")
+		if sec.Namespace != releaseNS || len(sec.Data) != 0 || len(sec.StringData) != 0 || sec.Annotations["helm.sh/resource-policy"] != "keep" {
+			t.Errorf("%v: hash key Secret %s/%s data %v stringData %v annotations %v: want it in %s, empty, kept on uninstall",
+				set, sec.Namespace, sec.Name, sec.Data, sec.StringData, sec.Annotations, releaseNS)
+		}
+		role := typed[rbacv1.Role](t, objs, "Role/configstamp")
+		var verbs []string
+		for _, r := range role.Rules {
+			if slices.Contains(r.Resources, "secrets") && slices.Contains(r.ResourceNames, "configstamp-hash-key") {
+				verbs = append(verbs, r.Verbs...)
+			}
+		}
+		slices.Sort(verbs)
+		if role.Namespace != releaseNS || !slices.Equal(verbs, []string{"get", "update"}) {
+			t.Errorf("%v: the Role (namespace %s) grants %v on the hash key Secret, want get and update", set, role.Namespace, verbs)
+		}
+		for key, u := range objs {
+			if u.GetKind() != "ClusterRole" && u.GetKind() != "Role" {
+				continue
+			}
+			var rules struct {
+				Rules []rbacv1.PolicyRule `json:"rules"`
+			}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &rules); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rules.Rules {
+				if slices.Contains(r.Resources, "secrets") && slices.Contains(r.Verbs, "create") {
+					t.Errorf("%v: %s grants Secret create: %+v", set, key, r)
+				}
+			}
 		}
 	}
 }

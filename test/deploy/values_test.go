@@ -351,7 +351,10 @@ func TestRenderNotes(t *testing.T) {
 			t.Errorf("NOTES lack %q:\n%s", want, text)
 		}
 	}
-	for _, unwanted := range []string{"configstamp-webhook-tls", "hostNetwork", "configstamp-hash-key", "logs deployment/configstamp", "maxSurge"} {
+	if !strings.Contains(text, "configstamp-hash-key") {
+		t.Errorf("NOTES with default values do not mention the hash key Secret configstamp-hash-key:\n%s", text)
+	}
+	for _, unwanted := range []string{"configstamp-webhook-tls", "hostNetwork", "logs deployment/configstamp", "maxSurge"} {
 		if strings.Contains(text, unwanted) {
 			t.Errorf("NOTES with default values mention %q:\n%s", unwanted, text)
 		}

@@ -36,7 +36,7 @@ func (f *fleet) wantHash() (string, error) {
 			return nil
 		}
 		return &cm
-	})
+	}, framework.HashKey, f.ns)
 	return h, failed
 }
 

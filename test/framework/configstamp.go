@@ -16,6 +16,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -74,6 +75,12 @@ func (e *Env) Run(ctx context.Context, o Options) (*Configstamp, error) {
 		"--kubeconfig", kubeconfig, "--webhook-port", fmt.Sprint(port), "--webhook-host", "127.0.0.1",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--zap-log-level", "debug",
 	}
+	if !namesHashKey(o.Args) {
+		if err := e.ensureHashKey(ctx); err != nil {
+			return nil, err
+		}
+		args = append(args, "--hash-key", HashKeyRef)
+	}
 	if !o.SkipRegistration {
 		args = append(args, "--dev-webhook-url", p.URL)
 		if !o.RemoveRegistration {
@@ -93,6 +100,43 @@ func (e *Env) Run(ctx context.Context, o Options) (*Configstamp, error) {
 		return nil, fmt.Errorf("%w\nconfigstamp log:\n%s", err, p.Output())
 	}
 	return p, nil
+}
+
+// The hash key configstamp runs with unless a test's Args name another: a Secret the
+// framework creates holding HashKey, so that tests recompute stamps from docs/hash.md
+// (test/hashdoc) without reading it.
+const (
+	HashKeyNamespace = "configstamp-test"
+	HashKeyName      = "hash-key"
+	HashKeyRef       = HashKeyNamespace + "/" + HashKeyName
+)
+
+// HashKey is the installation key in HashKeyRef (32 bytes).
+var HashKey = []byte("configstamp-test-framework-key!!")
+
+// namesHashKey reports whether args give configstamp a hash key Secret.
+func namesHashKey(args []string) bool {
+	for _, a := range args {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && (name == "hash-key" || name == "secret-hash-key") {
+			return true
+		}
+	}
+	return false
+}
+
+// ensureHashKey creates the namespace and Secret of HashKeyRef unless they exist.
+func (e *Env) ensureHashKey(ctx context.Context) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: HashKeyNamespace}}
+	if err := e.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create hash key namespace: %w", err)
+	}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: HashKeyNamespace, Name: HashKeyName},
+		Data: map[string][]byte{"key": HashKey}}
+	if err := e.Client.Create(ctx, sec); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create hash key secret: %w", err)
+	}
+	return nil
 }
 
 // Start is Run for a test: it fails the test on error, stops the process at cleanup,

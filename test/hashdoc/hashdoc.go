@@ -31,16 +31,37 @@ func (s Source) kind() string {
 	return "configmap"
 }
 
-// Hash returns the config hash of srcs (ConfigMaps), reading each through get (nil: the
-// ConfigMap does not exist).
-func Hash(srcs []Source, get func(name string) *corev1.ConfigMap) string {
-	return Keyed(srcs, func(_ bool, name string) *corev1.ConfigMap { return get(name) }, nil, "")
+// Hash returns the config hash of srcs (ConfigMaps) in namespace under the
+// installation's key, reading each through get (nil: the ConfigMap does not exist).
+func Hash(srcs []Source, get func(name string) *corev1.ConfigMap, key []byte, namespace string) string {
+	return Keyed(srcs, func(_ bool, name string) *corev1.ConfigMap { return get(name) }, key, namespace)
 }
 
 // Keyed returns the config hash of srcs, ConfigMaps and Secrets, reading each through
-// get (a Secret's data as the ConfigMap's data; nil: it does not exist). Secret
-// digests are keyed with key, the installation's, for namespace.
+// get (a Secret's data as the ConfigMap's data; nil: it does not exist). Every digest
+// is keyed with key, the installation's, for namespace.
 func Keyed(srcs []Source, get func(secret bool, name string) *corev1.ConfigMap, key []byte, namespace string) string {
+	nskey := NamespaceKey(key, namespace)
+	return combine(Version, srcs, get, func(enc []byte) []byte { return mac(nskey, enc) })
+}
+
+// V1Hash is the config hash of srcs (ConfigMaps) in the predecessor's encoding
+// (configstamp/v1, as docs/hash.md described it): the same source encoding, each
+// ConfigMap's digest an unkeyed SHA-256. Anyone could compute it from content alone;
+// tests use it to show that today's digests give such a guess nothing to match.
+func V1Hash(srcs []Source, get func(name string) *corev1.ConfigMap) (hash string, digests []string) {
+	var sums []string
+	h := combine("configstamp/v1", srcs, func(_ bool, name string) *corev1.ConfigMap { return get(name) }, func(enc []byte) []byte {
+		d := sha256.Sum256(enc)
+		sums = append(sums, hex.EncodeToString(d[:]))
+		return d[:]
+	})
+	return h, sums
+}
+
+// combine encodes each of srcs (sorted), digests it with digest, and hashes the
+// digests after version.
+func combine(version string, srcs []Source, get func(secret bool, name string) *corev1.ConfigMap, digest func([]byte) []byte) string {
 	srcs = slices.Clone(srcs)
 	slices.SortFunc(srcs, func(a, b Source) int {
 		if c := strings.Compare(a.kind(), b.kind()); c != 0 {
@@ -50,12 +71,8 @@ func Keyed(srcs []Source, get func(secret bool, name string) *corev1.ConfigMap, 
 	})
 	u64 := func(buf *bytes.Buffer, n int) { _ = binary.Write(buf, binary.BigEndian, uint64(n)) }
 	str := func(buf *bytes.Buffer, s string) { u64(buf, len(s)); buf.WriteString(s) }
-	var ns bytes.Buffer
-	str(&ns, "configstamp/namespace")
-	str(&ns, namespace)
-	nskey := mac(key, ns.Bytes())
 	var top bytes.Buffer
-	str(&top, "configstamp/v1")
+	str(&top, version)
 	for _, s := range srcs {
 		var buf bytes.Buffer
 		str(&buf, s.kind())
@@ -91,15 +108,24 @@ func Keyed(srcs []Source, get func(secret bool, name string) *corev1.ConfigMap, 
 				}
 			}
 		}
-		if s.Secret {
-			top.Write(mac(nskey, buf.Bytes()))
-		} else {
-			digest := sha256.Sum256(buf.Bytes())
-			top.Write(digest[:])
-		}
+		top.Write(digest(buf.Bytes()))
 	}
 	sum := sha256.Sum256(top.Bytes())
 	return hex.EncodeToString(sum[:])
+}
+
+// Version is the encoding version docs/hash.md describes.
+const Version = "configstamp/v2"
+
+// NamespaceKey is nskey of docs/hash.md: the key of one namespace's digests.
+func NamespaceKey(key []byte, namespace string) []byte {
+	var ns bytes.Buffer
+	u64 := func(n int) { _ = binary.Write(&ns, binary.BigEndian, uint64(n)) }
+	u64(len("configstamp/namespace"))
+	ns.WriteString("configstamp/namespace")
+	u64(len(namespace))
+	ns.WriteString(namespace)
+	return mac(key, ns.Bytes())
 }
 
 func mac(key, b []byte) []byte {

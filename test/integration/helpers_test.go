@@ -134,7 +134,7 @@ func docHash(t *testing.T, ns string, srcs ...docSource) string {
 	for _, s := range srcs {
 		doc = append(doc, hashdoc.Source{Name: s.name, Keys: s.keys})
 	}
-	return hashdoc.Hash(doc, configmaps.Lookup(t, k8s, ns))
+	return hashdoc.Hash(doc, configmaps.Lookup(t, k8s, ns), framework.HashKey, ns)
 }
 
 // digests parses a sources annotation into source -> digest.

@@ -47,7 +47,7 @@ func docHash(t testing.TB, ns string, cms ...string) string {
 	for _, cm := range cms {
 		srcs = append(srcs, hashdoc.Source{Name: cm})
 	}
-	return hashdoc.Hash(srcs, configmaps.Lookup(t, env.Client, ns))
+	return hashdoc.Hash(srcs, configmaps.Lookup(t, env.Client, ns), framework.HashKey, ns)
 }
 
 // podTemplate runs one container that mounts the ConfigMap cm whole (none: consumes

@@ -112,7 +112,7 @@ func createDeployment(t testing.TB, ns, name, cm string, c consumer) {
 // encoding documented in docs/hash.md.
 func docHash(t testing.TB, ns, cm string, c consumer) string {
 	t.Helper()
-	return hashdoc.Hash([]hashdoc.Source{c.doc(cm)}, configmaps.Lookup(t, env.Client, ns))
+	return hashdoc.Hash([]hashdoc.Source{c.doc(cm)}, configmaps.Lookup(t, env.Client, ns), framework.HashKey, ns)
 }
 
 // rollouts asserts that the Deployment reaches exactly n ReplicaSets and stays there.

@@ -27,7 +27,7 @@ const (
 // exist (configstamp creates the Secret).
 func secretArgs(ctx context.Context, cs kubernetes.Interface) ([]string, error) {
 	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: hashKeyNamespace}}, metav1.CreateOptions{})
-	return []string{"--secrets", "--secret-hash-key", hashKeyNamespace + "/" + hashKeyName}, err
+	return []string{"--secrets", "--hash-key", hashKeyNamespace + "/" + hashKeyName}, err
 }
 
 // multiKeySecret holds the same data as multiKeyConfigMap of the same name and size.

@@ -18,6 +18,7 @@ import (
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/bench"
 	"github.com/configstamp/configstamp/test/cluster"
+	"github.com/configstamp/configstamp/test/framework"
 	"github.com/configstamp/configstamp/test/hashdoc"
 	"github.com/configstamp/configstamp/webhook"
 )
@@ -83,7 +84,7 @@ func stampProblem(cm *corev1.ConfigMap, d *appsv1.Deployment, adopted bool) stri
 	if d == nil {
 		return "Deployment missing"
 	}
-	want := hashdoc.Hash([]hashdoc.Source{{Name: cm.Name}}, func(string) *corev1.ConfigMap { return cm })
+	want := hashdoc.Hash([]hashdoc.Source{{Name: cm.Name}}, func(string) *corev1.ConfigMap { return cm }, framework.HashKey, cm.Namespace)
 	got := d.Spec.Template.Annotations[stamp.HashAnnotation]
 	switch {
 	case adopted && n == 0 && got != "":

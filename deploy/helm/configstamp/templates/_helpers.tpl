@@ -29,7 +29,7 @@ cannot change, so with one name a switch of modes could not create the other. */
 {{- define "configstamp.certSecret" -}}
 {{- if eq .Values.certificates.mode "self-signed" }}configstamp-webhook-tls{{ else }}configstamp-cert-manager-tls{{ end }}
 {{- end }}
-{{- /* The HMAC key of Secret digests (--secret-hash-key): configstamp creates it. */ -}}
+{{- /* The HMAC key of every digest (--hash-key): the chart creates it empty, configstamp fills it. */ -}}
 {{- define "configstamp.hashKeySecret" -}}configstamp-hash-key{{- end }}
 {{- /* values.schema.json checks each value (types, enums, ranges, patterns); here what
 it cannot: values against each other. */ -}}
