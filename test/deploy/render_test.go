@@ -577,8 +577,8 @@ func TestRenderPodSecurityAndAvailability(t *testing.T) {
 	if pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 {
 		t.Errorf("PDB minAvailable %v, want 1", pdb.Spec.MinAvailable)
 	}
-	if _, ok := objs["NetworkPolicy/configstamp"]; ok {
-		t.Error("NetworkPolicy rendered though disabled")
+	if _, ok := objs["NetworkPolicy/configstamp"]; !ok {
+		t.Error("no NetworkPolicy by default (what it allows: TestRenderNetworkPolicy)")
 	}
 	// A budget that no eviction could meet would block every node drain.
 	for _, c := range []struct {

@@ -65,8 +65,11 @@ func TestNamespacedInstall(t *testing.T) {
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{"configstamp-watcher"}, Verbs: []string{"get", "update"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"configstamp-coverage"}, Verbs: []string{"get", "patch"}},
 		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"configstamp-hash-key"}, Verbs: []string{"get", "update"}},
 	})
 	create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: own, Name: "configstamp-coverage"}})
+	// The hash key Secret, empty, as the chart creates it: configstamp fills it.
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: own, Name: "configstamp-hash-key"}})
 	create(t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: own, Name: "configstamp"}})
 	kubeconfig := env.ServiceAccountKubeconfig(t, own, "configstamp")
 
@@ -95,7 +98,8 @@ func TestNamespacedInstall(t *testing.T) {
 	install.Configstamp = env.Start(t, framework.Options{
 		Kubeconfig: kubeconfig, SkipRegistration: true, WebhookPort: port,
 		Args: []string{"--webhook-cert-dir", certDir, "--leader-elect", "--leader-election-namespace", own, "--debounce", "500ms",
-			"--watch-namespaces=" + watched + "," + framework.ProbeNamespace, "--coverage-configmap=" + own + "/configstamp-coverage"},
+			"--watch-namespaces=" + watched + "," + framework.ProbeNamespace, "--coverage-configmap=" + own + "/configstamp-coverage",
+			"--hash-key=" + own + "/configstamp-hash-key"},
 	})
 	// Created once configstamp covers Deployments, in a namespace it does not watch yet.
 	create(t, configMap(added, "cfg", map[string]string{"k": "1"}))

@@ -38,6 +38,8 @@ func configstampRules(configMapVerbs ...string) []rbacv1.PolicyRule {
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 		{APIGroups: []string{"admissionregistration.k8s.io"}, Resources: []string{"mutatingwebhookconfigurations"}, Verbs: []string{"get", "create", "update", "patch", "delete"}},
+		// The framework's hash key Secret (framework.HashKeyRef).
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{framework.HashKeyName}, Verbs: []string{"get", "update"}},
 	}
 }
 
