@@ -35,8 +35,10 @@ func TestGuardSlowBodiesFreeTheirSlots(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer c.Close()
-		fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+		defer func() { _ = c.Close() }()
+		if _, err := fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"); err != nil {
+			t.Fatal(err)
+		}
 		conns[i] = c
 	}
 	for len(g.slots) < cap(g.slots) {
@@ -48,7 +50,7 @@ func TestGuardSlowBodiesFreeTheirSlots(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		codes = append(codes, resp.StatusCode)
 		if resp.StatusCode == http.StatusOK {
 			break
@@ -65,7 +67,7 @@ func TestGuardSlowBodiesFreeTheirSlots(t *testing.T) {
 		t.Fatalf("a slow body was not answered: %v", err)
 	}
 	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if !strings.Contains(string(body), `"code":400`) {
 		t.Fatalf("a slow body answered %d %s, want a review of code 400 (unreadable)", resp.StatusCode, body)
 	}
@@ -107,7 +109,7 @@ func TestGuardDeadlinesSpareTheHandler(t *testing.T) {
 			t.Fatalf("request %d on the kept-alive connection: %v", i, err)
 		}
 		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"allowed":true`) {
 			t.Fatalf("request %d: %d %s", i, resp.StatusCode, body)
 		}
