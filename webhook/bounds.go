@@ -27,13 +27,31 @@ func (s *Stamper) outside(ctx context.Context, req admission.Request, obj, old c
 			return resultNamespaceMismatch, nil
 		}
 	}
-	if s.InScope == nil {
-		return "", nil
-	}
-	in, err := s.InScope(ctx, req.Namespace, obj.GetLabels())
+	in, err := s.inScope(ctx, req.Namespace, obj.GetLabels())
 	if err == nil && !in && old != nil {
-		in, err = s.InScope(ctx, req.Namespace, old.GetLabels())
+		in, err = s.inScope(ctx, req.Namespace, old.GetLabels())
 	}
+	return scopeResult(in, err)
+}
+
+// namespaceOutside is outside for a review whose objects do not decode: placed by its
+// namespace alone (a workload opting in by its own label in a namespace that does not is
+// outside), so that a malformed review outside the scope leaves no log line either.
+func (s *Stamper) namespaceOutside(ctx context.Context, req admission.Request) (result string, warnings []string) {
+	if req.Namespace == "" {
+		return resultNamespaceMismatch, nil
+	}
+	return scopeResult(s.inScope(ctx, req.Namespace, nil))
+}
+
+func (s *Stamper) inScope(ctx context.Context, namespace string, objLabels map[string]string) (bool, error) {
+	if s.InScope == nil {
+		return true, nil
+	}
+	return s.InScope(ctx, namespace, objLabels)
+}
+
+func scopeResult(in bool, err error) (result string, warnings []string) {
 	switch {
 	case err != nil:
 		return resultScopeUnknown, []string{scopeUnknownWarning}

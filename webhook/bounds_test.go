@@ -86,7 +86,7 @@ func TestHandleOutsideItsBoundaries(t *testing.T) {
 		request(t, admissionv1.Update, dep(nil, "img:2", "cfg"), labelled),
 	} {
 		var reads atomic.Int32
-		(&Stamper{Reader: countingReader(&reads), InScope: inScope}).Handle(context.Background(), rewriteNamespace(t, req, "off"))
+		(&Stamper{Reader: countingReader(&reads), InScope: inScope, Key: testKey}).Handle(context.Background(), rewriteNamespace(t, req, "off"))
 		if reads.Load() == 0 {
 			t.Fatalf("%s of a labelled workload: not read", req.Operation)
 		}
@@ -110,7 +110,7 @@ func TestHandleTooManySources(t *testing.T) {
 		names[i] = fmt.Sprintf("cfg%d", i)
 	}
 	var reads atomic.Int32
-	s := &Stamper{Reader: countingReader(&reads), Sources: stamp.Options{MaxSources: 4}}
+	s := &Stamper{Reader: countingReader(&reads), Sources: stamp.Options{MaxSources: 4}, Key: testKey}
 	before := counterValue(admissionRequests.WithLabelValues(resultTooManySources))
 	resp := s.Handle(context.Background(), request(t, admissionv1.Create, dep(nil, "img", names...), nil))
 	if !resp.Allowed || len(resp.Patches) != 0 || len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "cap of 4") {

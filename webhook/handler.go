@@ -89,7 +89,9 @@ func (s *Stamper) Handle(ctx context.Context, req admission.Request) (resp admis
 func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.Response, string) {
 	log := logf.FromContext(ctx)
 	if req.UID == "" {
-		log.Error(errNoRequest, "Rejected malformed admission review")
+		if result, _ := s.namespaceOutside(ctx, req); result == "" {
+			malformed(log, errNoRequest, "Rejected malformed admission review", "namespace", req.Namespace)
+		}
 		return admission.Errored(http.StatusBadRequest, errNoRequest), resultRejected
 	}
 	kind := workload.Find(s.kinds(), req.Kind.Group, req.Kind.Kind)
@@ -102,7 +104,12 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	log = log.WithValues("kind", kind.Kind)
 	obj, old, bad := decodeReview(kind, req)
 	if bad != nil {
-		log.Error(bad.err, bad.msg, "namespace", req.Namespace, "name", req.Name)
+		// Its labels unknown, it is placed by its namespace alone: outside it, it is
+		// answered like any review outside; inside, refused.
+		if result, warnings := s.namespaceOutside(ctx, req); result != "" {
+			return respond(nil, warnings...), result
+		}
+		malformed(log, bad.err, bad.msg, "namespace", req.Namespace, "name", req.Name)
 		return admission.Errored(http.StatusBadRequest, bad), resultRejected
 	}
 	if result, warnings := s.outside(ctx, req, obj, old); result != "" {

@@ -22,7 +22,7 @@ const (
 	// send (forged, or a registration wider than the flags), or that wait too long.
 	resultNamespaceMismatch = "namespace_mismatch" // the object's namespace is not the request's
 	resultOutOfScope        = "out_of_scope"       // namespace excluded, or neither it nor the workload opted in
-	resultScopeUnknown      = "scope_unknown"      // the namespace cache is not ready (a warning says so)
+	resultScopeUnknown      = "scope_unknown"      // the namespace cache is not ready or lacks the namespace (a warning says so)
 	resultTooManySources    = "too_many_sources"   // more sources than --max-sources: the stored stamp kept
 	resultBusy              = "busy"               // no slot within --webhook-max-in-flight in time: answered 429, not read
 )

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -21,9 +22,19 @@ const DefaultMaxRequestBytes = 4 << 20
 // chart's 256 Mi memory limit.
 const DefaultMaxInFlight = 8
 
-// slotWait is how long a request waits for a slot among the admissions in flight: with
-// the reads' DefaultReadTimeout it stays within the registration's timeout (5 s).
-const slotWait = time.Second
+// The time budget of one admission, within the registration's timeoutSeconds
+// (DefaultTimeout, 5 s), from the moment its headers are read: the slot (at most
+// slotWait, 1 s) and the body together by bodyDeadline (2 s, so a body has at least 1 s
+// to arrive once in a slot: a 4 MiB body at 32 Mbit/s; the API server sends it with the
+// headers), then the reads (DefaultReadTimeout, 3 s): 5 s. The answer must be written by
+// writeDeadline, past which the API server has given up and admitted unstamped. A body
+// that has not arrived by then frees its slot: a connection sending its body slowly
+// cannot hold a slot for long, so eight of them cannot make every review 429.
+const (
+	slotWait      = time.Second
+	bodyDeadline  = 2 * time.Second
+	writeDeadline = (DefaultTimeout + 1) * time.Second
+)
 
 // guard serves one admission webhook within the bounds of the server: a body over
 // maxBytes is answered 413 unread, and at most cap(slots) requests are read or handled
@@ -58,6 +69,11 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// it as unreadable (the API server always sends a Content-Length).
 		r.Body = http.MaxBytesReader(w, r.Body, g.maxBytes)
 	}
+	if err := bound(w, start); err != nil {
+		observe(resultRejected, start)
+		http.Error(w, "configstamp cannot bound the request's time", http.StatusInternalServerError)
+		return
+	}
 	handled := false
 	g.wh.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), handledKey{}, &handled)))
 	if !handled {
@@ -65,6 +81,22 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// AdmissionReview, of another content type, or empty; it logs each itself.
 		observe(resultRejected, start)
 	}
+}
+
+// bound sets the connection's deadlines for the request started at start: its body must
+// have arrived by start+bodyDeadline (controller-runtime then answers it as unreadable),
+// its answer be written by start+writeDeadline. net/http lifts the read deadline once
+// the body is read whole (a deadline passing while the handler runs would cancel the
+// request's context, and with it the handler's reads), and the write deadline once the
+// answer is written: a kept-alive connection's next request starts with neither.
+func bound(w http.ResponseWriter, start time.Time) error {
+	rc := http.NewResponseController(w)
+	err := errors.Join(rc.SetReadDeadline(start.Add(bodyDeadline)), rc.SetWriteDeadline(start.Add(writeDeadline)))
+	if errors.Is(err, http.ErrNotSupported) {
+		// A ResponseWriter of no connection (httptest's recorder): nothing to bound.
+		return nil
+	}
+	return err
 }
 
 func (g *guard) acquire(ctx context.Context) bool {

@@ -17,27 +17,33 @@ import (
 	"github.com/configstamp/configstamp/webhook"
 )
 
-var errNamespacesNotSynced = errors.New("the namespace cache has not synced")
+var (
+	errNamespacesNotSynced = errors.New("the namespace cache has not synced")
+	errNamespaceUnknown    = errors.New("the namespace cache does not know the namespace yet")
+)
 
 // admissionScope is the webhook's own scope check, from the namespace labels of a
 // metadata-only informer of Namespaces in the manager's cache (every replica runs it; it
-// is small), not a live read per review. An excluded namespace is known by its name
-// alone. A namespace the synced cache lacks (created a moment ago: a manifest of a
-// Namespace and its Deployments; or none, a forged review) is read once, by its
-// metadata from the API server's cache (resourceVersion 0, no etcd read), on the
-// webhook's own budget. Until the cache has synced, or when that read fails, the scope
-// is unknown and the review is answered unstamped with nothing read: the watcher adopts
-// such a workload without rolling it, its pods having started with the config as it is.
+// is small), never a read per review. An excluded namespace is known by its name alone.
+// Until the cache has synced, or for a namespace it lacks, the scope is unknown: the
+// review is answered allowed, unstamped, with a warning, nothing read. A namespace it
+// lacks is one created a moment ago (a manifest of a Namespace and its Deployments: the
+// informer's event can trail the Deployment's admission) or none at all (a forged
+// review, which must not cost an API read). That is safe: the watcher adopts a workload
+// it finds unstamped in scope by recording what its pods run, without a rollout (they
+// started with the config as it is), and the next config change rolls it. A namespace
+// relabelled a moment ago is judged by the labels the informer still has, as if the
+// workload had been written just before the relabelling, which the watcher then meets
+// the same way.
 // A namespaced install's scope is its namespace list: no informer, no Namespace read.
 type admissionScope struct {
 	scope    *scope.Scope
 	cache    client.Reader
 	informer cache.Informer
-	live     client.Reader
 }
 
 // newAdmissionScope starts the informer with the manager's cache.
-func newAdmissionScope(ctx context.Context, mgr ctrl.Manager, sc *scope.Scope, live client.Reader) (*admissionScope, error) {
+func newAdmissionScope(ctx context.Context, mgr ctrl.Manager, sc *scope.Scope) (*admissionScope, error) {
 	if sc.Namespaced() {
 		return &admissionScope{scope: sc}, nil
 	}
@@ -45,7 +51,7 @@ func newAdmissionScope(ctx context.Context, mgr ctrl.Manager, sc *scope.Scope, l
 	if err != nil {
 		return nil, fmt.Errorf("namespace informer: %w", err)
 	}
-	return &admissionScope{scope: sc, cache: mgr.GetCache(), informer: inf, live: live}, nil
+	return &admissionScope{scope: sc, cache: mgr.GetCache(), informer: inf}, nil
 }
 
 func namespaceMeta() *metav1.PartialObjectMetadata {
@@ -70,10 +76,7 @@ func (a *admissionScope) InScope(ctx context.Context, namespace string, objLabel
 	ns := namespaceMeta()
 	err := a.cache.Get(ctx, client.ObjectKey{Name: namespace}, ns)
 	if apierrors.IsNotFound(err) {
-		err = a.live.Get(ctx, client.ObjectKey{Name: namespace}, ns, &client.GetOptions{Raw: &metav1.GetOptions{ResourceVersion: "0"}})
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
+		return false, errNamespaceUnknown
 	}
 	if err != nil {
 		return false, fmt.Errorf("namespace %s: %w", namespace, err)

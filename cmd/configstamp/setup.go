@@ -225,7 +225,7 @@ func (s *setup) setupControllers(ctx context.Context, mgr ctrl.Manager) error {
 	}
 	// The builtin kinds' and (with --argo-rollouts) the Rollout path are served from the
 	// start, whether or not the CRD exists yet: the API server calls only what exists.
-	inScope, err := newAdmissionScope(ctx, mgr, s.scope, admissionReader)
+	inScope, err := newAdmissionScope(ctx, mgr, s.scope)
 	if err != nil {
 		return err
 	}
