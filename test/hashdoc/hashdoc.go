@@ -59,6 +59,16 @@ func V1Hash(srcs []Source, get func(name string) *corev1.ConfigMap) (hash string
 	return h, sums
 }
 
+// Unkeyed is the config hash of srcs (ConfigMaps) in today's encoding with each digest
+// an unkeyed SHA-256: what anyone could compute from content alone, were digests not
+// keyed. Tests use it to show that no stamp matches it.
+func Unkeyed(srcs []Source, get func(name string) *corev1.ConfigMap) string {
+	return combine(Version, srcs, func(_ bool, name string) *corev1.ConfigMap { return get(name) }, func(enc []byte) []byte {
+		d := sha256.Sum256(enc)
+		return d[:]
+	})
+}
+
 // combine encodes each of srcs (sorted), digests it with digest, and hashes the
 // digests after version.
 func combine(version string, srcs []Source, get func(secret bool, name string) *corev1.ConfigMap, digest func([]byte) []byte) string {

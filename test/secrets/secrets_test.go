@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -36,8 +35,6 @@ func TestSecrets(t *testing.T) {
 	var runs []*framework.Configstamp
 	// rs is how many ReplicaSets each Deployment has once the current phase is done.
 	rs := map[string]int{}
-	// secretConsumers are the Deployments whose stamp takes a Secret in (with --secrets).
-	var secretConsumers []string
 	var keyA []byte
 	var dbHashA string
 
@@ -63,7 +60,6 @@ func TestSecrets(t *testing.T) {
 			t.Fatalf("mixed: no record: %q", d.Annotations[stamp.ObservedAnnotation])
 		}
 		rs["mixed"], rs["cmonly"] = 1, 1
-		secretConsumers = append(secretConsumers, "mixed")
 
 		setSecretData(t, ns, "mixed", "p", "2")
 		rollouts(t, ns, "mixed", 1)
@@ -139,7 +135,6 @@ func TestSecrets(t *testing.T) {
 		})
 		rs["tls-volume"], rs["tls-projected"], rs["keyref"], rs["envfrom"], rs["db"], rs["ctl"] = 2, 2, 2, 2, 1, 1
 		rs["mixed"] = 3
-		secretConsumers = append(secretConsumers, "tls-volume", "tls-projected", "keyref", "envfrom", "db")
 		if t.Failed() {
 			return
 		}
@@ -167,10 +162,10 @@ func TestSecrets(t *testing.T) {
 		return
 	}
 
-	// Another key (as another installation's): every stamp that takes a Secret in
-	// changes once; ConfigMap-only stamps do not.
+	// Another key (as another installation's): every stamp changes once, ConfigMap-only
+	// ones too (every digest is keyed).
 	var keyB []byte
-	t.Run("a new key rolls every Secret consumer once", func(t *testing.T) {
+	t.Run("a new key rolls every consumer once", func(t *testing.T) {
 		cs := env.Start(t, framework.Options{Args: []string{"--secrets", "--hash-key", keyNS + "/key-b"}})
 		runs = append(runs, cs)
 		keyB = readKey(t, keyNS, "key-b")
@@ -180,15 +175,11 @@ func TestSecrets(t *testing.T) {
 		if got := readKey(t, keyNS, "key-a"); string(got) != string(keyA) {
 			t.Fatal("key A changed")
 		}
-		for _, name := range secretConsumers {
+		for name := range rs {
 			rs[name]++
 		}
-		expectAll(t, "every Secret consumer rolled once", rs, func(t *testing.T, name string, d *appsv1.Deployment) {
-			if slices.Contains(secretConsumers, name) {
-				stampedWith(t, ns, name, keyB)
-			} else {
-				stampedWith(t, ns, name, keyA) // ConfigMap-only: the same under any key
-			}
+		expectAll(t, "every consumer rolled once", rs, func(t *testing.T, name string, d *appsv1.Deployment) {
+			stampedWith(t, ns, name, keyB)
 		}, ns)
 		if h := env.Deployment(t, ns, "db").Spec.Template.Annotations[stamp.HashAnnotation]; h == dbHashA {
 			t.Fatalf("db: the same stamp %s under two keys", h)
@@ -216,7 +207,7 @@ func TestSecrets(t *testing.T) {
 		}
 
 		// The documented rotation: delete the key Secret; configstamp creates a new key
-		// while it runs and follows it; after a restart every Secret consumer rolls once.
+		// while it runs and follows it; after a restart every consumer rolls once.
 		if err := env.Client.Delete(bg, getSecret(t, keyNS, "key-b")); err != nil {
 			t.Fatal(err)
 		}
@@ -229,7 +220,7 @@ func TestSecrets(t *testing.T) {
 			if keyC = sec.Data[hashkey.DataKey]; len(keyC) != 32 || string(keyC) == string(keyB) {
 				return fmt.Errorf("key of %d bytes, the old one: %v", len(keyC), string(keyC) == string(keyB))
 			}
-			if !strings.Contains(cs.Output(), "The hash key of Secret digests changed") {
+			if !strings.Contains(cs.Output(), "The hash key changed") {
 				return fmt.Errorf("configstamp has not followed the new key")
 			}
 			return nil
@@ -241,15 +232,11 @@ func TestSecrets(t *testing.T) {
 		}
 		cs.Stop()
 		runs = append(runs, env.Start(t, framework.Options{Args: []string{"--secrets", "--hash-key", keyNS + "/key-b"}}))
-		for _, name := range secretConsumers {
+		for name := range rs {
 			rs[name]++
 		}
-		expectAll(t, "every Secret consumer rolled once", rs, func(t *testing.T, name string, d *appsv1.Deployment) {
-			if slices.Contains(secretConsumers, name) {
-				stampedWith(t, ns, name, keyC)
-			} else {
-				stampedWith(t, ns, name, keyA)
-			}
+		expectAll(t, "every consumer rolled once", rs, func(t *testing.T, name string, d *appsv1.Deployment) {
+			stampedWith(t, ns, name, keyC)
 		}, ns)
 	})
 
@@ -374,9 +361,10 @@ func tlsRenewal(t *testing.T, ns string, key []byte) {
 // keyedDigest: a Deployment consuming a Secret whose value is password, applied with
 // client-side kubectl apply, carries only keyed digests of it (the documented HMAC under
 // key), nowhere an unkeyed SHA-256 of the value, of the Secret's encoding (as a Secret or
-// as a ConfigMap) or of its data as JSON. A ConfigMap with the same content shows that
-// the unkeyed digests computed here are what an unkeyed stamp would show. It returns
-// db's config hash.
+// as a ConfigMap) or of its data as JSON. The stamps of db and of a ConfigMap with the
+// same content are the documented HMACs of encodeSource's encodings: the unkeyed
+// digests computed here (SHA-256 of the same encodings) are what an unkeyed stamp would
+// show. It returns db's config hash.
 func keyedDigest(t *testing.T, cs *framework.Configstamp, ns string, key []byte) string {
 	apply := func(team string) {
 		t.Helper()
@@ -474,10 +462,9 @@ func unkeyed(t testing.TB, ns string) map[string]string {
 		asSecret := sum(encodeSource("secret", "db", keys, content.Data))
 		out["SHA-256 of the Secret encoding, "+label] = fmt.Sprintf("%x", asSecret)
 		out["config hash of the unkeyed Secret encoding, "+label] = configHash(asSecret)
-		src := stamp.Source{Kind: stamp.KindConfigMap, Name: "db", Keys: keys, AllKeys: keys == nil, Binary: keys == nil}
-		asConfigMap := stamp.SourceDigest(src, content, nil)
-		out["SHA-256 of the ConfigMap-style encoding, "+label] = asConfigMap.Hex()
-		out["config hash of the ConfigMap-style encoding, "+label] = stamp.Combine([]stamp.Digest{asConfigMap}).Hash
+		asConfigMap := sum(encodeSource("configmap", "db", keys, content.Data))
+		out["SHA-256 of the ConfigMap-style encoding, "+label] = fmt.Sprintf("%x", asConfigMap)
+		out["config hash of the ConfigMap-style encoding, "+label] = configHash(asConfigMap)
 	}
 	dataJSON, _ := json.Marshal(sec.Data)
 	stringJSON, _ := json.Marshal(content.Data)

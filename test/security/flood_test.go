@@ -10,9 +10,12 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/bench"
+	"github.com/configstamp/configstamp/test/framework"
 	"github.com/configstamp/configstamp/test/internal/deployments"
 	"github.com/configstamp/configstamp/test/internal/reviews"
 )
@@ -79,21 +82,67 @@ func (s *suite) testFlood(t *testing.T) {
 // queue behind them, so some are admitted unstamped (the webhook busy or too slow: the
 // API server fails open); what must hold: every forged review is answered, memory stays
 // under the chart's limit, configstamp lives, no real create is refused, and each real
-// Deployment carries the right stamp soon after the flood (the watcher stamps what the
-// webhook could not).
+// Deployment is either stamped at its create with the right hash or, admitted
+// unstamped, recorded by the watcher within a minute as running the right config, with
+// no rollout (its pod template untouched: adoption without a restart; the template is
+// stamped at the next config change).
 func (s *suite) testFloodAtCapacity(t *testing.T) {
 	want := s.reference(t)
 	body := forged{reqNS: flooded, objNS: flooded, name: "flood", cms: []string{"cfg"}, size: acceptedSize}.body()
 	f := s.flood(t, [][]byte{body}, "capacity")
-	unstamped := 0
+	var unstamped, records []*appsv1.Deployment
 	for i, d := range f.created {
-		if f.stamps[i] == "" {
-			unstamped++
+		switch f.stamps[i] {
+		case want:
+		case "":
+			unstamped = append(unstamped, d)
+			records = append(records, recorded(t, d, want))
+		default:
+			t.Errorf("%s created during the flood: config hash %q, want %q (as without a flood)", d.Name, f.stamps[i], want)
 		}
-		deployments.WaitStamp(t, k8s, time.Minute, d.Namespace, d.Name, want)
 	}
-	t.Logf("%d of %d real creates admitted unstamped during the flood, each stamped after it", unstamped, len(f.created))
+	// Later still no rollout: the record holds, the template is the created one and
+	// the generation the record's.
+	for i, d := range unstamped {
+		now := deployments.Get(t, k8s, d.Namespace, d.Name)
+		unrolled(t, now, d, want)
+		if now.Generation != records[i].Generation {
+			t.Errorf("%s: generation %d, %d when recorded: its spec changed after the record", d.Name, now.Generation, records[i].Generation)
+		}
+	}
+	t.Logf("%d of %d real creates admitted unstamped during the flood, each recorded by the watcher after it, none rolled",
+		len(unstamped), len(f.created))
 	s.floodBounded(t, f)
+}
+
+// recorded waits up to a minute until the watcher has recorded the config of created
+// (admitted unstamped), valid for its template, and checks it: want, with no rollout.
+// It returns the Deployment as read then.
+func recorded(t *testing.T, created *appsv1.Deployment, want string) *appsv1.Deployment {
+	t.Helper()
+	var d *appsv1.Deployment
+	framework.Eventually(t, time.Minute, "record of "+created.Name, func() error {
+		d = deployments.Get(t, k8s, created.Namespace, created.Name)
+		if _, ok := stamp.ObservedFor(d.Annotations, &d.Spec.Template); !ok {
+			return fmt.Errorf("no record valid for its template: %s=%q", stamp.ObservedAnnotation, d.Annotations[stamp.ObservedAnnotation])
+		}
+		return nil
+	})
+	unrolled(t, d, created, want)
+	return d
+}
+
+// unrolled checks that d, created unstamped, carries a record of want valid for its
+// template, and that its pod template is the created one (unstamped, not rolled). The
+// generation cannot tell: a Deployment's annotation change, the record, bumps it.
+func unrolled(t *testing.T, d, created *appsv1.Deployment, want string) {
+	t.Helper()
+	if o, ok := stamp.ObservedFor(d.Annotations, &d.Spec.Template); !ok || o.Hash != want {
+		t.Errorf("%s: record %q, want one of %s valid for its template", d.Name, d.Annotations[stamp.ObservedAnnotation], want)
+	}
+	if !equality.Semantic.DeepEqual(d.Spec.Template, created.Spec.Template) {
+		t.Errorf("%s rolled: its pod template changed since its create (config hash %q, created unstamped)", d.Name, deployments.Hash(d))
+	}
 }
 
 // reference is the config hash of a create in realNS without a flood.

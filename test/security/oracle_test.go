@@ -2,11 +2,14 @@ package security
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/configstamp/configstamp/internal/hashkey"
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/hashdoc"
 	"github.com/configstamp/configstamp/test/internal/reviews"
@@ -16,8 +19,9 @@ import (
 // forged review for victim (in scope: configstamp stamps it, as it would the API
 // server's) gives a config hash and a source digest; a real create in the attacker's
 // own namespace gives others. None may match, and no value 0000-9999 hashed offline by
-// docs/hash.md (test/hashdoc) may give victim's config hash: the digest of a single
-// source is all that hash covers, so either match would give the pin away.
+// docs/hash.md (test/hashdoc) without the installation's key may give victim's config
+// hash: the digest of a single source is all that hash covers, so either match would
+// give the pin away.
 func (s *suite) testOracle(t *testing.T) {
 	f := forged{reqNS: victim, objNS: victim, name: "forged", cms: []string{flags}}
 	a := reviews.Post(s.hc, s.url, f.body())
@@ -46,11 +50,18 @@ func (s *suite) testOracle(t *testing.T) {
 		}
 	}
 
-	if v, ok := offlineGuess(pinHash(pin)); !ok || v != pin {
-		t.Fatalf("the offline search does not find %s from its unkeyed hash (found %q)", pin, v)
+	if v, ok := offlineGuess(theirs[stamp.HashAnnotation], withoutKey); ok {
+		t.Errorf("victim's pin recovered offline, without the key, from its config hash: %s", v)
 	}
-	if v, ok := offlineGuess(theirs[stamp.HashAnnotation]); ok {
-		t.Errorf("victim's pin recovered offline from its config hash: %s", v)
+	// The offline search is sound: with the installation's key (which only configstamp
+	// holds) it finds the pin in victim's config hash; so only the key keeps it out.
+	var sec corev1.Secret
+	if err := k8s.Get(bg, client.ObjectKey{Namespace: keyNS, Name: "hash-key"}, &sec); err != nil {
+		t.Fatal(err)
+	}
+	withKey := func(v string) []string { return []string{pinHash(v, sec.Data[hashkey.DataKey], victim)} }
+	if v, ok := offlineGuess(theirs[stamp.HashAnnotation], withKey); !ok || v != pin {
+		t.Errorf("the offline search with the installation's key does not find %s in victim's config hash (found %q)", pin, v)
 	}
 }
 
@@ -65,18 +76,31 @@ func sourceDigests(v string) map[string]string {
 	return out
 }
 
-// pinHash is the config hash docs/hash.md gives, without any key, for a workload
-// consuming flags holding pin v by envFrom.
-func pinHash(v string) string {
-	return hashdoc.Hash([]hashdoc.Source{{Name: flags, EnvOnly: true}}, func(string) *corev1.ConfigMap {
-		return &corev1.ConfigMap{Data: map[string]string{"pin": v}}
-	})
+// pinHash is the config hash docs/hash.md gives, under key for namespace, for a
+// workload consuming flags holding pin v by envFrom.
+func pinHash(v string, key []byte, namespace string) string {
+	return hashdoc.Hash(pinSources, pinConfig(v), key, namespace)
 }
 
-// offlineGuess tries every pin 0000-9999 against hash.
-func offlineGuess(hash string) (string, bool) {
+var pinSources = []hashdoc.Source{{Name: flags, EnvOnly: true}}
+
+func pinConfig(v string) func(string) *corev1.ConfigMap {
+	return func(string) *corev1.ConfigMap { return &corev1.ConfigMap{Data: map[string]string{"pin": v}} }
+}
+
+// withoutKey are the config hashes of pin v anyone can compute without the key: the
+// predecessor's unkeyed encoding (configstamp/v1), today's with unkeyed digests, and
+// today's with an empty key.
+func withoutKey(v string) []string {
+	v1, _ := hashdoc.V1Hash(pinSources, pinConfig(v))
+	return []string{v1, hashdoc.Unkeyed(pinSources, pinConfig(v)), pinHash(v, nil, victim), pinHash(v, nil, "")}
+}
+
+// offlineGuess tries every pin 0000-9999, hashed by guesses, against hash.
+func offlineGuess(hash string, guesses func(v string) []string) (string, bool) {
 	for n := range 10000 {
-		if v := fmt.Sprintf("%04d", n); pinHash(v) == hash {
+		v := fmt.Sprintf("%04d", n)
+		if slices.Contains(guesses(v), hash) {
 			return v, true
 		}
 	}
