@@ -124,7 +124,8 @@ func TestNamespacedInstall(t *testing.T) {
 	env.Start(t, framework.Options{
 		Kubeconfig: kubeconfig, SkipRegistration: true, WebhookPort: port,
 		Args: []string{"--webhook-cert-dir", certDir, "--leader-elect", "--leader-election-namespace", own, "--debounce", "500ms",
-			"--watch-namespaces=" + strings.Join(list, ","), "--coverage-configmap=" + own + "/configstamp-coverage"},
+			"--watch-namespaces=" + strings.Join(list, ","), "--coverage-configmap=" + own + "/configstamp-coverage",
+			"--hash-key=" + own + "/configstamp-hash-key"},
 	})
 	framework.Eventually(t, 30*time.Second, "the added namespace's coverage", func() error {
 		var cm corev1.ConfigMap
