@@ -83,10 +83,17 @@ func ensureOnce(ctx context.Context, c client.Client, ref types.NamespacedName) 
 	case err != nil:
 		return nil, fmt.Errorf("get hash key secret %s: %w", ref, err)
 	}
-	if key := s.Data[DataKey]; len(key) == Size {
+	switch key := s.Data[DataKey]; len(key) {
+	case Size:
 		return key, nil
+	case 0:
+		return repair(ctx, c, &s)
+	default:
+		// Someone's own key, of the wrong length (a trailing newline, base64 text, 64
+		// bytes): never overwritten, or a GitOps tool writing it back and configstamp
+		// replacing it would rotate the key, and roll every workload, on each sync.
+		return nil, fmt.Errorf("hash key secret %s: data key %q holds %d bytes, want %d raw bytes (or remove it, and configstamp writes a random key)", ref, DataKey, len(key), Size)
 	}
-	return repair(ctx, c, &s)
 }
 
 func create(ctx context.Context, c client.Client, ref types.NamespacedName) ([]byte, error) {
