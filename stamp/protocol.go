@@ -23,6 +23,12 @@ const (
 // outcome by it.
 const WarningUnreadConfig = "configstamp: could not read config"
 
+// WarningScopeUnknown starts the warning the webhook answers a review with when its
+// namespace cache cannot place the namespace yet (not synced, or a namespace created a
+// moment ago): nothing read, nothing stamped, the marker left. To the watcher's nudge
+// that is a lagging replica, retried like unread config, not a bypass.
+const WarningScopeUnknown = "configstamp: not stamped: configstamp could not tell whether the namespace opts in"
+
 // Marker is what an update's NudgeAnnotation says, whoever set it.
 type Marker struct {
 	// Present: the update carries the annotation (the webhook strips it).

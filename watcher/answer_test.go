@@ -34,6 +34,7 @@ func TestNudgeAnswers(t *testing.T) {
 		restart, restarted    bool
 		now                   string
 		marked, unreadWarning bool
+		scopeWarning          bool
 		record, pad           bool
 		result, event         string
 		retried               bool
@@ -48,6 +49,7 @@ func TestNudgeAnswers(t *testing.T) {
 		{name: "kept: changed back", want: two, before: old, after: old, record: true, now: "1", result: "current"},
 		{name: "kept: too large", want: two, before: old, after: old, pad: true, now: "2", result: "too_large", event: ReasonStampTooLarge},
 		{name: "kept: unread", want: two, before: old, after: old, unreadWarning: true, now: "2", result: "unread", retried: true},
+		{name: "not placed: a lagging replica's namespace cache", want: one, before: old, after: old, marked: true, scopeWarning: true, now: "1", result: "unread", retried: true},
 		{name: "kept: no word why", want: two, before: old, after: old, now: "2", result: "bypassed", event: ReasonStampBypassed, retried: true},
 		{name: "restart not set: config missing", want: one, before: one, after: one, restart: true, now: "", result: "current"},
 		{name: "restart not set: changed back", want: one, before: one, after: one, restart: true, record: true, now: "2", result: "current"},
@@ -87,6 +89,9 @@ func TestNudgeAnswers(t *testing.T) {
 				}
 				if tc.unreadWarning {
 					addWarning(ctx, stamp.WarningUnreadConfig+": timeout")
+				}
+				if tc.scopeWarning {
+					addWarning(ctx, stamp.WarningScopeUnknown+" (not synced)")
 				}
 			}
 			c := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(objs...).WithInterceptorFuncs(interceptor.Funcs{

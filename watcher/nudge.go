@@ -89,6 +89,11 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 // read), or it kept what is stored.
 func (r *workloadReconciler) answered(ctx context.Context, n *nudged) (reconcile.Result, error) {
 	rolled := n.got != n.storedHash || n.restartedNow()
+	if n.warned.has(stamp.WarningScopeUnknown) {
+		// The replica that answered cannot place the namespace yet (its cache lags the
+		// leader's): not a bypass; retried like unread config.
+		return r.unread(ctx, n.obj, n.got)
+	}
 	if _, marked := n.obj.GetAnnotations()[stamp.NudgeAnnotation]; marked {
 		// Not called, even if the template carries the wanted stamp already.
 		return reconcile.Result{}, r.bypassed(ctx, n.obj, n.got, n.want.Hash, "the configstamp webhook was not called (failurePolicy Ignore)")

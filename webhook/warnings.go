@@ -36,7 +36,7 @@ func tooManySourcesWarning(kind string, n, capacity int) string {
 }
 
 // scopeUnknownWarning answers a review whose namespace configstamp cannot place yet.
-const scopeUnknownWarning = "configstamp: not stamped: configstamp could not tell whether the namespace opts in (its namespace cache is not ready, or does not know the namespace yet); the watcher checks it later"
+const scopeUnknownWarning = stamp.WarningScopeUnknown + " (its namespace cache is not ready, or does not know the namespace yet); the watcher checks it later"
 
 func noRecordWarning(kind string) string {
 	return fmt.Sprintf("configstamp: stamped without its record of the config the pods run: the %s's annotations are near the API server's limit of %d bytes",
