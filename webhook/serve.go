@@ -27,13 +27,15 @@ const DefaultMaxInFlight = 8
 // slotWait, 1 s) and the body together by bodyDeadline (2 s, so a body has at least 1 s
 // to arrive once in a slot: a 4 MiB body at 32 Mbit/s; the API server sends it with the
 // headers), then the reads (DefaultReadTimeout, 3 s): 5 s. The answer must be written by
-// writeDeadline, past which the API server has given up and admitted unstamped. A body
+// writeDeadline (bodyDeadline, the read timeout and a second: 6 s by default), past which
+// the API server has given up; a longer --read-timeout (the chart derives it from a
+// longer timeoutSeconds) lengthens it. A body
 // that has not arrived by then frees its slot: a connection sending its body slowly
 // cannot hold a slot for long, so eight of them cannot make every review 429.
 const (
 	slotWait      = time.Second
 	bodyDeadline  = 2 * time.Second
-	writeDeadline = (DefaultTimeout + 1) * time.Second
+	writeDeadline = bodyDeadline + DefaultReadTimeout + time.Second
 )
 
 // guard serves one admission webhook within the bounds of the server: a body over
@@ -45,6 +47,8 @@ type guard struct {
 	wh       *admission.Webhook
 	maxBytes int64
 	slots    chan struct{}
+	// write is the write deadline (0: writeDeadline).
+	write time.Duration
 }
 
 // handledKey marks a request's context; the handler sets the flag it points to.
@@ -69,7 +73,7 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// it as unreadable (the API server always sends a Content-Length).
 		r.Body = http.MaxBytesReader(w, r.Body, g.maxBytes)
 	}
-	if err := bound(w, start); err != nil {
+	if err := bound(w, start, g.writeDeadline()); err != nil {
 		observe(resultRejected, start)
 		http.Error(w, "configstamp cannot bound the request's time", http.StatusInternalServerError)
 		return
@@ -85,18 +89,27 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // bound sets the connection's deadlines for the request started at start: its body must
 // have arrived by start+bodyDeadline (controller-runtime then answers it as unreadable),
-// its answer be written by start+writeDeadline. net/http lifts the read deadline once
+// its answer be written by start+write. net/http lifts the read deadline once
 // the body is read whole (a deadline passing while the handler runs would cancel the
 // request's context, and with it the handler's reads), and the write deadline once the
 // answer is written: a kept-alive connection's next request starts with neither.
-func bound(w http.ResponseWriter, start time.Time) error {
+func bound(w http.ResponseWriter, start time.Time, write time.Duration) error {
 	rc := http.NewResponseController(w)
-	err := errors.Join(rc.SetReadDeadline(start.Add(bodyDeadline)), rc.SetWriteDeadline(start.Add(writeDeadline)))
+	err := errors.Join(rc.SetReadDeadline(start.Add(bodyDeadline)), rc.SetWriteDeadline(start.Add(write)))
 	if errors.Is(err, http.ErrNotSupported) {
 		// A ResponseWriter of no connection (httptest's recorder): nothing to bound.
 		return nil
 	}
 	return err
+}
+
+// writeDeadline is the time from a request's headers to its answer written: room for
+// the body and the reads of one admission under the configured read timeout.
+func (g *guard) writeDeadline() time.Duration {
+	if g.write > 0 {
+		return g.write
+	}
+	return writeDeadline
 }
 
 func (g *guard) acquire(ctx context.Context) bool {

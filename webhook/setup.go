@@ -68,6 +68,9 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) {
 	if g.maxBytes <= 0 {
 		g.maxBytes = DefaultMaxRequestBytes
 	}
+	if opts.ReadTimeout > 0 {
+		g.write = bodyDeadline + opts.ReadTimeout + time.Second
+	}
 	if opts.MaxInFlight <= 0 {
 		g.slots = make(chan struct{}, DefaultMaxInFlight)
 	}

@@ -118,3 +118,30 @@ func TestGuardDeadlinesSpareTheHandler(t *testing.T) {
 		t.Fatalf("the requests took %d connections, want 1 kept alive", conns.Load())
 	}
 }
+
+// The write deadline follows the configured read timeout: a handler slower than the
+// default budget (a longer --read-timeout, from a longer timeoutSeconds) still answers;
+// one slower than the deadline it was given does not.
+func TestGuardWriteDeadlineFollowsTheReadTimeout(t *testing.T) {
+	slow := &admission.Webhook{Handler: admission.HandlerFunc(func(context.Context, admission.Request) admission.Response {
+		time.Sleep(700 * time.Millisecond)
+		return admission.Allowed("")
+	})}
+	for _, tc := range []struct {
+		write    time.Duration
+		answered bool
+	}{{300 * time.Millisecond, false}, {3 * time.Second, true}} {
+		srv := httptest.NewServer(&guard{wh: slow, maxBytes: DefaultMaxRequestBytes, slots: make(chan struct{}, 1), write: tc.write})
+		resp, err := srv.Client().Post(srv.URL, "application/json", strings.NewReader(slowReview))
+		answered := err == nil
+		if err == nil {
+			body, rerr := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			answered = rerr == nil && strings.Contains(string(body), `"allowed":true`)
+		}
+		srv.Close()
+		if answered != tc.answered {
+			t.Errorf("write deadline %v, handler 700ms: answered %v, want %v (err %v)", tc.write, answered, tc.answered, err)
+		}
+	}
+}
