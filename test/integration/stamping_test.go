@@ -223,13 +223,15 @@ func testMalformedRequest(t *testing.T, cs *framework.Configstamp) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
+	// A namespace in the scope: one outside it is answered allowed, unread (TestBounds).
+	inScope := env.NewNamespace(t, true)
 	review := func(obj string) string {
 		r := admissionv1.AdmissionReview{
 			TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
 			Request: &admissionv1.AdmissionRequest{
 				UID: "u1", Kind: metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"},
 				Resource:  metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"},
-				Operation: admissionv1.Create, Namespace: "x", Name: "y",
+				Operation: admissionv1.Create, Namespace: inScope, Name: "y",
 				Object: runtime.RawExtension{Raw: []byte(obj)},
 			},
 		}
@@ -244,6 +246,11 @@ func testMalformedRequest(t *testing.T, cs *framework.Configstamp) {
 	}
 	for _, c := range cases {
 		code, body := post(c.body)
+		for deadline := time.Now().Add(10 * time.Second); strings.Contains(body, stamp.WarningScopeUnknown) && time.Now().Before(deadline); {
+			// The namespace made a moment ago, not in configstamp's cache yet.
+			time.Sleep(100 * time.Millisecond)
+			code, body = post(c.body)
+		}
 		if code == http.StatusOK {
 			var r admissionv1.AdmissionReview
 			if err := json.Unmarshal([]byte(body), &r); err != nil || r.Response == nil || r.Response.Allowed || r.Response.Result == nil || r.Response.Result.Message == "" {
