@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -62,6 +63,9 @@ func namespaceMeta() *metav1.PartialObjectMetadata {
 
 var _ webhook.ScopeFunc = (*admissionScope)(nil).InScope
 
+// newNamespaceWait is how long a review waits for a namespace its cache lacks.
+const newNamespaceWait = 250 * time.Millisecond
+
 // InScope is the webhook's ScopeFunc.
 func (a *admissionScope) InScope(ctx context.Context, namespace string, objLabels map[string]string) (bool, error) {
 	if a.scope.IsExcluded(namespace) {
@@ -75,6 +79,17 @@ func (a *admissionScope) InScope(ctx context.Context, namespace string, objLabel
 	}
 	ns := namespaceMeta()
 	err := a.cache.Get(ctx, client.ObjectKey{Name: namespace}, ns)
+	// A namespace created a moment ago (a manifest of a Namespace and its Deployments)
+	// reaches the cache within milliseconds: wait that long, never longer (a forged
+	// review naming no namespace holds its slot no more than newNamespaceWait).
+	for deadline := time.Now().Add(newNamespaceWait); apierrors.IsNotFound(err) && time.Now().Before(deadline); {
+		select {
+		case <-ctx.Done():
+			return false, errNamespaceUnknown
+		case <-time.After(25 * time.Millisecond):
+		}
+		err = a.cache.Get(ctx, client.ObjectKey{Name: namespace}, ns)
+	}
 	if apierrors.IsNotFound(err) {
 		return false, errNamespaceUnknown
 	}

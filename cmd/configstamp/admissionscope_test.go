@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,5 +59,25 @@ func TestAdmissionScope(t *testing.T) {
 	a.informer = syncedInformer{}
 	if _, err := a.InScope(context.Background(), "in", nil); !errors.Is(err, errNamespacesNotSynced) {
 		t.Errorf("before the informer synced: %v, want %v", err, errNamespacesNotSynced)
+	}
+}
+
+// A namespace that reaches the cache a moment after the review (created with its
+// Deployments in one manifest) is placed, not answered unknown.
+func TestAdmissionScopeWaitsForANewNamespace(t *testing.T) {
+	sc, err := scope.New("configstamp.io/inject", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	_ = corev1.AddToScheme(scheme)
+	c := fake.NewClientBuilder().WithScheme(scheme).Build()
+	a := &admissionScope{scope: sc, cache: c, informer: syncedInformer{synced: true}}
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		_ = c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "new", Labels: map[string]string{sc.Label: stamp.InjectValue}}})
+	}()
+	if in, err := a.InScope(context.Background(), "new", nil); !in || err != nil {
+		t.Errorf("a namespace cached 100ms after the review: in scope %v, error %v; want in, no error", in, err)
 	}
 }
