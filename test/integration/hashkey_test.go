@@ -90,7 +90,7 @@ func TestHashKeyConverges(t *testing.T) {
 	t.Run("Repair", func(t *testing.T) {
 		ref := types.NamespacedName{Namespace: ns, Name: "hash-key-empty"}
 		create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ref.Name},
-			Data: map[string][]byte{hashkey.DataKey: []byte("too short"), "other": []byte("kept")}})
+			Data: map[string][]byte{hashkey.DataKey: {}, "other": []byte("kept")}})
 		key := ensureConcurrently(t, ref)
 		var s corev1.Secret
 		if err := k8s.Get(bg, ref, &s); err != nil {
