@@ -106,8 +106,10 @@ func TestInstallOverExistingDeployments(t *testing.T) {
 	// Deployment judged by its record as for a stamped one.
 	second.Stop()
 	setData(t, ns, "b-config", "k", "2")
+	// Read before the start: the new watcher may roll it before the test reads it.
+	before := getDeployment(t, ns, "b")
 	env.Start(t, framework.Options{})
-	rollsOnce(t, getDeployment(t, ns, "b"), docHash(t, ns, docSource{name: "b-config"}))
+	rollsOnce(t, before, docHash(t, ns, docSource{name: "b-config"}))
 }
 
 func TestChangeWhileStoppedRollsOnceOnStart(t *testing.T) {
