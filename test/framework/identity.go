@@ -2,16 +2,11 @@ package framework
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -38,19 +33,5 @@ func (e *Env) Identity(t *testing.T, rules ...rbacv1.PolicyRule) string {
 			}
 		}
 	}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
-	if err := e.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "nobody.kubeconfig")
-	if err := os.WriteFile(path, []byte(fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: %q, certificate-authority: %q}}]
-users: [{name: sa, user: {token: %q}}]
-contexts: [{name: c, context: {cluster: c, user: sa}}]
-current-context: c
-`, e.Cluster.URL, filepath.Join(e.Cluster.Dir, "pki", "ca.crt"), tr.Status.Token)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return e.ServiceAccountKubeconfig(t, ns, sa.Name)
 }

@@ -1,29 +1,19 @@
 package integration
 
 import (
-	"bytes"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
 	"github.com/configstamp/configstamp/test/hashdoc"
-	"github.com/configstamp/configstamp/webhook"
+	"github.com/configstamp/configstamp/test/internal/reviews"
 )
 
 // TestOracleClosed: a digest configstamp hands out teaches nothing about content in a
@@ -98,37 +88,14 @@ func forgedReview(t *testing.T, cs *framework.Configstamp, ns string, d client.O
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := json.Marshal(admissionv1.AdmissionReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
-		Request: &admissionv1.AdmissionRequest{
-			UID: "forged", Kind: metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"},
-			Resource:  metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"},
-			Operation: admissionv1.Create, Namespace: ns, Name: d.GetName(),
-			Object: runtime.RawExtension{Raw: raw},
-		},
-	})
-	var reg admissionregistrationv1.MutatingWebhookConfiguration
-	if err := k8s.Get(bg, client.ObjectKey{Name: webhook.DevConfigurationName}, &reg); err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(reg.Webhooks[0].ClientConfig.CABundle) {
-		t.Fatal("no CA in the registration")
-	}
-	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	url := fmt.Sprintf("https://127.0.0.1:%d%s", cs.WebhookPort, workload.Deployment.Path())
-	resp, err := hc.Post(url, "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatalf("post: %v", err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
+	hc, err := reviews.Client(bg, k8s, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var answer admissionv1.AdmissionReview
-	if err := json.Unmarshal(b, &answer); err != nil || answer.Response == nil {
-		t.Fatalf("answer %d %s: %v", resp.StatusCode, b, err)
+	a := reviews.Post(hc, reviews.URL(cs.WebhookPort), reviews.Deployment("oracle", ns, d.GetName(), raw))
+	r := a.Response()
+	if r == nil {
+		t.Fatalf("answer %d %s: %v", a.Code, a.Body, a.Err)
 	}
-	return answer.Response.AuditAnnotations["config-hash"], answer.Response.AuditAnnotations["sources"]
+	return r.AuditAnnotations["config-hash"], r.AuditAnnotations["sources"]
 }
