@@ -50,7 +50,7 @@ func Registration(cfg admissionregistrationv1.WebhookClientConfig, sc *scope.Sco
 		ObjectMeta: metav1.ObjectMeta{Name: ConfigurationName, Labels: map[string]string{"app.kubernetes.io/name": "configstamp"}},
 	}
 	for _, k := range kinds {
-		byNamespace := entry(k, clientConfigFor(cfg, k.Path()))
+		byNamespace := entry(k, sc.Label, clientConfigFor(cfg, k.Path()))
 		byNamespace.Name = k.EntryName()
 		// The watcher acts in exactly these namespaces (same scope).
 		byNamespace.NamespaceSelector = sc.NamespaceSelector()
@@ -58,7 +58,7 @@ func Registration(cfg admissionregistrationv1.WebhookClientConfig, sc *scope.Sco
 		if !sc.ByLabel() {
 			continue
 		}
-		byLabel := entry(k, clientConfigFor(cfg, k.Path()))
+		byLabel := entry(k, sc.Label, clientConfigFor(cfg, k.Path()))
 		byLabel.Name = k.LabelEntryName()
 		byLabel.NamespaceSelector = sc.LabelNamespaceSelector()
 		byLabel.ObjectSelector = sc.ObjectSelector()
@@ -67,7 +67,7 @@ func Registration(cfg admissionregistrationv1.WebhookClientConfig, sc *scope.Sco
 	return reg
 }
 
-func entry(k *workload.Kind, cfg admissionregistrationv1.WebhookClientConfig) admissionregistrationv1.MutatingWebhook {
+func entry(k *workload.Kind, label string, cfg admissionregistrationv1.WebhookClientConfig) admissionregistrationv1.MutatingWebhook {
 	return admissionregistrationv1.MutatingWebhook{
 		ClientConfig: cfg,
 		Rules: []admissionregistrationv1.RuleWithOperations{{
@@ -85,6 +85,7 @@ func entry(k *workload.Kind, cfg admissionregistrationv1.WebhookClientConfig) ad
 		AdmissionReviewVersions: []string{"v1"},
 		ReinvocationPolicy:      ptr.To(admissionregistrationv1.IfNeededReinvocationPolicy),
 		MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
+		MatchConditions:         MatchConditions(k, label),
 	}
 }
 

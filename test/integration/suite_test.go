@@ -29,6 +29,7 @@ func TestWithRunningConfigstamp(t *testing.T) {
 		{"SpacedWritesUnderDebounce", testSpacedWritesUnderDebounce},
 		{"ConfigThenDeployment", testConfigThenDeployment},
 		{"ExcludedNamespace", testExcludedNamespace},
+		{"MatchConditions", testMatchConditions},
 		{"Metrics", func(t *testing.T, cs *framework.Configstamp) { testMetrics(t, cs, metricsAddr) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

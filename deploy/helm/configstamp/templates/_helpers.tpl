@@ -122,3 +122,26 @@ admissionregistration.k8s.io/v1 policies (Kubernetes 1.30 and later). */ -}}
 {{- define "configstamp.selfPolicy" -}}
 {{- if and .Values.selfPolicy.enabled (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") }}true{{ end }}
 {{- end }}
+{{- /* The match condition of a kind's registration entries, the same expression as
+webhook.MatchConditions (test/deploy compares them): configstamp is called for a CREATE,
+and for an UPDATE that changes the pod template (at .path, e.g. spec.template), a
+configstamp.io/ annotation of the workload or the opt-in label (.label); other UPDATEs
+(labels, replicas, paused) cost no call. Arguments: dict "path" "label". */ -}}
+{{- define "configstamp.matchExpression" -}}
+{{- $present := dict -}}
+{{- range $root := list "object" "oldObject" -}}
+{{- $prefix := $root -}}{{- $has := list -}}
+{{- range splitList "." $.path -}}
+{{- $prefix = printf "%s.%s" $prefix . -}}{{- $has = append $has (printf "has(%s)" $prefix) -}}
+{{- end -}}
+{{- $_ := set $present $root (printf "(%s)" (join " && " $has)) -}}
+{{- end -}}
+{{- $n := "object.metadata.annotations" -}}{{- $o := "oldObject.metadata.annotations" -}}{{- $p := "configstamp.io/" -}}
+{{- $value := "(has(%[1]s) && '%[2]s' in %[1]s ? %[1]s['%[2]s'] : '')" -}}
+{{- list
+  "request.operation != 'UPDATE'"
+  (printf "%s != %s || (%s && object.%s != oldObject.%s)" $present.object $present.oldObject $present.object .path .path)
+  (printf "(has(%[1]s) && %[1]s.exists(k, k.startsWith('%[3]s') && (!has(%[2]s) || !(k in %[2]s) || %[2]s[k] != %[1]s[k]))) || (has(%[2]s) && %[2]s.exists(k, k.startsWith('%[3]s') && (!has(%[1]s) || !(k in %[1]s))))" $n $o $p)
+  (printf "%s != %s" (printf $value "object.metadata.labels" .label) (printf $value "oldObject.metadata.labels" .label))
+  | join " || " -}}
+{{- end }}
