@@ -15,11 +15,12 @@ import (
 )
 
 // events checks every workload in the initial list (a change while configstamp was
-// down; a workload seen for the first time gets its record), every new unstamped one
-// after the debounce (created while the webhook was unreachable), every update that may
-// have bypassed the webhook (mayHaveBypassed), and every workload that opts in by its
-// own label (it gets its record at once). Updates that only move the stamp are the
-// webhook's own work; a new stamped workload is covered by the source events.
+// down; a workload seen for the first time gets its record), every new one after the
+// debounce (unstamped: created while the webhook was unreachable; stamped: its sources
+// may have changed before this informer saw it, when their fan-out could not find it,
+// as after a relist), every update that may have bypassed the webhook (mayHaveBypassed),
+// and every workload that opts in by its own label (it gets its record at once). Updates
+// that only move the stamp are the webhook's own work.
 func (r *workloadReconciler) events(quiet time.Duration) handler.Funcs {
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -31,7 +32,9 @@ func (r *workloadReconciler) events(quiet time.Duration) handler.Funcs {
 			case e.IsInInitialList:
 				r.state.addTrigger(key, trigger{event: true})
 				q.Add(reconcile.Request{NamespacedName: key})
-			case r.kind.Template(e.Object).Annotations[stamp.HashAnnotation] == "":
+			default:
+				// A stamped one costs a check of its sources' metadata (the digest cache),
+				// and writes nothing while its stamp is current.
 				r.state.addTrigger(key, trigger{event: true})
 				q.AddAfter(reconcile.Request{NamespacedName: key}, quiet)
 			}

@@ -40,8 +40,10 @@ type FaultProxy struct {
 
 	mu       sync.Mutex
 	faulting bool
-	codes    []int
-	next     int
+	// only, when set, limits the faults to the requests it selects (StartFaultsFor).
+	only  func(*http.Request) bool
+	codes []int
+	next  int
 	// phase counts the requests answered with a fault since the last StartFaults;
 	// phases holds the earlier phases of this run of faults.
 	phase  *FaultPhase
@@ -168,7 +170,7 @@ func NewFaultProxy(t testing.TB, c *cluster.Cluster) *FaultProxy {
 func (p *FaultProxy) admit(r *http.Request) (_ *http.Request, code int, lose bool, done func()) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.faulting {
+	if p.faulting && (p.only == nil || p.only(r)) {
 		code = p.codes[p.next%len(p.codes)]
 		p.next++
 		p.phase.Total++
@@ -209,6 +211,12 @@ func checkPath(r *http.Request) bool {
 		(r.Method == http.MethodGet || r.Method == http.MethodPatch) && r.URL.Query().Get("watch") != "true"
 }
 
+// DeploymentLists selects the lists and watches of Deployments across namespaces (the
+// watcher's informer), for StartFaultsFor.
+func DeploymentLists(r *http.Request) bool {
+	return r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/apis/apps/v1/deployments")
+}
+
 // DeploymentPatch selects configstamp's PATCHes of one Deployment (nudges, record
 // writes): for LoseResponses.
 func DeploymentPatch(r *http.Request) bool {
@@ -235,13 +243,20 @@ func pathShape(r *http.Request) string {
 // StartFaults answers every request from now on with codes in turn; when faults were
 // off, it first cuts every request being forwarded (open watches too). Called again, it
 // ends the current phase and begins another with the new codes.
-func (p *FaultProxy) StartFaults(codes ...int) {
+func (p *FaultProxy) StartFaults(codes ...int) { p.StartFaultsFor(nil, codes...) }
+
+// StartFaultsFor is StartFaults for the requests match selects only (nil: all); the
+// others are forwarded as usual.
+func (p *FaultProxy) StartFaultsFor(match func(*http.Request) bool, codes ...int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := time.Now()
+	p.only = match
 	if !p.faulting {
-		for _, cancel := range p.inflight {
-			cancel()
+		for r, cancel := range p.inflight {
+			if match == nil || match(r) {
+				cancel()
+			}
 		}
 	} else {
 		p.phase.End = now
