@@ -34,16 +34,24 @@ func (r *workloadReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		r.state.resetBypasses(req.NamespacedName)
 	}
 	mark := r.state.oversizeMark(req.NamespacedName)
+	// What the re-check compares, taken before the check's reads.
+	var fp uint64
+	fpOK := false
+	if obj := r.kind.New(); r.client.Get(ctx, req.NamespacedName, obj, client.UnsafeDisableDeepCopy) == nil {
+		fp, fpOK = r.fingerprint(ctx, obj)
+	}
+	rolls := r.state.rollsOf(req.NamespacedName)
 	res, err := r.check(ctx, req.NamespacedName, tr)
 	if err == nil {
 		// Checked: it fits now, unless this check marked it again.
 		r.state.clearOversize(req.NamespacedName, mark)
 	}
 	if err != nil || res.RequeueAfter > 0 {
-		r.state.addTrigger(req.NamespacedName, trigger{changed: tr.changed, handoff: tr.handoff}) // a retry, not an event
+		r.state.addTrigger(req.NamespacedName, trigger{changed: tr.changed, handoff: tr.handoff, recheck: tr.recheck}) // a retry, not an event
 	} else {
 		// Nothing owed: the next nudge that does not roll starts its count afresh.
 		r.state.resetBypasses(req.NamespacedName)
+		r.finishCheck(ctx, req.NamespacedName, fp, fpOK, tr, rolls)
 	}
 	return res, err
 }

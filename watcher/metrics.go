@@ -21,6 +21,14 @@ var (
 		Name: "configstamp_bypasses_detected_total",
 		Help: "Nudges after which the stored stamp still differed and the webhook gave no reason: it was not called (failurePolicy Ignore), or the marker was removed by something else.",
 	})
+	recheckQueued = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "configstamp_recheck_queued_total",
+		Help: "Workloads (by kind) the periodic re-check queued because something they depend on moved since their last finished check.",
+	}, []string{"kind"})
+	recheckFound = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "configstamp_recheck_found_total",
+		Help: "Workloads (by kind) the periodic re-check found on older config than current, with no event having rolled them, and rolled: changes the watcher's events missed.",
+	}, []string{"kind"})
 	debouncePending = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "configstamp_debounce_pending",
 		Help: "Sources (by kind: configmap, secret) changed and waiting to be quiet before their dependents are checked.",
@@ -60,7 +68,7 @@ func (c *burstAgeCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 func init() {
-	metrics.Registry.MustRegister(nudges, checks, bypasses, debouncePending, burstAge)
+	metrics.Registry.MustRegister(nudges, checks, bypasses, recheckQueued, recheckFound, debouncePending, burstAge)
 	// Exported at 0 from the start, so the first errors are an increase to alerts, and
 	// the alerts' label value is on /metrics for the monitoring integration test.
 	checks.WithLabelValues("error")

@@ -189,6 +189,7 @@ func (r *workloadReconciler) reportRolled(ctx context.Context, obj client.Object
 	key := client.ObjectKeyFromObject(obj)
 	r.state.resetBypasses(key)
 	r.rolled(key)
+	r.state.countRoll(key)
 	checks.WithLabelValues("nudged").Inc()
 	reason, ok := stamp.OwnChangeReason(obj.GetAnnotations()[stamp.ChangeCauseAnnotation])
 	if !ok {

@@ -56,6 +56,9 @@ type Options struct {
 	// MinRolloutInterval is the least time between two rollouts of one workload caused
 	// by configstamp (a flapping writer); the latest content always lands.
 	MinRolloutInterval time.Duration
+	// RecheckInterval is how often the leader checks again the workloads something they
+	// depend on moved for since their last check (0: never).
+	RecheckInterval time.Duration
 	// RollStaleAtInstall rolls unstamped workloads that predate configstamp when their
 	// config was written after their pods started. Off: installing rolls nothing.
 	RollStaleAtInstall bool
@@ -77,6 +80,7 @@ const (
 	DefaultDebounceMax        = 30 * time.Second
 	DefaultConcurrency        = 4
 	DefaultMinRolloutInterval = 10 * time.Second
+	DefaultRecheckInterval    = 10 * time.Minute
 )
 
 func (o *Options) defaults() {
@@ -248,6 +252,11 @@ func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 	}
 	for _, src := range w.sources {
 		src.addDependents(dependentsOf{kind: k, queue: queue, state: &rec.state})
+	}
+	recheckQueued.WithLabelValues(k.Kind)
+	recheckFound.WithLabelValues(k.Kind)
+	if opts.RecheckInterval > 0 {
+		return mgr.Add(&recheck{rec: rec, queue: queue, interval: opts.RecheckInterval})
 	}
 	return nil
 }

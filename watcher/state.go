@@ -19,6 +19,9 @@ type trigger struct {
 	// handoff: a source's debounce handed it on (the burst is over, though the source
 	// stays pending until every dependent is handed on).
 	handoff bool
+	// recheck: the periodic re-check queued it (something it depends on moved since its
+	// last finished check).
+	recheck bool
 }
 
 // workloadState is what the watcher keeps of one workload between its checks.
@@ -37,10 +40,17 @@ type workloadState struct {
 	// is checked (it may have made room). The value tells the checks apart: a check
 	// clears the mark only if it did not set it again.
 	oversize uint64
+	// checked is the fingerprint taken before its last check that ended with nothing
+	// left to do (checkedSet: there was one); the re-check skips it while it holds.
+	checked    uint64
+	checkedSet bool
+	// rolls counts configstamp's rollouts of it.
+	rolls uint64
 }
 
 func (s *workloadState) empty() bool {
-	return s.trigger == (trigger{}) && s.lastRoll.IsZero() && s.bypasses == 0 && s.unreads == 0 && s.oversize == 0
+	return s.trigger == (trigger{}) && s.lastRoll.IsZero() && s.bypasses == 0 && s.unreads == 0 && s.oversize == 0 &&
+		!s.checkedSet && s.rolls == 0
 }
 
 // workloadStates holds the state of each workload of one kind, by namespace and name.
@@ -89,6 +99,42 @@ func (s *workloadStates) addTrigger(key types.NamespacedName, t trigger) {
 	cur.changed = cur.changed || t.changed
 	cur.event = cur.event || t.event
 	cur.handoff = cur.handoff || t.handoff
+	cur.recheck = cur.recheck || t.recheck
+}
+
+// setChecked keeps fp as key's fingerprint at its last finished check.
+func (s *workloadStates) setChecked(key types.NamespacedName, fp uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.get(key)
+	st.checked, st.checkedSet = fp, true
+}
+
+// checkedAs returns key's fingerprint at its last finished check, or a value no
+// fingerprint has when there is none (fingerprints are 64-bit sums: a collision only
+// skips one pass for that workload).
+func (s *workloadStates) checkedAs(key types.NamespacedName) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.peek(key)
+	if !st.checkedSet {
+		return ^st.checked // differs from every fingerprint equal to st.checked (0)
+	}
+	return st.checked
+}
+
+// countRoll counts one more rollout of key by configstamp.
+func (s *workloadStates) countRoll(key types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.get(key).rolls++
+}
+
+// rollsOf is how many rollouts of key configstamp has counted.
+func (s *workloadStates) rollsOf(key types.NamespacedName) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peek(key).rolls
 }
 
 // takeTrigger removes key's pending trigger (zero when none is pending).

@@ -43,6 +43,7 @@ type options struct {
 	watchNamespaces         string
 	coverageConfigMap       string
 	minRolloutInterval      time.Duration
+	recheckInterval         time.Duration
 	rollStaleAtInstall      bool
 	secrets                 bool
 	hashKey                 string
@@ -84,6 +85,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	fs.StringVar(&o.watchNamespaces, "watch-namespaces", "", "Namespaced install: comma-separated namespaces acted in (every workload in them, no opt-in label; --exclude-namespaces still wins), under Roles in those namespaces alone: no Namespace and nothing cluster-wide is read. Needs --coverage-configmap. Empty: every namespace that opts in.")
 	fs.StringVar(&o.coverageConfigMap, "coverage-configmap", "", "Namespaced install: NAMESPACE/NAME of the ConfigMap (created with the registration, as the chart does) on which the watcher keeps since when each kind is covered, in place of the registration it may not read.")
 	fs.DurationVar(&o.minRolloutInterval, "min-rollout-interval", watcher.DefaultMinRolloutInterval, "Least time between two rollouts of one workload caused by configstamp (a writer that never stops); the latest content always lands. 0: no limit.")
+	fs.DurationVar(&o.recheckInterval, "recheck-interval", watcher.DefaultRecheckInterval, "How often the leader goes over every workload in its cache and checks again those whose generation, stamp, record or sources' versions moved since their last check (a safety net for a change no event rolled; jittered by up to 20%). 0: never.")
 	fs.BoolVar(&o.rollStaleAtInstall, "roll-stale-at-install", false, "Roll unstamped workloads that predate configstamp when their config was written after their pods started. Off: installing rolls nothing.")
 	fs.BoolVar(&o.secrets, "secrets", false, "Also hash the Secrets pod templates consume (secret volumes, projected secrets, envFrom.secretRef, secretKeyRef). Off: Secrets are never read.")
 	fs.StringVar(&o.hashKey, "hash-key", "", "NAMESPACE/NAME of the Secret holding the installation's HMAC key, under which every digest is keyed per namespace (required). An empty Secret (the chart's) gets a random key; a missing one is created when configstamp may (dev mode).")
@@ -104,8 +106,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	if o.debounce < 0 || o.debounceMax < 0 || o.minRolloutInterval < 0 || o.shutdownDelay < 0 {
-		return nil, errors.New("--debounce, --debounce-max, --min-rollout-interval and --shutdown-delay must not be negative")
+	if o.debounce < 0 || o.debounceMax < 0 || o.minRolloutInterval < 0 || o.shutdownDelay < 0 || o.recheckInterval < 0 {
+		return nil, errors.New("--debounce, --debounce-max, --min-rollout-interval, --recheck-interval and --shutdown-delay must not be negative")
 	}
 	if o.certs.enabled() && o.devWebhookURL != "" {
 		return nil, errors.New("--self-signed-secret and --tls-secret exclude --dev-webhook-url")

@@ -1,0 +1,78 @@
+package watcher
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/configstamp/configstamp/stamp"
+)
+
+// TestRecheckQueuesWhatMoved: a pass queues a workload never checked; after a check that
+// ended with nothing to do, nothing until a source it consumes changes; never one out of
+// scope or whose source is still debouncing (its hand-off checks it).
+func TestRecheckQueuesWhatMoved(t *testing.T) {
+	ctx := context.Background()
+	ns := optedInNamespace()
+	c := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(ns, cfgMap("1"), cfgDeployment()).Build()
+	r, _ := newTestReconciler(t, c)
+	// Stamped and recorded on cfg's current content: a check finds it current.
+	d := cfgDeployment()
+	if err := c.Get(ctx, appKey, d); err != nil {
+		t.Fatal(err)
+	}
+	want, err := r.config.Stamp(ctx, "ns", stamp.Consumed(nil, &d.Spec.Template.Spec, r.sources))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Spec.Template.Annotations = map[string]string{stamp.HashAnnotation: want.Hash}
+	d.Annotations = map[string]string{stamp.ObservedAnnotation: stamp.Observed{Hash: want.Hash, Template: stamp.TemplateFingerprint(&d.Spec.Template)}.String()}
+	if err := c.Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	queue := make(chan event.GenericEvent, 10)
+	p := &recheck{rec: r, queue: queue}
+	passQueues := func(step string, want int) {
+		t.Helper()
+		p.pass(ctx)
+		if got := len(queue); got != want {
+			t.Fatalf("%s: %d queued, want %d", step, got, want)
+		}
+		for range want {
+			<-queue
+			if tr := r.state.takeTrigger(appKey); !tr.recheck || tr.event || tr.changed {
+				t.Fatalf("%s: trigger %+v, want a re-check only", step, tr)
+			}
+		}
+	}
+	passQueues("never checked", 1)
+
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: appKey}); err != nil {
+		t.Fatal(err)
+	}
+	passQueues("checked, nothing moved", 0)
+
+	cm := cfgMap("2")
+	if err := c.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Patch(ctx, cm, client.RawPatch(types.MergePatchType, []byte(`{"data":{"k":"2"}}`))); err != nil {
+		t.Fatal(err)
+	}
+	r.pending = func(string, types.NamespacedName) bool { return true }
+	passQueues("the source changed, still debouncing", 0)
+	r.pending = nil
+	passQueues("the source changed", 1)
+
+	ns.Labels = nil
+	if err := c.Update(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	passQueues("out of scope", 0)
+}
