@@ -195,6 +195,10 @@ func (r *workloadReconciler) act(ctx context.Context, j judged, d decide.Decisio
 		// template with the stamp in it): a nudge would change nothing.
 		return reconcile.Result{}, r.tooLarge(ctx, j.obj, "pod template", j.want.Hash)
 	case decide.Roll:
+		if r.kind.Paused(j.obj) {
+			r.paused(ctx, j)
+			return reconcile.Result{}, nil
+		}
 		return r.roll(ctx, j, d.Restart)
 	}
 	checks.WithLabelValues("error").Inc()
@@ -222,6 +226,16 @@ func (r *workloadReconciler) held(ctx context.Context, j judged, unmet []string)
 	r.recorder.Eventf(j.obj, nil, corev1.EventTypeWarning, ReasonConfigMissing, "Hold",
 		"Not rolling: %s; new pods could not start. Waiting for it to return", strings.Join(unmet, "; "))
 	logf.FromContext(ctx).Info("Held a rollout: required config is missing", "missing", unmet, "basis", j.basis)
+}
+
+// paused holds the rollout of a paused workload: nudged now, it would take the new stamp
+// while its pods stay on the old config, and a record would then claim they run what they
+// do not. Its resume is an event that checks it again (events), and rolls it then.
+func (r *workloadReconciler) paused(ctx context.Context, j judged) {
+	checks.WithLabelValues("paused").Inc()
+	r.recorder.Eventf(j.obj, nil, corev1.EventTypeNormal, ReasonRolloutPaused, "Hold",
+		"Not rolling while paused: its config changed (%s -> %s); it rolls once when resumed", stamp.ShortHash(j.basis), stamp.ShortHash(j.want.Hash))
+	logf.FromContext(ctx).Info("Held a rollout: the workload is paused", "basis", j.basis, "want", j.want.Hash)
 }
 
 // recordUnlessChanging records that the pods run the current config, unless a change

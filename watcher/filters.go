@@ -50,6 +50,10 @@ func (r *workloadReconciler) events(quiet time.Duration) handler.Funcs {
 				// (a change of the template passes mayHaveBypassed anyway).
 				r.state.addTrigger(key, trigger{event: true})
 				q.AddAfter(reconcile.Request{NamespacedName: key}, quiet)
+			case r.kind.Paused(e.ObjectOld) && !r.kind.Paused(e.ObjectNew):
+				// Resumed: a change held while it was paused rolls now.
+				r.state.addTrigger(key, trigger{event: true})
+				q.Add(reconcile.Request{NamespacedName: key})
 			case !r.scope.Labelled(e.ObjectOld.GetLabels()) && r.scope.Labelled(e.ObjectNew.GetLabels()):
 				// Opted in by its own label: its record, at once.
 				r.state.addTrigger(key, trigger{})

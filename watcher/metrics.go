@@ -15,7 +15,7 @@ var (
 	})
 	checks = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configstamp_checks_total",
-		Help: "Workload stamp checks by the watcher, by result: current, recorded, nudged, held, deferred, bypassed, bypass_abandoned, unread (the webhook could not read config), too_large, too_many_sources, error.",
+		Help: "Workload stamp checks by the watcher, by result: current, recorded, nudged, held, paused, deferred, bypassed, bypass_abandoned, unread (the webhook could not read config), too_large, too_many_sources, error.",
 	}, []string{"result"})
 	bypasses = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "configstamp_bypasses_detected_total",

@@ -19,6 +19,9 @@ const (
 	ReasonStampBypassed = "StampBypassed"
 	ReasonConfigMissing = "ConfigMissing"
 	ReasonStampTooLarge = "StampTooLarge"
+	// ReasonRolloutPaused: its config changed while it is paused; held, and rolled
+	// when it is resumed.
+	ReasonRolloutPaused = "RolloutPaused"
 	// ReasonTooManySources: it consumes more sources than --max-sources; left as stamped.
 	ReasonTooManySources = "TooManySources"
 	// ReasonConfigUnreadable: nudges the webhook answered without a stamp, unable to

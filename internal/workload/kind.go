@@ -51,6 +51,9 @@ type Kind struct {
 	problem func(client.Object) string
 	// templatePath is where template's result is in the object's JSON.
 	templatePath string
+	// paused, when set, reports whether the workload's controller is told to roll
+	// nothing (a paused Deployment): a change of its template waits for the resume.
+	paused func(client.Object) bool
 }
 
 // GVK is the kind's GroupVersionKind.
@@ -106,6 +109,10 @@ func (k *Kind) Problem(obj client.Object) string {
 	return k.problem(obj)
 }
 
+// Paused reports whether obj's controller rolls nothing for now (a Deployment's
+// spec.paused); false for kinds that cannot be paused.
+func (k *Kind) Paused(obj client.Object) bool { return k.paused != nil && k.paused(obj) }
+
 // String is the kind's name, e.g. "Deployment".
 func (k *Kind) String() string { return k.Kind }
 
@@ -139,6 +146,10 @@ var (
 		},
 		selector:  func(o client.Object) *metav1.LabelSelector { return o.(*appsv1.Deployment).Spec.Selector },
 		hashLabel: appsv1.DefaultDeploymentUniqueLabelKey,
+		paused: func(o client.Object) bool {
+			d, ok := o.(*appsv1.Deployment)
+			return ok && d.Spec.Paused
+		},
 	}
 	StatefulSet = &Kind{
 		Group: "apps", Version: "v1", Kind: "StatefulSet", Resource: "statefulsets", ShortNames: []string{"sts"},

@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -82,6 +83,17 @@ func (c consumer) doc(cm string) hashdoc.Source {
 func createConfigMap(t testing.TB, ns, name string, data map[string]string) {
 	t.Helper()
 	configmaps.Create(t, env.Client, ns, name, data, nil)
+}
+
+// pauseDeployment sets a Deployment's spec.paused, as kubectl rollout pause and resume do.
+func pauseDeployment(t testing.TB, ns, name string, paused bool) {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	d.Namespace, d.Name = ns, name
+	patch := fmt.Sprintf(`{"spec":{"paused":%t}}`, paused)
+	if err := env.Client.Patch(context.Background(), d, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatalf("pause %s/%s (%t): %v", ns, name, paused, err)
+	}
 }
 
 // patchConfigMap merge-patches a ConfigMap.

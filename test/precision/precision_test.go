@@ -30,6 +30,7 @@ var fixtures = []fixture{
 	{"stopped", volume(nil, false), map[string]string{"k": "1"}},
 	{"quiet", volume(nil, false), map[string]string{"k": "1"}},
 	{"upgraded", volume(nil, false), map[string]string{"k": "1"}},
+	{"paused", volume(nil, false), map[string]string{"k": "1"}},
 }
 
 func fixtureNamed(name string) fixture {
@@ -146,6 +147,25 @@ var scenarios = []struct {
 		deleteConfigMap(t, ns, "opt")
 		rollouts(t, ns, "opt", 2)
 		stamped(t, ns, "opt")
+	}},
+	{"a paused Deployment is held, and rolls once when resumed", func(t *testing.T, ns string) {
+		before := env.Deployment(t, ns, "paused")
+		pauseDeployment(t, ns, "paused", true)
+		setData(t, ns, "paused", "k", "2")
+		framework.Eventually(t, 30*time.Second, "RolloutPaused event", func() error { return findEvent(ns, "paused", "RolloutPaused") })
+		rollouts(t, ns, "paused", 1)
+		// Held: not nudged (its template keeps its stamp), and no record claims its
+		// pods run the new config.
+		d := env.Deployment(t, ns, "paused")
+		if got, was := d.Spec.Template.Annotations[stamp.HashAnnotation], before.Spec.Template.Annotations[stamp.HashAnnotation]; got != was {
+			t.Fatalf("paused: stamp %q -> %q while paused", was, got)
+		}
+		if got, was := d.Annotations[stamp.ObservedAnnotation], before.Annotations[stamp.ObservedAnnotation]; got != was {
+			t.Fatalf("paused: record %q -> %q while paused", was, got)
+		}
+		pauseDeployment(t, ns, "paused", false)
+		rollouts(t, ns, "paused", 2)
+		stamped(t, ns, "paused")
 	}},
 	{"a writer that never stops rolls at most once per interval and lands the last write", func(t *testing.T, ns string) {
 		const writes, interval = 60, 10 * time.Second // the default --min-rollout-interval
