@@ -29,6 +29,9 @@ const (
 	// VerdictHeld: the config differs, but required config is missing: not rolled
 	// until it returns.
 	VerdictHeld = "held"
+	// VerdictPaused: the config differs, but the workload is paused (a Deployment's
+	// spec.paused): held until it is resumed, then rolled once.
+	VerdictPaused = "paused"
 	// VerdictNotStamped: the workload predates configstamp (or its stamp was lost):
 	// adopted, not rolled.
 	VerdictNotStamped = "not-stamped"
@@ -291,6 +294,10 @@ func Explain(in Input) Report {
 		if reason, ok := legacyReason(in, &r, refs); ok {
 			r.Verdict, r.Reason, r.Roll = VerdictWouldRoll, reason, true
 		}
+	}
+	if r.Verdict == VerdictWouldRoll && in.Kind.Paused(obj) {
+		r.Verdict, r.Roll = VerdictPaused, false
+		r.Reason += "; but it is paused (spec.paused): held, and rolled once when it is resumed"
 	}
 	return r
 }
