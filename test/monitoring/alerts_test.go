@@ -302,7 +302,10 @@ func TestAlerts(t *testing.T) {
 		series(`workqueue_depth{`+sel+`, pod="a", controller="configmap", name="configmap", priority="0"}`, flat(0)) +
 		series(`workqueue_work_duration_seconds_count{`+sel+`, pod="a", controller="configmap", name="configmap"}`, counter(0, steady(30))) +
 		series(`workqueue_longest_running_processor_seconds{`+sel+`, pod="a", controller="configmap", name="configmap"}`, flat(0)) +
-		series(`workqueue_depth{namespace="other", job="other", name="other"}`, flat(7))
+		series(`workqueue_depth{namespace="other", job="other", name="other"}`, flat(7)) +
+		// The re-check queues what moved each pass, and finds nothing its events missed.
+		series(`configstamp_recheck_queued_total{`+sel+`, pod="a", kind="Deployment"}`, counter(0, at(3, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110))) +
+		series(`configstamp_recheck_found_total{`+sel+`, pod="a", kind="Deployment"}`, flat(0))
 
 	failing := "" +
 		series(`configstamp_build_info{`+withCluster+`, pod="a", version="v1"}`, flat(1)) +
@@ -328,7 +331,9 @@ func TestAlerts(t *testing.T) {
 			}
 			return 0
 		})) +
-		series(`workqueue_longest_running_processor_seconds{`+withCluster+`, pod="a", controller="deployment", name="deployment"}`, gauge(func(m int) float64 { return float64(max(0, m-60) * 60) }))
+		series(`workqueue_longest_running_processor_seconds{`+withCluster+`, pod="a", controller="deployment", name="deployment"}`, gauge(func(m int) float64 { return float64(max(0, m-60) * 60) })) +
+		// A pass at minute 100 rolled a workload no event had.
+		series(`configstamp_recheck_found_total{`+withCluster+`, pod="a", kind="Deployment"}`, counter(0, at(1, 100)))
 
 	evalAlerts(t, []alertCase{{
 		name:   "healthy",

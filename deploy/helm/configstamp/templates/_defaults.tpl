@@ -18,6 +18,7 @@ argoRollouts: {enabled: false}
 debounce: 2s
 debounceMax: 30s
 minRolloutInterval: 10s
+recheckInterval: 10m
 concurrency: 4
 rollStaleAtInstall: false
 webhook: {port: 9443, timeoutSeconds: 5, failurePolicy: Ignore, clientCA: {secretName: "", key: ca.crt}}
