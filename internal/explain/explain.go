@@ -84,6 +84,9 @@ type Report struct {
 	Kind      string `json:"kind"`
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
+	// TemplateOf is "kind/name" of the workload whose pod template it runs and whose
+	// report this is (a Rollout's spec.workloadRef); "" for its own.
+	TemplateOf string `json:"templateOf,omitempty"`
 	// Verdict is one of the Verdict codes; Reason says it in words.
 	Verdict string `json:"verdict"`
 	Reason  string `json:"reason"`
@@ -244,6 +247,9 @@ type Times struct {
 	// it opts in (scope.Includes).
 	Namespace         *corev1.Namespace
 	NamespaceIncluded bool
+	// Watched: a namespaced install, which reads no Namespace: since when the
+	// namespace is watched (its Coverage entry) stands for it (decide.WatchedNamespace).
+	Watched bool
 }
 
 // Explain decides, as the watcher would, whether the workload rolls now, and why.
