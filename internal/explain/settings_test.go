@@ -219,7 +219,11 @@ func TestDryRunTimeout(t *testing.T) {
 		}}).Build()
 	c := &Cluster{Client: cl, DryRunTimeout: 50 * time.Millisecond}
 	refs := stamp.Consumed(d.Annotations, &d.Spec.Template.Spec, stamp.Options{})
-	_, err := c.dryRunStamp(context.Background(), workload.Deployment, d, refs, nil)
+	// A generous outer deadline: without its own timeout, the dry-run would end on this
+	// one, with another message.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := c.dryRunStamp(ctx, workload.Deployment, d, refs, nil)
 	if err == nil || !strings.Contains(err.Error(), "no answer within 50ms (--dry-run-timeout)") {
 		t.Errorf("got %v", err)
 	}
