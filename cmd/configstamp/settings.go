@@ -240,8 +240,10 @@ func (s *settingsFlags) cluster(ctx context.Context, cl client.Client, c *cli) (
 	g := &explain.Cluster{Client: cl, Scope: sc, Secrets: o.secrets, MaxSources: o.bounds.maxSources, RollStale: o.rollStaleAtInstall,
 		SecretsSet: f.problem == "" || s.flags.Changed("secrets"), Registration: o.registrationName,
 		RegistrationRead: f.registration, RegistrationReported: f.registration == nil && s.install == "", Warn: c.warn}
-	if f.registration != nil {
-		g.Registration = f.registration.Name
+	if f.dev {
+		// Coverage is read from the chart's registration, as before; dev mode's
+		// registration is not a chart's, and its absence was noted already.
+		g.RegistrationRead, g.RegistrationReported = nil, true
 	}
 	if o.watchNamespaces != "" {
 		if g.CoverageConfigMap, err = parseRef("--coverage-configmap", o.coverageConfigMap); err != nil {

@@ -99,6 +99,8 @@ func (c *Cluster) Explain(ctx context.Context, kind *workload.Kind, namespace, n
 			// The times: what the watcher decides from without a valid record, and
 			// what "written since" compares with.
 			in.Times = c.times(ctx, kind, obj, ns, known)
+		} else {
+			in.Live.NotRead = true
 		}
 	}
 	var evs corev1.EventList
