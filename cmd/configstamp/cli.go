@@ -506,6 +506,7 @@ func (c *cli) hashCmd() *cobra.Command {
 	var files []string
 	var keyFile, oldKeyFile string
 	var secrets bool
+	var maxSources int
 	cmd := &cobra.Command{
 		Use:   "hash -f FILE...",
 		Short: "The stamp of workloads in manifests, computed offline",
@@ -557,7 +558,7 @@ func (c *cli) hashCmd() *cobra.Command {
 		if len(m.Workloads) == 0 {
 			return fmt.Errorf("no Deployment, StatefulSet, DaemonSet or Rollout in %s", strings.Join(files, ", "))
 		}
-		stamps, err := explain.Offline(&m, key, stamp.Options{Secrets: secrets})
+		stamps, err := explain.Offline(&m, key, stamp.Options{Secrets: secrets, MaxSources: maxSources})
 		if err != nil {
 			return err
 		}
@@ -571,6 +572,7 @@ func (c *cli) hashCmd() *cobra.Command {
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "Manifest file (- for stdin); repeat for more. An object without a namespace is in -n's, else the kubeconfig context's (read without contacting the cluster), else default.")
 	cmd.Flags().StringVar(&keyFile, "key-file", "", "File holding the cluster's hash key (the data key \"key\" of the server's --hash-key Secret, raw or base64); required.")
 	cmd.Flags().BoolVar(&secrets, "secrets", false, "Secrets count (the server's --secrets).")
+	cmd.Flags().IntVar(&maxSources, "max-sources", stamp.DefaultMaxSources, "The server's --max-sources: a workload consuming more sources is not stamped.")
 	cmd.Flags().StringVar(&oldKeyFile, "secret-hash-key-file", "", "Deprecated: use --key-file (this one also turns --secrets on).")
 	_ = cmd.Flags().MarkDeprecated("secret-hash-key-file", "use --key-file (and --secrets)")
 	c.addOutput(cmd)

@@ -110,6 +110,10 @@ func WriteOffline(w io.Writer, stamps []OfflineStamp) error {
 			line(w, "  skipped: annotated "+stamp.SkipAnnotation+"=true, the webhook leaves it unstamped")
 			continue
 		}
+		if s.TooManySources {
+			line(w, "  too many sources: past the cap (--max-sources), the webhook reads none and keeps the stamp as stored")
+			continue
+		}
 		if s.Hash == "" {
 			line(w, "  nothing to stamp: it consumes no (non-ignored) ConfigMap")
 			continue
