@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,7 @@ func TestNamespacedInstall(t *testing.T) {
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: own, Name: "configstamp"}, Spec: corev1.ServiceSpec{Selector: pods,
 			Ports: []corev1.ServicePort{{Name: "webhook", Port: 443, TargetPort: intstr.FromInt32(9443)}}}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: own, Name: "configstamp-coverage"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: own, Name: "configstamp-hash-key"}, Data: map[string][]byte{"key": framework.HashKey}},
 		configMap(team, "a", map[string]string{"k": "1"}), configMap(team, "b", map[string]string{"k": "1"}), configMap(team, "c", map[string]string{"k": "1"}),
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: "s"}, Data: map[string][]byte{"k": []byte("1")}},
 		app, mixed,
@@ -123,10 +125,13 @@ func TestNamespacedInstall(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = k8s.Delete(bg, reg) })
 		check(t, 0)
-		// A server flag given wins over the install's.
-		r := run(t, "", "explain", "-n", team, "deployment/app", "--hash-key", "", "--max-sources", "3")
-		if r.code != 0 || strings.Contains(r.stdout, explain.VerdictTooManySources) {
-			t.Errorf("--max-sources 3: exit %d\n%s\nstderr: %s", r.code, r.stdout, r.stderr)
+		// A server flag given wins over the install's; the install's hash key (its
+		// --hash-key) computes the digests here, without a dry-run.
+		r := runCmd(t, exec.Command(env.Binary, "explain", "-n", team, "deployment/app", "--max-sources", "3", "-o", "json", "--kubeconfig", env.Cluster.Kubeconfig))
+		var rep explain.Report
+		if err := json.Unmarshal([]byte(r.stdout), &rep); r.code != 0 || err != nil || rep.Verdict == explain.VerdictTooManySources ||
+			!rep.SecretsCompared || rep.Current.Hash == "" || strings.Contains(r.stderr, "dry-run") {
+			t.Errorf("--max-sources 3: exit %d %v: %s %q current %q\nstderr: %s", r.code, err, rep.Verdict, rep.Reason, rep.Current.Hash, r.stderr)
 		}
 	})
 }
