@@ -53,11 +53,10 @@ func (w workloadEvidence) Bypassed() (bool, error) {
 	}
 	return decide.Bypassed(w.obj.GetCreationTimestamp().Time, w.refs, since[0], since[1], func() (metav1.Object, bool, error) {
 		if w.e.scope.Namespaced() {
-			watched := since[2]
-			if watched.IsZero() || !w.e.scope.Includes(name, nil) {
+			if !w.e.scope.Includes(name, nil) {
 				return nil, false, nil
 			}
-			return &metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(watched)}, true, nil
+			return decide.WatchedNamespace(name, since[2])
 		}
 		ns, in, err := namespaceIn(w.ctx, w.e.cache, w.e.scope, name)
 		if err != nil || ns == nil {

@@ -23,7 +23,6 @@ import (
 	"github.com/configstamp/configstamp/internal/argo"
 	"github.com/configstamp/configstamp/internal/explain"
 	"github.com/configstamp/configstamp/internal/hashkey"
-	"github.com/configstamp/configstamp/internal/scope"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
@@ -81,20 +80,7 @@ func baseName(arg0 string) string {
 // a hint when the arguments look meant for the command-line tools. It returns false
 // then; --help is left to the server.
 func checkServerFlags(args []string, stderr io.Writer) bool {
-	// The server's flags are parseFlags' and those packages register on
-	// flag.CommandLine (controller-runtime's --kubeconfig); the latter take any value
-	// here (they are checked when the server parses).
-	own := flag.NewFlagSet("probe", flag.ContinueOnError)
-	own.SetOutput(io.Discard)
-	_, _ = parseFlags(own, nil)
-	fs := flag.NewFlagSet("configstamp", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	flag.CommandLine.VisitAll(func(f *flag.Flag) {
-		if own.Lookup(f.Name) == nil {
-			b, isBool := f.Value.(interface{ IsBoolFlag() bool })
-			fs.Var(anyValue{isBool && b.IsBoolFlag()}, f.Name, f.Usage)
-		}
-	})
+	fs := serverFlagSet()
 	_, err := parseFlags(fs, args)
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return true
@@ -108,6 +94,24 @@ func checkServerFlags(args []string, stderr io.Writer) bool {
 	}
 	_, _ = fmt.Fprintln(stderr, "Run configstamp --help for the server's flags, or configstamp help for the command-line tools (explain, impact, hash).")
 	return false
+}
+
+// serverFlagSet is a throwaway flag set for parseFlags (or bindOptions): with the
+// flags other packages register on flag.CommandLine (controller-runtime's
+// --kubeconfig), which take any value here (they are checked when the server parses).
+func serverFlagSet() *flag.FlagSet {
+	own := flag.NewFlagSet("probe", flag.ContinueOnError)
+	own.SetOutput(io.Discard)
+	_ = bindOptions(own)
+	fs := flag.NewFlagSet("configstamp", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	flag.CommandLine.VisitAll(func(f *flag.Flag) {
+		if own.Lookup(f.Name) == nil {
+			b, isBool := f.Value.(interface{ IsBoolFlag() bool })
+			fs.Var(anyValue{isBool && b.IsBoolFlag()}, f.Name, f.Usage)
+		}
+	})
+	return fs
 }
 
 // anyValue accepts any value of a flag (a bool flag when isBool).
@@ -241,6 +245,9 @@ func (c *cli) print(v any, table func(io.Writer) error) error {
 
 func (c *cli) warn(msg string) { _, _ = fmt.Fprintln(c.stderr, "warning:", msg) }
 
+// note tells something expected, briefly.
+func (c *cli) note(msg string) { _, _ = fmt.Fprintln(c.stderr, "note:", msg) }
+
 // namespace is the namespace of -n, or the kubeconfig context's.
 func (c *cli) namespace() (string, error) {
 	ns, _, err := c.kube.config.Namespace()
@@ -299,24 +306,6 @@ func (c *cli) client() (client.Client, error) {
 		return nil, fmt.Errorf("cannot reach the cluster at %s: %w", cfg.Host, err)
 	}
 	return cl, nil
-}
-
-// scopeFlags are the server's flags that decide which workloads are in scope.
-type scopeFlags struct {
-	label, excluded string
-	secrets         bool
-	registration    string
-	rollStale       bool
-	secretsSet      func() bool
-}
-
-func (s *scopeFlags) bind(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&s.label, "namespace-label", stamp.InjectLabel, "The server's --namespace-label: the label (value \"enabled\") that opts a namespace or a workload in.")
-	cmd.Flags().StringVar(&s.excluded, "exclude-namespaces", strings.Join(scope.DefaultExcluded, ","), "The server's --exclude-namespaces.")
-	cmd.Flags().BoolVar(&s.secrets, "secrets", false, "The server runs with --secrets: Secrets count. Read from the registration's "+stamp.CoverageAnnotation+" when it can be read; else this flag, when given; else a workload's record says.")
-	cmd.Flags().StringVar(&s.registration, "registration-name", "configstamp", "The server's --registration-name: the MutatingWebhookConfiguration whose "+stamp.CoverageAnnotation+" says whether Secrets count and since when each kind is stamped.")
-	cmd.Flags().BoolVar(&s.rollStale, "roll-stale-at-install", false, "The server runs with --roll-stale-at-install.")
-	s.secretsSet = func() bool { return cmd.Flags().Changed("secrets") }
 }
 
 // findKind returns the workload kind a user typed (any of its Names), nil when none.
@@ -395,14 +384,16 @@ func sourceNames() []string {
 }
 
 func (c *cli) explainCmd() *cobra.Command {
-	var sf scopeFlags
+	var sf settingsFlags
 	var key string
+	var dryRunTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "explain KIND/NAME",
 		Short: "Why a workload did or didn't roll, and whether it would roll now",
 		Long: "For each ConfigMap and Secret the workload consumes (which keys, and how): the digest in its stamp, the digest of " +
 			"the content now (computed with the webhook's code), and whether it would roll now and why; then configstamp's latest " +
-			"Events about it. KIND is deployment (deploy), statefulset (sts), daemonset (ds) or rollout.",
+			"Events about it. KIND is deployment (deploy), statefulset (sts), daemonset (ds) or rollout. It judges by the server's " +
+			"settings, read from configstamp's Deployment (found through the registration, or --install); the server's flags given here win.",
 		Example:           "  configstamp explain -n shop deployment/web\n  kubectl configstamp explain deploy/web -o json",
 		Args:              cobra.RangeArgs(1, 2),
 		ValidArgsFunction: completeKinds(kindNames()...),
@@ -412,9 +403,12 @@ func (c *cli) explainCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		g, ns, err := c.cluster(&sf)
+		g, o, ns, err := c.cluster(cmd, &sf)
 		if err != nil {
 			return err
+		}
+		if !cmd.Flags().Changed("hash-key") && !cmd.Flags().Changed("secret-hash-key") {
+			key = o.hashKey // the install's, if found
 		}
 		if key != "" {
 			ref, err := hashkey.ParseRef(key)
@@ -423,6 +417,7 @@ func (c *cli) explainCmd() *cobra.Command {
 			}
 			g.HashKey = &ref
 		}
+		g.DryRunTimeout = dryRunTimeout
 		r, err := g.Explain(cmd.Context(), kind, ns, name)
 		if err != nil {
 			return err
@@ -430,9 +425,10 @@ func (c *cli) explainCmd() *cobra.Command {
 		return c.print(r, func(w io.Writer) error { return explain.WriteReport(w, r) })
 	}
 	sf.bind(cmd)
-	cmd.Flags().StringVar(&key, "hash-key", "", "The server's --hash-key (NAMESPACE/NAME of the Secret holding the hash key): when you may read it, digests are computed here. Without it, or if it can't be read, configstamp's webhook computes them for a server-side dry-run create of a copy of the workload (needs create on its kind in the namespace).")
+	cmd.Flags().StringVar(&key, "hash-key", "", "The server's --hash-key (NAMESPACE/NAME of the Secret holding the hash key; default: the install's): when you may read it, digests are computed here. Without it, or if it can't be read, configstamp's webhook computes them for a server-side dry-run create of a copy of the workload (needs create on its kind in the namespace).")
 	cmd.Flags().StringVar(&key, "secret-hash-key", "", "Deprecated: use --hash-key.")
 	_ = cmd.Flags().MarkDeprecated("secret-hash-key", "use --hash-key")
+	cmd.Flags().DurationVar(&dryRunTimeout, "dry-run-timeout", explain.DefaultDryRunTimeout, "How long to wait for the webhook's answer to the server-side dry-run (without a readable hash key).")
 	c.addOutput(cmd)
 	return cmd
 }
@@ -454,32 +450,33 @@ func completeKinds(kinds ...string) cobra.CompletionFunc {
 	}
 }
 
-// cluster returns the reader of the cluster of the flags, and the namespace.
-func (c *cli) cluster(sf *scopeFlags) (*explain.Cluster, string, error) {
-	sc, err := scope.New(sf.label, strings.Split(sf.excluded, ","))
-	if err != nil {
-		return nil, "", err
-	}
+// cluster returns the reader of the cluster of the flags with the server's settings
+// (sf), those settings, and the namespace.
+func (c *cli) cluster(cmd *cobra.Command, sf *settingsFlags) (*explain.Cluster, *options, string, error) {
 	ns, err := c.namespace()
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	cl, err := c.client()
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
-	return &explain.Cluster{Client: cl, Scope: sc, Secrets: sf.secrets, SecretsSet: sf.secretsSet(), Registration: sf.registration,
-		RollStale: sf.rollStale, Warn: c.warn}, ns, nil
+	g, o, err := sf.cluster(cmd.Context(), cl, c)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return g, o, ns, nil
 }
 
 func (c *cli) impactCmd() *cobra.Command {
-	var sf scopeFlags
+	var sf settingsFlags
 	var key string
 	cmd := &cobra.Command{
 		Use:   "impact KIND/NAME",
 		Short: "Which workloads a change of a ConfigMap or Secret (or of one key) rolls",
 		Long: "Lists the workloads of every supported kind in the namespace that consume the ConfigMap or Secret, which keys and " +
-			"how, and whether a change of it (with --key, of that key) would roll each. KIND is configmap (cm) or secret.",
+			"how, and whether a change of it (with --key, of that key) would roll each. KIND is configmap (cm) or secret. It judges by the " +
+			"server's settings, as explain does.",
 		Example:           "  configstamp impact -n shop configmap/web-config --key routes.yaml",
 		Args:              cobra.RangeArgs(1, 2),
 		ValidArgsFunction: completeKinds(sourceNames()...),
@@ -489,7 +486,7 @@ func (c *cli) impactCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		g, ns, err := c.cluster(&sf)
+		g, _, ns, err := c.cluster(cmd, &sf)
 		if err != nil {
 			return err
 		}
@@ -509,6 +506,7 @@ func (c *cli) hashCmd() *cobra.Command {
 	var files []string
 	var keyFile, oldKeyFile string
 	var secrets bool
+	var maxSources int
 	cmd := &cobra.Command{
 		Use:   "hash -f FILE...",
 		Short: "The stamp of workloads in manifests, computed offline",
@@ -560,7 +558,7 @@ func (c *cli) hashCmd() *cobra.Command {
 		if len(m.Workloads) == 0 {
 			return fmt.Errorf("no Deployment, StatefulSet, DaemonSet or Rollout in %s", strings.Join(files, ", "))
 		}
-		stamps, err := explain.Offline(&m, key, stamp.Options{Secrets: secrets})
+		stamps, err := explain.Offline(&m, key, stamp.Options{Secrets: secrets, MaxSources: maxSources})
 		if err != nil {
 			return err
 		}
@@ -574,6 +572,7 @@ func (c *cli) hashCmd() *cobra.Command {
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "Manifest file (- for stdin); repeat for more. An object without a namespace is in -n's, else the kubeconfig context's (read without contacting the cluster), else default.")
 	cmd.Flags().StringVar(&keyFile, "key-file", "", "File holding the cluster's hash key (the data key \"key\" of the server's --hash-key Secret, raw or base64); required.")
 	cmd.Flags().BoolVar(&secrets, "secrets", false, "Secrets count (the server's --secrets).")
+	cmd.Flags().IntVar(&maxSources, "max-sources", stamp.DefaultMaxSources, "The server's --max-sources: a workload consuming more sources is not stamped.")
 	cmd.Flags().StringVar(&oldKeyFile, "secret-hash-key-file", "", "Deprecated: use --key-file (this one also turns --secrets on).")
 	_ = cmd.Flags().MarkDeprecated("secret-hash-key-file", "use --key-file (and --secrets)")
 	c.addOutput(cmd)

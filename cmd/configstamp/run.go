@@ -58,9 +58,25 @@ type options struct {
 	zap                     zap.Options
 }
 
-// parseFlags defines configstamp's flags on fs and parses args. run passes
+// parseFlags defines configstamp's flags on fs, parses args and checks them. run passes
 // flag.CommandLine, where controller-runtime's config package has registered --kubeconfig.
 func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
+	o := bindOptions(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// bindOptions defines configstamp's flags on fs, bound to the options it returns: the
+// server's parser, which the command-line tools also read an install's args with.
+func bindOptions(fs *flag.FlagSet) *options {
 	o := &options{}
 	fs.StringVar(&o.devWebhookURL, "dev-webhook-url", "", "Run against a cluster outside it (local use, tests): generate a CA and serving certificate, and register this URL (e.g. https://127.0.0.1:9443) in the MutatingWebhookConfiguration --dev-registration-name, deleted again on a clean exit. An installed chart's registration is never touched. Empty in a cluster, where the chart registers the webhook.")
 	fs.StringVar(&o.devRegistrationName, "dev-registration-name", webhook.DevConfigurationName, "Dev mode: name of the MutatingWebhookConfiguration it creates (refused if one of that name exists that dev mode did not make).")
@@ -100,34 +116,33 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	fs.StringVar(&o.registrationName, "registration-name", webhook.ConfigurationName, "The MutatingWebhookConfiguration installed for configstamp (the chart's): the watcher reads since when each kind is covered from it, and self-signed and --tls-secret modes keep its caBundle. Dev mode uses --dev-registration-name instead.")
 	o.certs.bindFlags(fs)
 	o.zap.BindFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
-	}
+	return o
+}
+
+// validate checks the parsed flags against each other.
+func (o *options) validate() error {
 	if o.debounce < 0 || o.debounceMax < 0 || o.minRolloutInterval < 0 || o.shutdownDelay < 0 || o.recheckInterval < 0 {
-		return nil, errors.New("--debounce, --debounce-max, --min-rollout-interval, --recheck-interval and --shutdown-delay must not be negative")
+		return errors.New("--debounce, --debounce-max, --min-rollout-interval, --recheck-interval and --shutdown-delay must not be negative")
 	}
 	if o.certs.enabled() && o.devWebhookURL != "" {
-		return nil, errors.New("--self-signed-secret and --tls-secret exclude --dev-webhook-url")
+		return errors.New("--self-signed-secret and --tls-secret exclude --dev-webhook-url")
 	}
 	if err := o.certs.validate(); err != nil {
-		return nil, err
+		return err
 	}
 	if err := o.validateNamespaced(); err != nil {
-		return nil, err
+		return err
 	}
 	if o.registrationName == "" {
-		return nil, errors.New("--registration-name must not be empty")
+		return errors.New("--registration-name must not be empty")
 	}
 	if o.hashKey == "" && !o.version {
-		return nil, errors.New("--hash-key NAMESPACE/NAME is required: every digest is keyed with the key in that Secret")
+		return errors.New("--hash-key NAMESPACE/NAME is required: every digest is keyed with the key in that Secret")
 	}
 	if _, err := hashkey.ParseRef(o.hashKey); err != nil && !o.version {
-		return nil, fmt.Errorf("--hash-key: %w", err)
+		return fmt.Errorf("--hash-key: %w", err)
 	}
-	return o, nil
+	return nil
 }
 
 // run starts the server step by step; main logs the error it returns and exits non-zero.

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
@@ -17,6 +19,17 @@ const CoverageSecrets = stamp.CoverageSecrets
 // CoverageNamespace is the coverage key of a namespace of a namespaced install (since
 // when it is watched: it stands for the namespace's opt-in).
 func CoverageNamespace(name string) string { return "namespace/" + name }
+
+// WatchedNamespace is the namespace Bypassed judges by in a namespaced install, which
+// reads no Namespace: since when it has been watched (its CoverageNamespace entry,
+// through CoveredSince) stands for its last write, as an opt-in's does; without an
+// entry, none (not included).
+func WatchedNamespace(name string, watchedSince time.Time) (metav1.Object, bool, error) {
+	if watchedSince.IsZero() {
+		return nil, false, nil
+	}
+	return &metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(watchedSince)}, true, nil
+}
 
 // CoveredSince is since when key (a resource, or CoverageSecrets) has been covered, from
 // the registration's creation time and its coverage entries

@@ -4,6 +4,8 @@ import (
 	"maps"
 	"testing"
 	"time"
+
+	"github.com/configstamp/configstamp/internal/workload"
 )
 
 func TestParseCoverage(t *testing.T) {
@@ -35,5 +37,18 @@ func TestFormatCoverage(t *testing.T) {
 	}
 	if got, err := ParseCoverage(v); err != nil || !maps.EqualFunc(got, entries, time.Time.Equal) {
 		t.Errorf("read back: %v, %v; want %v", got, err, entries)
+	}
+}
+
+// A namespaced install's namespace stands as since when it is watched; without an
+// entry, as none (not included).
+func TestWatchedNamespace(t *testing.T) {
+	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	ns, in, err := WatchedNamespace("team", since)
+	if err != nil || !in || ns.GetName() != "team" || !workload.LastWrite(ns).Equal(since) {
+		t.Errorf("watched since %v: %v %v %v", since, ns, in, err)
+	}
+	if ns, in, err := WatchedNamespace("team", time.Time{}); err != nil || in || ns != nil {
+		t.Errorf("no entry: %v %v %v", ns, in, err)
 	}
 }

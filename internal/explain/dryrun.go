@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +16,11 @@ import (
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
+
+// DefaultDryRunTimeout bounds the webhook's dry-run when Cluster.DryRunTimeout is 0:
+// longer than the chart's webhook.timeoutSeconds (5 s), after which the API server
+// gives up on a webhook that does not answer.
+const DefaultDryRunTimeout = 15 * time.Second
 
 // dryRunSuffix names the dry-run copies (their generateName follows the workload's name).
 const dryRunSuffix = "-configstamp-explain-"
@@ -33,9 +39,18 @@ func (c *Cluster) dryRunStamp(ctx context.Context, kind *workload.Kind, obj clie
 		return stamp.Stamp{}, errors.New("no pod template to ask the webhook about")
 	}
 	prepareDryRun(kind, cp)
-	if err := c.Client.Create(ctx, cp, client.DryRunAll); err != nil {
+	timeout := c.DryRunTimeout
+	if timeout <= 0 {
+		timeout = DefaultDryRunTimeout
+	}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := c.Client.Create(dctx, cp, client.DryRunAll); err != nil {
 		what := strings.ToLower(kind.Kind)
 		switch {
+		case ctx.Err() == nil && dctx.Err() != nil:
+			return stamp.Stamp{}, fmt.Errorf("the hash key can't be read, and the server-side dry-run create of a copy of the %s got no answer within %s (--dry-run-timeout): "+
+				"an admission webhook (configstamp's, or another) is slow or hangs", what, timeout)
 		case apierrors.IsForbidden(err):
 			return stamp.Stamp{}, fmt.Errorf("the hash key can't be read, and asking the webhook needs the right to create %s in namespace %s (a server-side dry-run, nothing stored): %v",
 				kind.Resource, obj.GetNamespace(), apierrors.ReasonForError(err))

@@ -75,7 +75,8 @@ const (
 	StatusRemoved = "removed"
 	// StatusIgnored: annotated configstamp.io/ignore=true, left out of the stamp.
 	StatusIgnored = "ignored"
-	// StatusUnknown: a Secret, without the hash key to compare its digest.
+	// StatusUnknown: a Secret, without the hash key to compare its digest; or any
+	// source of a workload the entry checks leave alone (not read).
 	StatusUnknown = "unknown"
 	// StatusNotStamped: the template carries no per-source digests to compare with.
 	StatusNotStamped = "not-stamped"
@@ -87,6 +88,9 @@ type Report struct {
 	Kind      string `json:"kind"`
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
+	// TemplateOf is "kind/name" of the workload whose pod template it runs and whose
+	// report this is (a Rollout's spec.workloadRef); "" for its own.
+	TemplateOf string `json:"templateOf,omitempty"`
 	// Verdict is one of the Verdict codes; Reason says it in words.
 	Verdict string `json:"verdict"`
 	Reason  string `json:"reason"`
@@ -107,7 +111,8 @@ type Report struct {
 	Basis     string `json:"basis"`
 	BasisHash string `json:"basisHash,omitempty"`
 	// Current is the stamp of the config as it is now ("" hash: not computable: no
-	// readable hash key, and the webhook's dry-run failed).
+	// readable hash key, and the webhook's dry-run failed; or not read: the entry
+	// checks leave the workload alone).
 	Current StampInfo `json:"current"`
 	// SecretsCompared: the digests, Secrets' included, could be computed (the hash key
 	// was read, or the webhook answered a dry-run).
@@ -207,6 +212,8 @@ type Live struct {
 	// Content holds the ConfigMaps and Secrets read, by "kind/name" (a Secret as
 	// stamp.SecretContent gives it); nil for one that does not exist.
 	Content map[string]*corev1.ConfigMap
+	// NotRead: the entry checks leave the workload alone, so nothing was read.
+	NotRead bool
 }
 
 // Input is everything Explain decides from.
@@ -247,6 +254,9 @@ type Times struct {
 	// it opts in (scope.Includes).
 	Namespace         *corev1.Namespace
 	NamespaceIncluded bool
+	// Watched: a namespaced install, which reads no Namespace: since when the
+	// namespace is watched (its Coverage entry) stands for it (decide.WatchedNamespace).
+	Watched bool
 }
 
 // Explain decides, as the watcher would, whether the workload rolls now, and why.

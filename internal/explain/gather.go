@@ -41,8 +41,20 @@ type Cluster struct {
 	// --registration-name): its configstamp.io/covered-since tells whether Secrets
 	// count (key "secrets") and since when each kind is stamped.
 	Registration string
+	// RegistrationRead is the registration as the settings' discovery read it (nil:
+	// read it by name); RegistrationReported: a registration that could not be read was
+	// reported already (the coverage is then not known, without another warning).
+	RegistrationRead     *admissionregistrationv1.MutatingWebhookConfiguration
+	RegistrationReported bool
+	// CoverageConfigMap is a namespaced install's --coverage-configmap: the coverage
+	// is kept on that ConfigMap instead of the registration.
+	CoverageConfigMap types.NamespacedName
+	// MaxSources is the server's --max-sources (0: the default).
+	MaxSources int
 	// RollStale: the server runs with --roll-stale-at-install.
 	RollStale bool
+	// DryRunTimeout bounds the webhook's dry-run (0: DefaultDryRunTimeout).
+	DryRunTimeout time.Duration
 	// Warn receives what the report could not take into account.
 	Warn func(string)
 
@@ -57,10 +69,18 @@ func (c *Cluster) warn(format string, a ...any) {
 }
 
 // Explain reads the workload, its namespace, its sources and its Events and explains it.
+// The entry checks come first, as in the watcher: a workload they leave alone (skipped,
+// being deleted, of a kind not covered, out of scope, past the source cap) is decided
+// without reading its sources or asking the webhook, unless its scope is not known.
+// A Rollout that runs another workload's pod template (spec.workloadRef) is explained as
+// that workload.
 func (c *Cluster) Explain(ctx context.Context, kind *workload.Kind, namespace, name string) (Report, error) {
 	obj := kind.New()
 	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj); err != nil {
 		return Report{}, describe(err, strings.ToLower(kind.Kind)+"/"+name, namespace)
+	}
+	if ref := workloadRef(obj); ref != nil {
+		return c.explainRef(ctx, obj, ref)
 	}
 	in := Input{Kind: kind, Object: obj, NamespaceLabel: c.Scope.Label, RollStale: c.RollStale}
 	ns, known, err := c.namespace(ctx, obj.GetNamespace())
@@ -69,16 +89,19 @@ func (c *Cluster) Explain(ctx context.Context, kind *workload.Kind, namespace, n
 	}
 	in.InScope, in.ScopeUnknown = c.inScope(ns, known, obj)
 	in.KindNotCovered = c.kindNotCovered(ctx, kind)
-	tmpl := kind.Template(obj)
-	if tmpl != nil {
-		in.Options = stamp.Options{Secrets: c.secretsCount(ctx, obj, tmpl)}
+	if tmpl := kind.Template(obj); tmpl != nil {
+		in.Options = c.options(c.secretsCount(ctx, obj, tmpl))
 		refs := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, in.Options)
-		if in.Live, err = c.live(ctx, kind, obj, refs); err != nil {
-			return Report{}, err
+		if stop, _ := gate(in, refs); stop == decide.Pass || stop == decide.StopScopeUnknown {
+			if in.Live, err = c.live(ctx, kind, obj, refs); err != nil {
+				return Report{}, err
+			}
+			// The times: what the watcher decides from without a valid record, and
+			// what "written since" compares with.
+			in.Times = c.times(ctx, kind, obj, ns, known)
+		} else {
+			in.Live.NotRead = true
 		}
-		// The times: what the watcher decides from without a valid record, and what
-		// "written since" compares with.
-		in.Times = c.times(ctx, kind, obj, ns, known)
 	}
 	var evs corev1.EventList
 	if err := c.Client.List(ctx, &evs, client.InNamespace(namespace), client.MatchingFields{
@@ -90,10 +113,18 @@ func (c *Cluster) Explain(ctx context.Context, kind *workload.Kind, namespace, n
 	return Explain(in), nil
 }
 
+// options are the stamp options of the server's settings, with Secrets counted or not.
+func (c *Cluster) options(secrets bool) stamp.Options {
+	return stamp.Options{Secrets: secrets, MaxSources: c.MaxSources}
+}
+
 // inScope says whether obj is in scope, from its namespace ns (known: ns could be read)
 // and its own labels; unknown when that cannot be told.
 func (c *Cluster) inScope(ns *corev1.Namespace, known bool, obj client.Object) (in, unknown bool) {
 	switch {
+	case c.Scope.Namespaced():
+		// The namespace list alone decides: no Namespace is read.
+		return c.Scope.IncludesWorkload(obj.GetNamespace(), nil, obj.GetLabels()), false
 	case known:
 		return c.Scope.IncludesWorkload(ns.Name, ns.Labels, obj.GetLabels()), false
 	case slices.Contains(c.Scope.Excluded, obj.GetNamespace()):
@@ -118,8 +149,12 @@ func (c *Cluster) kindNotCovered(ctx context.Context, kind *workload.Kind) bool 
 	return !covered
 }
 
-// namespace reads a namespace; known is false when it may not be read.
+// namespace reads a namespace; known is false when it may not be read, or in a
+// namespaced install, which reads none.
 func (c *Cluster) namespace(ctx context.Context, name string) (*corev1.Namespace, bool, error) {
+	if c.Scope.Namespaced() {
+		return nil, false, nil
+	}
 	var ns corev1.Namespace
 	if err := c.Client.Get(ctx, client.ObjectKey{Name: name}, &ns); err != nil {
 		if apierrors.IsForbidden(err) {
@@ -131,48 +166,75 @@ func (c *Cluster) namespace(ctx context.Context, name string) (*corev1.Namespace
 	return &ns, true, nil
 }
 
-// readCoverage reads the registration's coverage annotation once; nil when it can't.
+// readCoverage reads the coverage annotation once (from the registration, or in a
+// namespaced install from the coverage ConfigMap); nil when it can't.
 func (c *Cluster) readCoverage(ctx context.Context) map[string]time.Time {
 	if c.coverageRead {
 		return c.coverage
 	}
 	c.coverageRead = true
-	name := c.Registration
-	if name == "" {
-		name = "configstamp"
-	}
-	var reg admissionregistrationv1.MutatingWebhookConfiguration
-	if err := c.Client.Get(ctx, client.ObjectKey{Name: name}, &reg); err != nil {
-		if apierrors.IsNotFound(err) {
-			c.warn("the registration %s (MutatingWebhookConfiguration) does not exist: is --registration-name the server's? (without it the watcher takes every unstamped workload as installed over)", name)
-		} else {
-			c.warn("cannot read the registration %s (MutatingWebhookConfiguration; --registration-name): %v", name, apierrors.ReasonForError(err))
-		}
+	record, what := c.coverageRecord(ctx)
+	if record == nil {
 		return nil
 	}
-	m, err := decide.ParseCoverage(reg.Annotations[stamp.CoverageAnnotation])
+	m, err := decide.ParseCoverage(record.GetAnnotations()[stamp.CoverageAnnotation])
 	if err != nil {
-		c.warn("the registration %s's %s can't be read: %v", name, stamp.CoverageAnnotation, err)
+		c.warn("the %s's %s can't be read: %v", what, stamp.CoverageAnnotation, err)
 	}
 	// Since when each is covered, as the watcher reads it (decide.CoveredSince).
 	cov := map[string]time.Time{}
 	for _, k := range append(slices.Collect(maps.Keys(m)), workload.Deployment.Resource) {
-		cov[k] = decide.CoveredSince(reg.CreationTimestamp.Time, m, k)
+		cov[k] = decide.CoveredSince(record.GetCreationTimestamp().Time, m, k)
 	}
 	c.coverage = cov
 	return cov
 }
 
-// secretsCount tells whether Secrets count for the workload: as the registration's
-// coverage says (key "secrets"); if it can't be read, as --secrets says when given,
-// else as the workload's valid record says (when it consumes a Secret), else not.
+// coverageRecord reads the object the coverage is kept on, and names it; nil when it
+// can't be read.
+func (c *Cluster) coverageRecord(ctx context.Context) (client.Object, string) {
+	if cm := c.CoverageConfigMap; cm.Name != "" {
+		what := "coverage ConfigMap " + cm.String()
+		meta := configread.NewMeta(stamp.KindConfigMap)
+		if err := c.Client.Get(ctx, cm, meta); err != nil {
+			c.warn("cannot read the %s (--coverage-configmap): %v", what, apierrors.ReasonForError(err))
+			return nil, what
+		}
+		return meta, what
+	}
+	name := c.Registration
+	if name == "" {
+		name = "configstamp"
+	}
+	what := "registration " + name
+	if c.RegistrationRead != nil {
+		return c.RegistrationRead, "registration " + c.RegistrationRead.Name
+	}
+	var reg admissionregistrationv1.MutatingWebhookConfiguration
+	err := c.Client.Get(ctx, client.ObjectKey{Name: name}, &reg)
+	switch {
+	case err == nil:
+		return &reg, what
+	case c.RegistrationReported:
+	case apierrors.IsNotFound(err):
+		c.warn("the registration %s (MutatingWebhookConfiguration) does not exist: is --registration-name the server's? (without it the watcher takes every unstamped workload as installed over)", name)
+	default:
+		c.warn("cannot read the registration %s (MutatingWebhookConfiguration; --registration-name): %v", name, apierrors.ReasonForError(err))
+	}
+	return nil, what
+}
+
+// secretsCount tells whether Secrets count for the workload: as the server's --secrets
+// says when it is known (given, or read from the install); else as the coverage says
+// (key "secrets"); if it can't be read, as the workload's valid record says (when it
+// consumes a Secret), else not.
 func (c *Cluster) secretsCount(ctx context.Context, obj client.Object, tmpl *corev1.PodTemplateSpec) bool {
+	if c.SecretsSet {
+		return c.Secrets
+	}
 	if cov := c.readCoverage(ctx); cov != nil {
 		_, on := cov[decide.CoverageSecrets]
 		return on
-	}
-	if c.SecretsSet {
-		return c.Secrets
 	}
 	all := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, stamp.Options{Secrets: true})
 	if rec, ok := stamp.ObservedFor(obj.GetAnnotations(), tmpl); ok && stamp.HasSecrets(all) {
@@ -190,7 +252,9 @@ func (c *Cluster) times(ctx context.Context, kind *workload.Kind, obj client.Obj
 		t.PodsErr = err.Error()
 	}
 	t.PodsSince, t.PodsKnown = since, ok
-	if nsKnown {
+	if c.Scope.Namespaced() {
+		t.Watched, t.NamespaceIncluded = true, c.Scope.Includes(obj.GetNamespace(), nil)
+	} else if nsKnown {
 		t.Namespace = ns
 		t.NamespaceIncluded = c.Scope.Includes(ns.Name, ns.Labels)
 	}
@@ -316,7 +380,7 @@ func (c *Cluster) Impact(ctx context.Context, kinds []*workload.Kind, kind, name
 		_, inBinary := src.BinaryData[key]
 		binaryKey = key != "" && inBinary && !inData
 	}
-	return Impact(kind, namespace, name, key, stamp.Ignored(src), binaryKey, stamp.Options{Secrets: c.Secrets}, cands), nil
+	return Impact(kind, namespace, name, key, stamp.Ignored(src), binaryKey, c.options(c.Secrets), cands), nil
 }
 
 // describe turns an API error into one a user can act on.

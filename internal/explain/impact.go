@@ -70,12 +70,15 @@ func Impact(kind, namespace, name, key string, ignored, binaryKey bool, opts sta
 		}
 		src := srcs[i]
 		w := Consumer{Kind: strings.ToLower(c.Kind.Kind), Name: c.Object.GetName(), Use: use(src, via(c.Object.GetAnnotations(), &tmpl.Spec, all))}
-		secretsCount := opts.Secrets
+		// The entry checks see the sources that count for it (a Secret only where
+		// Secrets count, for the cap too). An uncounted Secret alone counts as none:
+		// it is told apart below.
+		counted := opts
 		if c.Secrets != nil {
-			secretsCount = *c.Secrets
+			counted.Secrets = *c.Secrets
 		}
-		// srcs holds the source: the gate never stops it for consuming nothing.
-		stop, _ := decide.Gate(decide.Entry{Object: c.Object, KindNotCovered: c.KindNotCovered, Refs: srcs, Options: opts}, scopeOf(c.InScope, c.ScopeUnknown))
+		refs := stamp.Consumed(c.Object.GetAnnotations(), &tmpl.Spec, counted)
+		stop, _ := decide.Gate(decide.Entry{Object: c.Object, KindNotCovered: c.KindNotCovered, Refs: refs, Options: counted}, scopeOf(c.InScope, c.ScopeUnknown))
 		switch {
 		case stop == decide.StopSkipped:
 			w.Reason = "skipped: annotation " + stamp.SkipAnnotation + "=true"
@@ -88,8 +91,8 @@ func Impact(kind, namespace, name, key string, ignored, binaryKey bool, opts sta
 		case stop == decide.StopNotInScope:
 			w.Reason = "namespace not opted in (nor the workload), or excluded"
 		case stop == decide.StopTooManySources:
-			w.Reason = tooManySourcesReason(len(srcs), opts)
-		case kind == stamp.KindSecret && !secretsCount:
+			w.Reason = tooManySourcesReason(len(refs), counted)
+		case kind == stamp.KindSecret && !counted.Secrets:
 			w.Reason = "Secrets are not hashed (configstamp runs without --secrets)"
 		case ignored:
 			w.Reason = "the source is annotated " + stamp.IgnoreAnnotation + "=true: not hashed"

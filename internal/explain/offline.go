@@ -38,6 +38,9 @@ type OfflineStamp struct {
 	// Skipped: annotated configstamp.io/skip=true: the webhook leaves it unstamped
 	// (Hash and Sources are "").
 	Skipped bool `json:"skipped,omitempty"`
+	// TooManySources: it consumes more sources than the cap (--max-sources): the webhook
+	// reads none and keeps the stamp as stored (Hash and Sources are "").
+	TooManySources bool `json:"tooManySources,omitempty"`
 	// NamespaceDefaulted: the manifest gives no namespace and none was given (-n, the
 	// kubeconfig context): Secret digests, keyed by namespace, may differ from the
 	// cluster's.
@@ -135,7 +138,8 @@ func (m *Manifests) add(u *unstructured.Unstructured, namespace string, kinds []
 
 // Offline computes each workload's stamp from the manifests with the stamp core: what
 // the webhook would write for the same objects under the installation's hash key
-// (hashkey's Secret; every digest is keyed) and opts (Secrets counting or not).
+// (hashkey's Secret; every digest is keyed) and opts (Secrets counting or not, the
+// source cap).
 func Offline(m *Manifests, key []byte, opts stamp.Options) ([]OfflineStamp, error) {
 	if len(key) == 0 {
 		return nil, stamp.ErrNoKey
@@ -152,6 +156,10 @@ func Offline(m *Manifests, key []byte, opts stamp.Options) ([]OfflineStamp, erro
 			continue
 		}
 		refs := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, opts)
+		if opts.OverCap(refs) {
+			out = append(out, OfflineStamp{Kind: strings.ToLower(w.Kind.Kind), Namespace: obj.GetNamespace(), Name: obj.GetName(), TooManySources: true})
+			continue
+		}
 		srcs := m.Sources[obj.GetNamespace()]
 		var absent []string
 		lookup := func(_ context.Context, kind, name string) (*corev1.ConfigMap, error) {

@@ -81,6 +81,14 @@ spec:
 	if err != nil || strings.Contains(noSecrets[0].Sources, "secret/") {
 		t.Errorf("without Secrets: %+v %v", noSecrets, err)
 	}
+	// Past the cap (web consumes two with Secrets, one without), no stamp.
+	capped, err := Offline(&m, key, stamp.Options{Secrets: true, MaxSources: 1})
+	if err != nil || !capped[0].TooManySources || capped[0].Hash != "" || capped[1].TooManySources {
+		t.Errorf("--max-sources 1: %+v %v", capped, err)
+	}
+	if capped, err := Offline(&m, key, stamp.Options{MaxSources: 1}); err != nil || capped[0].TooManySources {
+		t.Errorf("--max-sources 1 without Secrets: %+v %v", capped, err)
+	}
 	if _, err := Offline(&m, nil, stamp.Options{Secrets: true}); !errors.Is(err, stamp.ErrNoKey) {
 		t.Errorf("without key: %v, want ErrNoKey", err)
 	}

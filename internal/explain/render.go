@@ -14,6 +14,9 @@ import (
 func WriteReport(w io.Writer, r Report) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	printf(tw, "%s/%s in namespace %s\n", r.Kind, r.Name, r.Namespace)
+	if r.TemplateOf != "" {
+		printf(tw, "Template:\t%s's (spec.workloadRef): what follows is its report\n", r.TemplateOf)
+	}
 	printf(tw, "Verdict:\t%s\n", r.Verdict)
 	printf(tw, "Why:\t%s\n", r.Reason)
 	rolls := "no"
@@ -105,6 +108,10 @@ func WriteOffline(w io.Writer, stamps []OfflineStamp) error {
 		printf(w, "%s/%s in namespace %s\n", s.Kind, s.Name, s.Namespace)
 		if s.Skipped {
 			line(w, "  skipped: annotated "+stamp.SkipAnnotation+"=true, the webhook leaves it unstamped")
+			continue
+		}
+		if s.TooManySources {
+			line(w, "  too many sources: past the cap (--max-sources), the webhook reads none and keeps the stamp as stored")
 			continue
 		}
 		if s.Hash == "" {

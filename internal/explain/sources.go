@@ -79,6 +79,9 @@ func sources(in Input, tmpl *corev1.PodTemplateSpec, refs []stamp.Source) []Sour
 			s.WrittenSince = workload.LastWrite(cm).After(since)
 		}
 		s.Note = note(s)
+		if in.Live.NotRead && s.Status == StatusUnknown {
+			s.Note = "not read: configstamp leaves the workload alone"
+		}
 		out = append(out, s)
 	}
 	for _, id := range slices.Sorted(maps.Keys(stamped)) {

@@ -42,10 +42,15 @@ func scopeOf(inScope, unknown bool) func() (decide.Scope, error) {
 	}
 }
 
+// gate is decide.Gate of the workload of in, consuming refs.
+func gate(in Input, refs []stamp.Source) (decide.Stop, error) {
+	return decide.Gate(decide.Entry{Object: in.Object, KindNotCovered: in.KindNotCovered, Refs: refs, Options: in.Options}, scopeOf(in.InScope, in.ScopeUnknown))
+}
+
 // verdict is the watcher's decision (decide.Gate, then decide.Decide, as
 // watcher/check.go makes it) in words.
 func verdict(in Input, r *Report, refs []stamp.Source) (code, reason string, roll bool) {
-	stop, _ := decide.Gate(decide.Entry{Object: in.Object, KindNotCovered: in.KindNotCovered, Refs: refs, Options: in.Options}, scopeOf(in.InScope, in.ScopeUnknown))
+	stop, _ := gate(in, refs)
 	switch stop {
 	case decide.StopSkipped:
 		return VerdictSkipped, "skipped: annotation " + stamp.SkipAnnotation + "=true", false
@@ -220,6 +225,12 @@ func (g *gathered) Bypassed() (bool, error) {
 	}
 	b, err := decide.Bypassed(g.in.Object.GetCreationTimestamp().Time, g.refs, t.Coverage[g.in.Kind.Resource], t.Coverage[decide.CoverageSecrets],
 		func() (metav1.Object, bool, error) {
+			if t.Watched {
+				if !t.NamespaceIncluded {
+					return nil, false, nil
+				}
+				return decide.WatchedNamespace(g.in.Object.GetNamespace(), t.Coverage[decide.CoverageNamespace(g.in.Object.GetNamespace())])
+			}
 			if t.Namespace == nil {
 				return nil, false, decide.ErrUnknown
 			}

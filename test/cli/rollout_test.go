@@ -71,4 +71,29 @@ func TestRollout(t *testing.T) {
 	if out := ok(t, "impact", "-n", ns, "configmap/app"); !strings.Contains(out, "rollout/canary") {
 		t.Errorf("impact lacks rollout/canary:\n%s", out)
 	}
+
+	// A Rollout whose pod template is a Deployment's (spec.workloadRef): configstamp
+	// stamps the Deployment, and the Rollout gets its verdict.
+	base := deployment(ns, "base", envFrom("app"))
+	if err := k8s.Create(bg, base); err != nil {
+		t.Fatal(err)
+	}
+	ref := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+		"metadata": map[string]any{"namespace": ns, "name": "ref"},
+		"spec": map[string]any{
+			"selector":    map[string]any{"matchLabels": map[string]any{"app": "base"}},
+			"workloadRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "base"},
+		},
+	}}
+	if err := k8s.Create(bg, ref); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(ok(t, "explain", "-n", ns, "rollout/ref", "-o", "json")), &r); err != nil {
+		t.Fatal(err)
+	}
+	baseHash := base.Spec.Template.Annotations[stamp.HashAnnotation]
+	if r.Kind != "rollout" || r.Name != "ref" || r.TemplateOf != "deployment/base" || r.Verdict != explain.VerdictUpToDate || baseHash == "" || r.Stamp.Hash != baseHash {
+		t.Errorf("explain rollout/ref: %s/%s of %q: %s %q, stamp %s; want deployment/base's up to date at %q", r.Kind, r.Name, r.TemplateOf, r.Verdict, r.Reason, r.Stamp.Hash, baseHash)
+	}
 }
