@@ -8,6 +8,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
 	"github.com/configstamp/configstamp/internal/workload"
+	"github.com/configstamp/configstamp/stamp"
 )
 
 // MatchConditionName names the registration's one match condition.
@@ -18,9 +19,11 @@ const MatchConditionName = "configstamp-relevant-change"
 const annotationPrefix = "configstamp.io/"
 
 // MatchConditions are the match conditions of k's registration entries: the API server
-// calls configstamp for a CREATE, and for an UPDATE that adds, removes or changes the pod
-// template, any configstamp.io/ annotation of the workload's metadata (the watcher's
-// nudges and records are such changes) or the opt-in label. Other UPDATEs (labels,
+// calls configstamp for a CREATE, and for an UPDATE that carries the watcher's marker
+// (a nudge or a record; also when an earlier nudge's marker was left in place by an
+// outage, so the retry's patch changes nothing), or adds, removes or changes the pod
+// template, any configstamp.io/ annotation of the workload's metadata or the opt-in
+// label. Other UPDATEs (labels,
 // replicas, paused, a release re-applying an unchanged template) cost no call and no read:
 // the webhook has nothing to do for them but restamp a workload whose config changed since,
 // and that is the watcher's to roll, after the debounce, as for every other change. An
@@ -29,6 +32,7 @@ const annotationPrefix = "configstamp.io/"
 func MatchConditions(k *workload.Kind, label string) []admissionregistrationv1.MatchCondition {
 	expr := strings.Join([]string{
 		"request.operation != 'UPDATE'",
+		carries(stamp.NudgeAnnotation),
 		templateChanged(k.TemplatePath()),
 		annotationsChanged(annotationPrefix),
 		labelChanged(label),
@@ -65,6 +69,11 @@ func annotationsChanged(prefix string) string {
 	const n, o = "object.metadata.annotations", "oldObject.metadata.annotations"
 	return fmt.Sprintf("(has(%[1]s) && %[1]s.exists(k, k.startsWith('%[3]s') && (!has(%[2]s) || !(k in %[2]s) || %[2]s[k] != %[1]s[k])))"+
 		" || (has(%[2]s) && %[2]s.exists(k, k.startsWith('%[3]s') && (!has(%[1]s) || !(k in %[1]s))))", n, o, prefix)
+}
+
+// carries is true when the new object has the metadata annotation key.
+func carries(key string) string {
+	return fmt.Sprintf("(has(object.metadata.annotations) && '%s' in object.metadata.annotations)", key)
 }
 
 // labelChanged is true when the label key was added, changed or removed.

@@ -17,7 +17,7 @@ func TestMatchConditions(t *testing.T) {
 		}
 		e := mc[0].Expression
 		for _, want := range []string{
-			"request.operation != 'UPDATE' || ",
+			"request.operation != 'UPDATE' || (has(object.metadata.annotations) && 'configstamp.io/nudge' in object.metadata.annotations) || ",
 			"object.spec.template != oldObject.spec.template",
 			"k.startsWith('configstamp.io/')",
 			"object.metadata.labels['example.com/opt-in']",

@@ -124,7 +124,8 @@ admissionregistration.k8s.io/v1 policies (Kubernetes 1.30 and later). */ -}}
 {{- end }}
 {{- /* The match condition of a kind's registration entries, the same expression as
 webhook.MatchConditions (test/deploy compares them): configstamp is called for a CREATE,
-and for an UPDATE that changes the pod template (at .path, e.g. spec.template), a
+and for an UPDATE that carries the watcher's marker (configstamp.io/nudge, even left in
+place by an outage) or changes the pod template (at .path, e.g. spec.template), a
 configstamp.io/ annotation of the workload or the opt-in label (.label); other UPDATEs
 (labels, replicas, paused) cost no call. Arguments: dict "path" "label". */ -}}
 {{- define "configstamp.matchExpression" -}}
@@ -140,6 +141,7 @@ configstamp.io/ annotation of the workload or the opt-in label (.label); other U
 {{- $value := "(has(%[1]s) && '%[2]s' in %[1]s ? %[1]s['%[2]s'] : '')" -}}
 {{- list
   "request.operation != 'UPDATE'"
+  "(has(object.metadata.annotations) && 'configstamp.io/nudge' in object.metadata.annotations)"
   (printf "%s != %s || (%s && object.%s != oldObject.%s)" $present.object $present.oldObject $present.object .path .path)
   (printf "(has(%[1]s) && %[1]s.exists(k, k.startsWith('%[3]s') && (!has(%[2]s) || !(k in %[2]s) || %[2]s[k] != %[1]s[k]))) || (has(%[2]s) && %[2]s.exists(k, k.startsWith('%[3]s') && (!has(%[1]s) || !(k in %[1]s))))" $n $o $p)
   (printf "%s != %s" (printf $value "object.metadata.labels" .label) (printf $value "oldObject.metadata.labels" .label))
