@@ -59,10 +59,12 @@ func testOneCallPerRequest(t *testing.T) {
 	}
 	for _, c := range cases {
 		create(t, c.d)
-		// An update that leaves the pod template as it is, as kubectl label makes.
-		patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"touched":"yes"}}}`))
+		// An update of the pod template, as kubectl rollout restart makes (one that
+		// leaves the template as it is, as kubectl label makes, calls no entry: the
+		// match conditions, test/integration MatchConditions).
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"template":{"metadata":{"annotations":{"touched":"yes"}}}}}`))
 		if err := env.Client.Patch(bg, c.d, patch); err != nil {
-			t.Fatalf("label deployment %s: %v", c.d.Name, err)
+			t.Fatalf("patch the template of deployment %s: %v", c.d.Name, err)
 		}
 	}
 	for _, c := range cases {
