@@ -33,11 +33,11 @@ const (
 	sentinelNS = "sentinel"
 )
 
-// Memory: the chart's memory limit, and the GOMEMLIMIT configstamp runs with (as the
-// chart sets it from that limit, with a tenth left for what is not Go heap).
+// Memory: the chart's memory limit, and the GOMEMLIMIT configstamp runs with (as it
+// sets it from that limit, with a fifth left for what is not Go heap).
 const (
 	memoryLimit = 256 << 20
-	goMemLimit  = "230MiB"
+	goMemLimit  = "204MiB"
 )
 
 // TestSecurity starts one configstamp (Secrets on, as the chart's hardened install
