@@ -133,8 +133,9 @@ func (s *setup) checkAccess(ctx context.Context) error {
 		want = neededIn(s.kinds, s.sources, o.metricsSecure, s.scope.Watched, s.coverageConfigMap(), keyRef)
 	}
 	if o.certs.enabled() {
-		// Both certificate modes keep the registration's caBundle, watching it by name.
-		for _, verb := range []string{"update", "list", "watch"} {
+		// Both certificate modes keep the registration's caBundle (a JSON patch), watching
+		// it by name.
+		for _, verb := range []string{"get", "list", "watch", "patch"} {
 			want = append(want, access{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", verb, s.registrationName, ""})
 		}
 		want = append(want, o.certs.secretAccess()...)
