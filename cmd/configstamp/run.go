@@ -139,6 +139,7 @@ func run(ctx context.Context, args []string) error {
 		return nil
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+	newStdLog(ctrl.Log.WithName("http")).install()
 	setMemoryLimit(ctrl.Log.WithName("setup"))
 	s, err := newSetup(o)
 	if err != nil {

@@ -65,6 +65,7 @@ func TestSecurity(t *testing.T) {
 	t.Run("FiftyAtOnce", s.testFiftyAtOnce)
 	t.Run("Flood", s.testFlood)
 	t.Run("UnknownNamespaceFlood", s.testUnknownNamespaceFlood)
+	t.Run("ConnectAndClose", s.testConnectAndClose)
 	t.Run("FloodAtCapacity", s.testFloodAtCapacity)
 	t.Run("NeverReadOutOfScope", func(t *testing.T) {
 		s.noReads(t, start, excluded, notOptedIn, victim, crowded, bulky)
