@@ -175,39 +175,17 @@ func TestCABundlePatchUnderSelfPolicy(t *testing.T) {
 	withSelfPolicy(t)
 	selfRegistration(t, "deployments.configstamp.io", "statefulsets.configstamp.io")
 	ns := env.NewNamespace(t, false)
-	as := asConfigstamp(t)
-	replica := func(c client.Client, secret string) *certs.Rotator {
-		return &certs.Rotator{Publisher: certs.Publisher{Client: c, Registration: "configstamp"},
-			Secret: types.NamespacedName{Namespace: ns, Name: secret}, Hosts: []string{"127.0.0.1"}, CertDir: t.TempDir(),
-			Validity: 10 * time.Hour, RenewBefore: 3 * time.Hour, CAValidity: 30 * time.Hour}
-	}
-	ensure := func(r *certs.Rotator) {
-		t.Helper()
-		// Nothing served yet and the CA new to the registration: ErrWaiting, after the
-		// publish this test is about.
-		if _, err := r.Ensure(bg); err != nil && !errors.Is(err, certs.ErrWaiting) {
-			t.Fatal(err)
-		}
-	}
-	second := replica(as, "second-tls")
+	second := replica(t, asConfigstamp(t), ns, "second-tls")
 	patches := 0
-	cfg, err := clientcmd.BuildConfigFromFlags("", env.Cluster.ConfigstampKubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	withWatch, err := client.NewWithWatch(cfg, client.Options{Scheme: k8s.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first := replica(interceptor.NewClient(withWatch, interceptor.Funcs{
+	first := replica(t, interceptor.NewClient(configstampWithWatch(t), interceptor.Funcs{
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
 			if patches++; patches == 1 {
-				ensure(second)
+				publish(t, second)
 			}
 			return c.Patch(ctx, obj, patch, opts...)
 		},
-	}), "first-tls")
-	ensure(first)
+	}), ns, "first-tls")
+	publish(t, first)
 	if patches != 2 {
 		t.Errorf("the first replica patched %d times, want 2 (one refused by its guards, one after reading again)", patches)
 	}
@@ -229,4 +207,74 @@ func TestCABundlePatchUnderSelfPolicy(t *testing.T) {
 	if reg.Annotations[certs.CAsAnnotation] == "" || reg.Annotations["meta.helm.sh/release-name"] != "configstamp" {
 		t.Errorf("annotations %v: want the record beside the chart's", reg.Annotations)
 	}
+}
+
+// TestCABundlePatchKeepsFieldsItDoesNotKnow: the caBundle write leaves alone the
+// registration's fields this build's types lack (an API server newer than configstamp),
+// so the self policy lets it through and the fields stay. Simulated by a client whose
+// reads drop the entries' matchConditions, as a build without that field would: a typed
+// update would then remove them, which the policy denies.
+func TestCABundlePatchKeepsFieldsItDoesNotKnow(t *testing.T) {
+	withSelfPolicy(t)
+	reg := selfRegistration(t, "deployments.configstamp.io")
+	conditions := `[{"name":"not-a-dry-run","expression":"!request.dryRun"}]`
+	if err := k8s.Patch(bg, reg, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"add","path":"/webhooks/0/matchConditions","value":`+conditions+`}]`))); err != nil {
+		t.Fatal(err)
+	}
+	older := interceptor.NewClient(configstampWithWatch(t), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			err := c.Get(ctx, key, obj, opts...)
+			if mwc, ok := obj.(*admissionregistrationv1.MutatingWebhookConfiguration); ok {
+				for i := range mwc.Webhooks {
+					mwc.Webhooks[i].MatchConditions = nil
+				}
+			}
+			return err
+		},
+	})
+	r := replica(t, older, env.NewNamespace(t, false), "tls")
+	publish(t, r)
+	if err := k8s.Get(bg, client.ObjectKeyFromObject(reg), reg); err != nil {
+		t.Fatal(err)
+	}
+	w := reg.Webhooks[0]
+	if len(w.ClientConfig.CABundle) == 0 {
+		t.Error("no caBundle written")
+	}
+	if len(w.MatchConditions) != 1 || w.MatchConditions[0].Name != "not-a-dry-run" {
+		t.Errorf("matchConditions %v: the field the writer did not know was lost", w.MatchConditions)
+	}
+}
+
+// replica is the self-signed mode of one configstamp replica keeping the registration
+// the self policy guards, with its certificate in Secret ns/secret, acting through c.
+func replica(t *testing.T, c client.Client, ns, secret string) *certs.Rotator {
+	return &certs.Rotator{Publisher: certs.Publisher{Client: c, Registration: "configstamp"},
+		Secret: types.NamespacedName{Namespace: ns, Name: secret}, Hosts: []string{"127.0.0.1"}, CertDir: t.TempDir(),
+		Validity: 10 * time.Hour, RenewBefore: 3 * time.Hour, CAValidity: 30 * time.Hour}
+}
+
+// publish runs one pass of r: it writes the Secret and the registration's caBundle.
+// Nothing is served yet and the CA is new to the registration, so the pass ends in
+// ErrWaiting, after the publish.
+func publish(t *testing.T, r *certs.Rotator) {
+	t.Helper()
+	if _, err := r.Ensure(bg); err != nil && !errors.Is(err, certs.ErrWaiting) {
+		t.Fatal(err)
+	}
+}
+
+// configstampWithWatch is a client acting as the configstamp user, that interceptors
+// can wrap.
+func configstampWithWatch(t *testing.T) client.WithWatch {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", env.Cluster.ConfigstampKubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: k8s.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
