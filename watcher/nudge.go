@@ -256,7 +256,7 @@ func (r *workloadReconciler) tooManySources(ctx context.Context, obj client.Obje
 func sourceSet(refs []stamp.Source) string {
 	h := sha256.New()
 	for _, s := range refs {
-		fmt.Fprintf(h, "%d:%s%d:%s", len(s.Kind), s.Kind, len(s.Name), s.Name)
+		_, _ = fmt.Fprintf(h, "%d:%s%d:%s", len(s.Kind), s.Kind, len(s.Name), s.Name) // a hash.Hash never fails to write
 	}
 	return string(h.Sum(nil))
 }
