@@ -12,9 +12,11 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
+	"gomodules.xyz/jsonpatch/v2"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 )
@@ -110,11 +113,20 @@ func (p *Publisher) retention() time.Duration { return max(time.Hour, 3*p.switch
 // that bundle no longer holds kept for a while, and records when each joined (see
 // nextBundle). A registration that does not exist yet is no error: there is nothing to
 // keep (its creation is watched). served is the CA of the certificate this process
-// serves (nil: none yet).
+// serves (nil: none yet). A registration changed between the read and the write (the
+// patch's guards fail) is read again.
 func (p *Publisher) publish(ctx context.Context, bundle []byte, now time.Time, served *x509.Certificate) error {
 	if p.Registration == "" {
 		return nil
 	}
+	return retry.OnError(retry.DefaultRetry, stale, func() error { return p.publishOnce(ctx, bundle, now, served) })
+}
+
+// stale reports whether a guarded patch failed because the object changed since it was
+// read: a failed JSON-patch test op is a 422, a changed resourceVersion a conflict.
+func stale(err error) bool { return apierrors.IsConflict(err) || apierrors.IsInvalid(err) }
+
+func (p *Publisher) publishOnce(ctx context.Context, bundle []byte, now time.Time, served *x509.Certificate) error {
 	log := logf.FromContext(ctx)
 	var mwc admissionregistrationv1.MutatingWebhookConfiguration
 	if err := p.Client.Get(ctx, client.ObjectKey{Name: p.Registration}, &mwc); err != nil {
@@ -134,9 +146,13 @@ func (p *Publisher) publish(ctx context.Context, bundle []byte, now time.Time, s
 		in.entries = append(in.entries, w.ClientConfig.CABundle)
 	}
 	next, states := nextBundle(in)
-	if setBundle(&mwc, pemCerts(next), states) {
-		if err := p.Client.Update(ctx, &mwc); err != nil {
-			return fmt.Errorf("update caBundle of %s: %w", p.Registration, err)
+	if patch := bundlePatch(&mwc, pemCerts(next), states); patch != nil {
+		raw, err := json.Marshal(patch)
+		if err != nil {
+			return err
+		}
+		if err := p.Client.Patch(ctx, &mwc, client.RawPatch(types.JSONPatchType, raw)); err != nil {
+			return fmt.Errorf("patch caBundle of %s: %w", p.Registration, err)
 		}
 		log.Info("Updated the registration's caBundle", "registration", p.Registration, "cas", len(next))
 	}
@@ -148,30 +164,42 @@ func (p *Publisher) publish(ctx context.Context, bundle []byte, now time.Time, s
 	return nil
 }
 
-// setBundle puts bundle into every entry of mwc and states into its record, and reports
-// whether that changed mwc.
-func setBundle(mwc *admissionregistrationv1.MutatingWebhookConfiguration, bundle []byte, states map[string]caState) bool {
-	changed := false
-	for i := range mwc.Webhooks {
-		if !bytes.Equal(mwc.Webhooks[i].ClientConfig.CABundle, bundle) {
-			mwc.Webhooks[i].ClientConfig.CABundle = bundle
-			changed = true
+// bundlePatch is the JSON patch that puts bundle into every entry of mwc and states into
+// its record (nil: nothing to change). It touches only those fields, so registration
+// fields this build does not know survive (a typed update would drop them, and the
+// chart's self policy deny it); test ops on the resourceVersion and each entry's name
+// make it fail if the registration changed since mwc was read.
+func bundlePatch(mwc *admissionregistrationv1.MutatingWebhookConfiguration, bundle []byte, states map[string]caState) []jsonpatch.Operation {
+	guards := []jsonpatch.Operation{jsonpatch.NewOperation("test", "/metadata/resourceVersion", mwc.ResourceVersion)}
+	var ops []jsonpatch.Operation
+	for i, w := range mwc.Webhooks {
+		guards = append(guards, jsonpatch.NewOperation("test", fmt.Sprintf("/webhooks/%d/name", i), w.Name))
+		if !bytes.Equal(w.ClientConfig.CABundle, bundle) {
+			// add replaces a member that exists; []byte marshals as base64, as the API wants.
+			ops = append(ops, jsonpatch.NewOperation("add", fmt.Sprintf("/webhooks/%d/clientConfig/caBundle", i), bundle))
 		}
 	}
 	ann, _ := json.Marshal(states) // map keys sorted: the same bytes for the same record
-	if _, old := mwc.Annotations["configstamp.io/retired-cas"]; old {
-		delete(mwc.Annotations, "configstamp.io/retired-cas") // an earlier build's record
-		changed = true
+	// An earlier build's record.
+	const oldRecord = "configstamp.io/retired-cas"
+	if _, old := mwc.Annotations[oldRecord]; old {
+		ops = append(ops, jsonpatch.NewOperation("remove", "/metadata/annotations/"+pointerEscape(oldRecord), nil))
 	}
-	if mwc.Annotations[CAsAnnotation] != string(ann) {
-		if mwc.Annotations == nil {
-			mwc.Annotations = map[string]string{}
-		}
-		mwc.Annotations[CAsAnnotation] = string(ann)
-		changed = true
+	switch {
+	case mwc.Annotations[CAsAnnotation] == string(ann):
+	case mwc.Annotations == nil:
+		ops = append(ops, jsonpatch.NewOperation("add", "/metadata/annotations", map[string]string{CAsAnnotation: string(ann)}))
+	default:
+		ops = append(ops, jsonpatch.NewOperation("add", "/metadata/annotations/"+pointerEscape(CAsAnnotation), string(ann)))
 	}
-	return changed
+	if len(ops) == 0 {
+		return nil
+	}
+	return append(guards, ops...)
 }
+
+// pointerEscape escapes s as one JSON-pointer token (RFC 6901).
+func pointerEscape(s string) string { return strings.NewReplacer("~", "~0", "/", "~1").Replace(s) }
 
 // knownSince is when this process last knew each CA (by fingerprint) to have joined
 // the bundle.

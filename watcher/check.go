@@ -152,7 +152,7 @@ func (r *workloadReconciler) admitted(ctx context.Context, obj client.Object) (*
 		return decide.InScope, nil
 	})
 	if stop == decide.StopTooManySources {
-		r.tooManySources(ctx, obj, len(refs))
+		r.tooManySources(ctx, obj, refs)
 	}
 	if err != nil || stop != decide.Pass {
 		return nil, nil, err

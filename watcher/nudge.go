@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -239,12 +240,26 @@ func (r *workloadReconciler) bypassed(ctx context.Context, obj client.Object, go
 }
 
 // tooManySources reports a workload that consumes more than the source cap: the webhook
-// keeps its stamp as stored, so it is neither read nor nudged.
-func (r *workloadReconciler) tooManySources(ctx context.Context, obj client.Object, n int) {
+// keeps its stamp as stored, so it is neither read nor nudged. The metric counts every
+// check; the Event and the log line come once per set of sources, then hourly.
+func (r *workloadReconciler) tooManySources(ctx context.Context, obj client.Object, refs []stamp.Source) {
 	checks.WithLabelValues("too_many_sources").Inc()
+	if !r.state.reportTooMany(client.ObjectKeyFromObject(obj), sourceSet(refs), time.Now()) {
+		return
+	}
 	r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonTooManySources, "Check",
-		"Not rolled on config changes: it consumes %d sources, more than the cap of %d (--max-sources)", n, r.sources.SourceCap())
-	logf.FromContext(ctx).Info("Left alone: it consumes more sources than the cap", "sources", n, "cap", r.sources.SourceCap())
+		"Not rolled on config changes: it consumes %d sources, more than the cap of %d (--max-sources)", len(refs), r.sources.SourceCap())
+	logf.FromContext(ctx).Info("Left alone: it consumes more sources than the cap", "sources", len(refs), "cap", r.sources.SourceCap())
+}
+
+// sourceSet identifies which sources refs names (a SHA-256 of their kinds and names, so
+// that what is kept per workload stays small however many it consumes).
+func sourceSet(refs []stamp.Source) string {
+	h := sha256.New()
+	for _, s := range refs {
+		_, _ = fmt.Fprintf(h, "%d:%s%d:%s", len(s.Kind), s.Kind, len(s.Name), s.Name) // a hash.Hash never fails to write
+	}
+	return string(h.Sum(nil))
 }
 
 // tooLarge reports a workload whose stamp (part "pod template") or record (part

@@ -46,11 +46,15 @@ type workloadState struct {
 	checkedSet bool
 	// rolls counts configstamp's rollouts of it.
 	rolls uint64
+	// tooManySet and tooManyAt are the sources (see sourceSet) it consumed, over the
+	// cap, when it was last reported so, and when.
+	tooManySet string
+	tooManyAt  time.Time
 }
 
 func (s *workloadState) empty() bool {
 	return s.trigger == (trigger{}) && s.lastRoll.IsZero() && s.bypasses == 0 && s.unreads == 0 && s.oversize == 0 &&
-		!s.checkedSet && s.rolls == 0
+		!s.checkedSet && s.rolls == 0 && s.tooManyAt.IsZero()
 }
 
 // workloadStates holds the state of each workload of one kind, by namespace and name.
@@ -215,6 +219,24 @@ func (s *workloadStates) clearOversize(key types.NamespacedName, mark uint64) {
 
 func (s *workloadStates) isOversize(key types.NamespacedName) bool {
 	return s.oversizeMark(key) != 0
+}
+
+// tooManyEvery is how often a workload left over the source cap, with the same sources,
+// is reported again (its Event): every check would repeat it.
+const tooManyEvery = time.Hour
+
+// reportTooMany reports whether key, over the source cap consuming set, is to be
+// reported at now: the first time, when set differs from the last report's, or
+// tooManyEvery after it. A report it allows is remembered.
+func (s *workloadStates) reportTooMany(key types.NamespacedName, set string, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.get(key)
+	if st.tooManySet == set && !st.tooManyAt.IsZero() && now.Sub(st.tooManyAt) < tooManyEvery {
+		return false
+	}
+	st.tooManySet, st.tooManyAt = set, now
+	return true
 }
 
 // untilNextRoll is how long until key may be rolled again (zero: now).

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -41,6 +43,8 @@ type admissionScope struct {
 	scope    *scope.Scope
 	cache    client.Reader
 	informer cache.Informer
+	// waiting counts the reviews waiting for a namespace the cache lacks.
+	waiting atomic.Int32
 }
 
 // newAdmissionScope starts the informer with the manager's cache.
@@ -66,6 +70,12 @@ var _ webhook.ScopeFunc = (*admissionScope)(nil).InScope
 // newNamespaceWait is how long a review waits for a namespace its cache lacks.
 const newNamespaceWait = 250 * time.Millisecond
 
+// maxNamespaceWaiters is how many reviews at a time may wait for a namespace the cache
+// lacks; the others are answered scope_unknown at once. A namespace created with its
+// Deployments in one apply takes a waiter for milliseconds; a flood of forged reviews
+// naming no namespace would otherwise hold every in-flight slot for the whole wait.
+const maxNamespaceWaiters = 2
+
 // InScope is the webhook's ScopeFunc.
 func (a *admissionScope) InScope(ctx context.Context, namespace string, objLabels map[string]string) (bool, error) {
 	if a.scope.IsExcluded(namespace) {
@@ -79,24 +89,36 @@ func (a *admissionScope) InScope(ctx context.Context, namespace string, objLabel
 	}
 	ns := namespaceMeta()
 	err := a.cache.Get(ctx, client.ObjectKey{Name: namespace}, ns)
-	// A namespace created a moment ago (a manifest of a Namespace and its Deployments)
-	// reaches the cache within milliseconds: wait that long, never longer (a forged
-	// review naming no namespace holds its slot no more than newNamespaceWait).
-	for deadline := time.Now().Add(newNamespaceWait); apierrors.IsNotFound(err) && time.Now().Before(deadline); {
-		select {
-		case <-ctx.Done():
-			return false, errNamespaceUnknown
-		case <-time.After(25 * time.Millisecond):
-		}
-		err = a.cache.Get(ctx, client.ObjectKey{Name: namespace}, ns)
-	}
 	if apierrors.IsNotFound(err) {
-		return false, errNamespaceUnknown
+		err = a.waitNamespace(ctx, namespace, ns)
 	}
 	if err != nil {
-		return false, fmt.Errorf("namespace %s: %w", namespace, err)
+		return false, err
 	}
 	return a.scope.IncludesWorkload(namespace, ns.Labels, objLabels), nil
+}
+
+// waitNamespace waits up to newNamespaceWait for a namespace the cache lacks to reach it
+// (a manifest of a Namespace and its Deployments: within milliseconds), if a waiter's
+// place is free; errNamespaceUnknown when it does not.
+func (a *admissionScope) waitNamespace(ctx context.Context, namespace string, ns *metav1.PartialObjectMetadata) error {
+	if a.waiting.Add(1) > maxNamespaceWaiters {
+		a.waiting.Add(-1)
+		return errNamespaceUnknown
+	}
+	defer a.waiting.Add(-1)
+	var getErr error
+	err := wait.PollUntilContextTimeout(ctx, 25*time.Millisecond, newNamespaceWait, false, func(ctx context.Context) (bool, error) {
+		getErr = a.cache.Get(ctx, client.ObjectKey{Name: namespace}, ns)
+		return !apierrors.IsNotFound(getErr), nil
+	})
+	switch {
+	case err != nil || apierrors.IsNotFound(getErr):
+		return errNamespaceUnknown
+	case getErr != nil:
+		return fmt.Errorf("namespace %s: %w", namespace, getErr)
+	}
+	return nil
 }
 
 // ready is a readiness check: a replica serves admission once it can place reviews.

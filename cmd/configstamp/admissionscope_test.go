@@ -81,3 +81,32 @@ func TestAdmissionScopeWaitsForANewNamespace(t *testing.T) {
 		t.Errorf("a namespace cached 100ms after the review: in scope %v, error %v; want in, no error", in, err)
 	}
 }
+
+// With maxNamespaceWaiters reviews already waiting for namespaces the cache lacks, the
+// next is answered unknown without waiting: a namespace that reaches the cache a moment
+// later is not seen (it is, when a waiter's place is free).
+func TestAdmissionScopeBoundsWaiters(t *testing.T) {
+	sc, err := scope.New("configstamp.io/inject", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	_ = corev1.AddToScheme(scheme)
+	for _, waiting := range []int32{maxNamespaceWaiters, maxNamespaceWaiters - 1} {
+		c := fake.NewClientBuilder().WithScheme(scheme).Build()
+		a := &admissionScope{scope: sc, cache: c, informer: syncedInformer{synced: true}}
+		a.waiting.Store(waiting)
+		go func() {
+			time.Sleep(50 * time.Millisecond)
+			_ = c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "new", Labels: map[string]string{sc.Label: stamp.InjectValue}}})
+		}()
+		in, err := a.InScope(context.Background(), "new", nil)
+		if full := waiting == maxNamespaceWaiters; full != errors.Is(err, errNamespaceUnknown) || full == in {
+			t.Errorf("%d waiting: in scope %v, error %v; want unknown: %v", waiting, in, err, full)
+		}
+		time.Sleep(100 * time.Millisecond) // the namespace created before the next round
+		if a.waiting.Load() != waiting {
+			t.Errorf("%d waiting before, %d after", waiting, a.waiting.Load())
+		}
+	}
+}

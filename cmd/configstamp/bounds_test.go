@@ -14,7 +14,7 @@ func TestSetMemoryLimit(t *testing.T) {
 		name, limit, gomemlimit string
 		want                    int64
 	}{
-		{"90% of the container's", "268435456", "", 241591905},
+		{"80% of the container's", "268435456", "", 214748360},
 		{"GOMEMLIMIT wins", "268435456", "100MiB", math.MaxInt64},
 		{"no limit given", "", "", math.MaxInt64},
 		{"not a number", "256Mi", "", math.MaxInt64},

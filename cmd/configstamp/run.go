@@ -86,7 +86,7 @@ func bindOptions(fs *flag.FlagSet) *options {
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "Port the admission webhook server listens on.")
 	fs.StringVar(&o.webhookHost, "webhook-host", "", "Address the admission webhook server binds to (empty: all).")
 	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "", "Directory holding tls.crt and tls.key for the webhook server; reloaded when they change. With --dev-webhook-url: reused if it also holds ca.crt, else a CA and certificate are generated into it (default: a fresh temporary directory). Default otherwise: /tmp/k8s-webhook-server/serving-certs.")
-	fs.StringVar(&o.webhookClientCA, "webhook-client-ca-file", "", "PEM file of the CA(s) the API server's client certificate must be signed by: the webhook server then refuses, during the TLS handshake, every caller without such a certificate (the API server presents one when its admission configuration says so, README). Read at start. Empty: no client certificate asked for.")
+	fs.StringVar(&o.webhookClientCA, "webhook-client-ca-file", "", "PEM file of the CA(s) the API server's client certificate must be signed by: the webhook server then refuses, during the TLS handshake, every caller without such a certificate (the API server presents one when its admission configuration says so, README). Watched: a rotated file is taken in without a restart. Empty: no client certificate asked for.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; \"0\" disables it.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints; \"0\" disables them.")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "Address of the net/http/pprof endpoints; \"0\" disables them.")
@@ -156,6 +156,7 @@ func run(ctx context.Context, args []string) error {
 		return nil
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+	newStdLog(ctrl.Log.WithName("http")).install()
 	setMemoryLimit(ctrl.Log.WithName("setup"))
 	s, err := newSetup(o)
 	if err != nil {

@@ -3,16 +3,16 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/configstamp/configstamp/internal/metricsauth"
@@ -31,20 +31,39 @@ func webhookTLS(http2 bool) func(*tls.Config) {
 
 // clientCA makes the webhook server require a client certificate signed by a CA in the
 // PEM file at path (the API server's, per its admission configuration), in the handshake.
-func clientCA(path string) (func(*tls.Config), error) {
-	pem, err := os.ReadFile(path)
+// The file is watched (apiserver's DynamicFileCAContent, as kube-apiserver reads its own
+// --client-ca-file): a rotated CA is trusted, and the one it replaced refused, without a
+// restart; a file rewritten unreadable or empty keeps the last good CAs. The returned
+// runnable keeps the file watched while the manager runs.
+func clientCA(path string) (func(*tls.Config), manager.Runnable, error) {
+	ca, err := dynamiccertificates.NewDynamicCAContentFromFile("webhook-client-ca", path)
 	if err != nil {
-		return nil, fmt.Errorf("--webhook-client-ca-file: %w", err)
+		return nil, nil, fmt.Errorf("--webhook-client-ca-file: %w", err)
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("--webhook-client-ca-file: no PEM certificate in %s", path)
-	}
-	return func(c *tls.Config) {
-		c.ClientCAs = pool
+	set := func(c *tls.Config) {
 		c.ClientAuth = tls.RequireAndVerifyClientCert
-	}, nil
+		c.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			cfg := c.Clone()
+			cfg.GetConfigForClient = nil
+			opts, _ := ca.VerifyOptions() // loaded once above: always there
+			cfg.ClientCAs = opts.Roots
+			return cfg, nil
+		}
+	}
+	return set, caWatch{ca}, nil
 }
+
+// caWatch runs a DynamicFileCAContent's file watch on every replica.
+type caWatch struct {
+	*dynamiccertificates.DynamicFileCAContent
+}
+
+func (w caWatch) Start(ctx context.Context) error {
+	w.Run(ctx, 1)
+	return nil
+}
+
+func (caWatch) NeedLeaderElection() bool { return false }
 
 // metricsOptions is the metrics server: plain HTTP, or with secure HTTPS (a certificate
 // controller-runtime generates) where every request must carry a token the API server

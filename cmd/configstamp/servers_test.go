@@ -15,14 +15,14 @@ import (
 // clear error at start.
 func TestClientCA(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := clientCA(filepath.Join(dir, "missing.crt")); err == nil || !strings.Contains(err.Error(), "--webhook-client-ca-file") {
+	if _, _, err := clientCA(filepath.Join(dir, "missing.crt")); err == nil || !strings.Contains(err.Error(), "--webhook-client-ca-file") {
 		t.Errorf("missing file: %v", err)
 	}
 	junk := filepath.Join(dir, "junk.crt")
 	if err := os.WriteFile(junk, []byte("not a certificate"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := clientCA(junk); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
+	if _, _, err := clientCA(junk); err == nil || !strings.Contains(err.Error(), "--webhook-client-ca-file") {
 		t.Errorf("junk file: %v", err)
 	}
 	certPEM, _, err := certutil.GenerateSelfSignedCertKey("test", nil, nil)
@@ -33,13 +33,14 @@ func TestClientCA(t *testing.T) {
 	if err := os.WriteFile(good, certPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	set, err := clientCA(good)
+	set, _, err := clientCA(good)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var c tls.Config
 	set(&c)
-	if c.ClientAuth != tls.RequireAndVerifyClientCert || c.ClientCAs == nil {
-		t.Errorf("TLS config: ClientAuth %v, ClientCAs %v", c.ClientAuth, c.ClientCAs)
+	hello, err := c.GetConfigForClient(&tls.ClientHelloInfo{})
+	if c.ClientAuth != tls.RequireAndVerifyClientCert || err != nil || hello.ClientCAs == nil || hello.ClientAuth != tls.RequireAndVerifyClientCert {
+		t.Errorf("TLS config: ClientAuth %v, per handshake %+v (%v)", c.ClientAuth, hello, err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/configstamp/configstamp/certs"
@@ -133,8 +134,9 @@ func (s *setup) checkAccess(ctx context.Context) error {
 		want = neededIn(s.kinds, s.sources, o.metricsSecure, s.scope.Watched, s.coverageConfigMap(), keyRef)
 	}
 	if o.certs.enabled() {
-		// Both certificate modes keep the registration's caBundle, watching it by name.
-		for _, verb := range []string{"update", "list", "watch"} {
+		// Both certificate modes keep the registration's caBundle (a JSON patch), watching
+		// it by name.
+		for _, verb := range []string{"get", "list", "watch", "patch"} {
 			want = append(want, access{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", verb, s.registrationName, ""})
 		}
 		want = append(want, o.certs.secretAccess()...)
@@ -166,12 +168,13 @@ func (s *setup) certificates(ctx context.Context) (ensurer, error) {
 func (s *setup) newManager() (ctrl.Manager, error) {
 	o := s.o
 	webhookTLSOpts := []func(*tls.Config){webhookTLS(o.enableHTTP2)}
+	var watchCA manager.Runnable
 	if o.webhookClientCA != "" {
-		verify, err := clientCA(o.webhookClientCA)
+		verify, watch, err := clientCA(o.webhookClientCA)
 		if err != nil {
 			return nil, err
 		}
-		webhookTLSOpts = append(webhookTLSOpts, verify)
+		webhookTLSOpts, watchCA = append(webhookTLSOpts, verify), watch
 	}
 	mgr, err := ctrl.NewManager(s.cfg, ctrl.Options{
 		Scheme:                  s.scheme,
@@ -195,6 +198,11 @@ func (s *setup) newManager() (ctrl.Manager, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
+	}
+	if watchCA != nil {
+		if err := mgr.Add(watchCA); err != nil {
+			return nil, err
+		}
 	}
 	return mgr, nil
 }

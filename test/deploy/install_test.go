@@ -333,7 +333,7 @@ func TestChartInstallsAndWorksUnderItsRBAC(t *testing.T) {
 		"list controllerrevisions -n " + ns:                           "yes",
 		"get mutatingwebhookconfigurations/configstamp":               "yes",
 		"get mutatingwebhookconfigurations/other":                     "no",
-		"update mutatingwebhookconfigurations/configstamp":            "yes",
+		"update mutatingwebhookconfigurations/configstamp":            "no",
 		"watch mutatingwebhookconfigurations/configstamp":             "yes",
 		"update mutatingwebhookconfigurations/other":                  "no",
 		"get secrets/configstamp-cert-manager-tls -n " + releaseNS:    "yes",
@@ -604,7 +604,8 @@ func TestChartSelfSignedWorksUnderItsRBAC(t *testing.T) {
 	}
 	canI(t, map[string]string{
 		"watch mutatingwebhookconfigurations/configstamp":        "yes",
-		"update mutatingwebhookconfigurations/configstamp":       "yes",
+		"update mutatingwebhookconfigurations/configstamp":       "no",
+		"patch mutatingwebhookconfigurations/configstamp":        "yes",
 		"list mutatingwebhookconfigurations":                     "no",
 		"update mutatingwebhookconfigurations/other":             "no",
 		"update secrets/configstamp-webhook-tls -n " + releaseNS: "yes",

@@ -409,8 +409,8 @@ func checkRBAC(t *testing.T, mode string, secrets, rollouts, secure bool) {
 	clusterWide.add("authorization.k8s.io/selfsubjectaccessreviews", "", "create")
 	clusterWide.add("events.k8s.io/events", "", "create", "patch")
 	clusterWide.add("/events", "", "create", "patch")
-	// Both certificate modes keep the registration's caBundle, watching it by name.
-	clusterWide.add("admissionregistration.k8s.io/mutatingwebhookconfigurations", "configstamp", "get", "patch", "update", "list", "watch")
+	// Both certificate modes keep the registration's caBundle (a JSON patch), watching it by name.
+	clusterWide.add("admissionregistration.k8s.io/mutatingwebhookconfigurations", "configstamp", "get", "patch", "list", "watch")
 	namespaced := grants{}
 	// Leader election: its own Lease by name (create cannot be limited by name).
 	namespaced.add("coordination.k8s.io/leases", "", "create")

@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -11,9 +13,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/configstamp/configstamp/certs"
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
 )
@@ -110,32 +115,8 @@ func TestSelfPolicyWorkloads(t *testing.T) {
 // and its deletion are denied.
 func TestSelfPolicyRegistration(t *testing.T) {
 	withSelfPolicy(t)
-	none := admissionregistrationv1.SideEffectClassNone
-	reg := &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "configstamp", Annotations: map[string]string{"meta.helm.sh/release-name": "configstamp"}},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name: "deployments.configstamp.io", AdmissionReviewVersions: []string{"v1"}, SideEffects: &none,
-			FailurePolicy: ptr.To(admissionregistrationv1.Ignore),
-			ClientConfig:  admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:1/mutate")},
-			// Matches no namespace: the registration only stands for the chart's.
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"configstamp.test/none": "x"}},
-			Rules: []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-				Rule: admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"deployments"}}}},
-		}},
-	}
-	create(t, reg)
-	t.Cleanup(func() { _ = env.Client.Delete(bg, reg) })
+	reg := selfRegistration(t, "deployments.configstamp.io")
 	as := asConfigstamp(t)
-	// InstallSelfPolicy waited for the workloads' policy; the API server may take a
-	// moment more for this one.
-	framework.Eventually(t, 30*time.Second, "the registration's policy enforced", func() error {
-		err := as.Patch(bg, reg.DeepCopy(), client.RawPatch(types.JSONPatchType,
-			[]byte(`[{"op":"replace","path":"/webhooks/0/failurePolicy","value":"Fail"}]`)), client.DryRunAll)
-		if err == nil {
-			return errors.New("a dry-run change of failurePolicy went through")
-		}
-		return nil
-	})
 	patchAs(t, as, reg, `[{"op":"add","path":"/webhooks/0/clientConfig/caBundle","value":"Zm9v"}]`, true)
 	patchAs(t, as, reg, `{"metadata":{"annotations":{"`+stamp.CoverageAnnotation+`":"{}"}}}`, true)
 
@@ -149,4 +130,151 @@ func TestSelfPolicyRegistration(t *testing.T) {
 	if err := as.Delete(bg, reg); err == nil || !strings.Contains(err.Error(), "denied request") {
 		t.Errorf("delete of the registration as configstamp: %v, want the policy's denial", err)
 	}
+}
+
+// selfRegistration creates the registration the policy guards (the chart's name), with
+// one entry of each name, until the test ends, and waits until the API server enforces
+// the registration's policy (InstallSelfPolicy waited for the workloads' one only).
+func selfRegistration(t *testing.T, names ...string) *admissionregistrationv1.MutatingWebhookConfiguration {
+	t.Helper()
+	none := admissionregistrationv1.SideEffectClassNone
+	reg := &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "configstamp", Annotations: map[string]string{"meta.helm.sh/release-name": "configstamp"}},
+	}
+	for _, name := range names {
+		reg.Webhooks = append(reg.Webhooks, admissionregistrationv1.MutatingWebhook{
+			Name: name, AdmissionReviewVersions: []string{"v1"}, SideEffects: &none,
+			FailurePolicy: ptr.To(admissionregistrationv1.Ignore),
+			ClientConfig:  admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:1/mutate")},
+			// Matches no namespace: the registration only stands for the chart's.
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"configstamp.test/none": "x"}},
+			Rules: []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"deployments"}}}},
+		})
+	}
+	create(t, reg)
+	t.Cleanup(func() { _ = env.Client.Delete(bg, reg) })
+	as := asConfigstamp(t)
+	framework.Eventually(t, 30*time.Second, "the registration's policy enforced", func() error {
+		err := as.Patch(bg, reg.DeepCopy(), client.RawPatch(types.JSONPatchType,
+			[]byte(`[{"op":"replace","path":"/webhooks/0/failurePolicy","value":"Fail"}]`)), client.DryRunAll)
+		if err == nil {
+			return errors.New("a dry-run change of failurePolicy went through")
+		}
+		return nil
+	})
+	return reg
+}
+
+// TestCABundlePatchUnderSelfPolicy: the self-signed mode's caBundle write (a JSON
+// patch of the entries' caBundle and configstamp's record) goes through the policy as
+// configstamp. Two replicas that disagree on the CA race: the second replica's write
+// lands between the first's read and its patch; the first's patch fails on its guards,
+// it reads again and keeps the second's CA (retired) beside its own.
+func TestCABundlePatchUnderSelfPolicy(t *testing.T) {
+	withSelfPolicy(t)
+	selfRegistration(t, "deployments.configstamp.io", "statefulsets.configstamp.io")
+	ns := env.NewNamespace(t, false)
+	second := replica(t, asConfigstamp(t), ns, "second-tls")
+	patches := 0
+	first := replica(t, interceptor.NewClient(configstampWithWatch(t), interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if patches++; patches == 1 {
+				publish(t, second)
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	}), ns, "first-tls")
+	publish(t, first)
+	if patches != 2 {
+		t.Errorf("the first replica patched %d times, want 2 (one refused by its guards, one after reading again)", patches)
+	}
+	var reg admissionregistrationv1.MutatingWebhookConfiguration
+	if err := k8s.Get(bg, client.ObjectKey{Name: "configstamp"}, &reg); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"first-tls", "second-tls"} {
+		var s corev1.Secret
+		if err := k8s.Get(bg, client.ObjectKey{Namespace: ns, Name: name}, &s); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range reg.Webhooks {
+			if !bytes.Contains(w.ClientConfig.CABundle, bytes.TrimSpace(s.Data[certs.CAName])) {
+				t.Errorf("entry %s does not trust %s's CA", w.Name, name)
+			}
+		}
+	}
+	if reg.Annotations[certs.CAsAnnotation] == "" || reg.Annotations["meta.helm.sh/release-name"] != "configstamp" {
+		t.Errorf("annotations %v: want the record beside the chart's", reg.Annotations)
+	}
+}
+
+// TestCABundlePatchKeepsFieldsItDoesNotKnow: the caBundle write leaves alone the
+// registration's fields this build's types lack (an API server newer than configstamp),
+// so the self policy lets it through and the fields stay. Simulated by a client whose
+// reads drop the entries' matchConditions, as a build without that field would: a typed
+// update would then remove them, which the policy denies.
+func TestCABundlePatchKeepsFieldsItDoesNotKnow(t *testing.T) {
+	withSelfPolicy(t)
+	reg := selfRegistration(t, "deployments.configstamp.io")
+	conditions := `[{"name":"not-a-dry-run","expression":"!request.dryRun"}]`
+	if err := k8s.Patch(bg, reg, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"add","path":"/webhooks/0/matchConditions","value":`+conditions+`}]`))); err != nil {
+		t.Fatal(err)
+	}
+	older := interceptor.NewClient(configstampWithWatch(t), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			err := c.Get(ctx, key, obj, opts...)
+			if mwc, ok := obj.(*admissionregistrationv1.MutatingWebhookConfiguration); ok {
+				for i := range mwc.Webhooks {
+					mwc.Webhooks[i].MatchConditions = nil
+				}
+			}
+			return err
+		},
+	})
+	r := replica(t, older, env.NewNamespace(t, false), "tls")
+	publish(t, r)
+	if err := k8s.Get(bg, client.ObjectKeyFromObject(reg), reg); err != nil {
+		t.Fatal(err)
+	}
+	w := reg.Webhooks[0]
+	if len(w.ClientConfig.CABundle) == 0 {
+		t.Error("no caBundle written")
+	}
+	if len(w.MatchConditions) != 1 || w.MatchConditions[0].Name != "not-a-dry-run" {
+		t.Errorf("matchConditions %v: the field the writer did not know was lost", w.MatchConditions)
+	}
+}
+
+// replica is the self-signed mode of one configstamp replica keeping the registration
+// the self policy guards, with its certificate in Secret ns/secret, acting through c.
+func replica(t *testing.T, c client.Client, ns, secret string) *certs.Rotator {
+	return &certs.Rotator{Publisher: certs.Publisher{Client: c, Registration: "configstamp"},
+		Secret: types.NamespacedName{Namespace: ns, Name: secret}, Hosts: []string{"127.0.0.1"}, CertDir: t.TempDir(),
+		Validity: 10 * time.Hour, RenewBefore: 3 * time.Hour, CAValidity: 30 * time.Hour}
+}
+
+// publish runs one pass of r: it writes the Secret and the registration's caBundle.
+// Nothing is served yet and the CA is new to the registration, so the pass ends in
+// ErrWaiting, after the publish.
+func publish(t *testing.T, r *certs.Rotator) {
+	t.Helper()
+	if _, err := r.Ensure(bg); err != nil && !errors.Is(err, certs.ErrWaiting) {
+		t.Fatal(err)
+	}
+}
+
+// configstampWithWatch is a client acting as the configstamp user, that interceptors
+// can wrap.
+func configstampWithWatch(t *testing.T) client.WithWatch {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", env.Cluster.ConfigstampKubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: k8s.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

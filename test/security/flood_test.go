@@ -77,6 +77,38 @@ func (s *suite) testFlood(t *testing.T) {
 	s.floodBounded(t, f)
 }
 
+// testUnknownNamespaceFlood: floodWorkers posters re-posting reviews that name
+// namespaces that do not exist. Each would wait for its namespace to reach the cache
+// (newNamespaceWait) while holding one of the --webhook-max-in-flight slots; at most two
+// wait at a time, the others are answered scope_unknown at once, so real creates
+// through the API server meanwhile are each stamped at their create, as without a flood.
+// Nothing is read for a namespace that does not exist.
+func (s *suite) testUnknownNamespaceFlood(t *testing.T) {
+	want := s.reference(t)
+	var bodies [][]byte
+	var nowhere []string
+	for i := range 8 {
+		ns := fmt.Sprintf("nowhere-%d", i)
+		nowhere = append(nowhere, ns)
+		bodies = append(bodies, forged{reqNS: ns, objNS: ns, name: "ghost", cms: []string{"cfg"}}.body())
+	}
+	f := s.flood(t, bodies, "unknown-ns")
+	// Answered at once, they leave slots free: none finds them all taken.
+	if f.stats.refused > 0 {
+		t.Errorf("%d of %d reviews naming unknown namespaces refused as busy (429): waiters held the in-flight slots", f.stats.refused, f.stats.posted)
+	}
+	for i, d := range f.created {
+		if f.stamps[i] != want {
+			t.Errorf("%s created during the flood: config hash %q, want %q (as without a flood)", d.Name, f.stamps[i], want)
+		}
+	}
+	if t.Failed() {
+		failedOpen(t, f.mark)
+	}
+	s.floodBounded(t, f)
+	s.noReads(t, f.mark, nowhere...)
+}
+
 // testFloodAtCapacity is the worst a poster who reaches the port can do: reviews in the
 // scope of the largest size configstamp accepts, posted without pause. Real admissions
 // queue behind them, so some are admitted unstamped (the webhook busy or too slow: the

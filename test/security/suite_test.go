@@ -33,11 +33,11 @@ const (
 	sentinelNS = "sentinel"
 )
 
-// Memory: the chart's memory limit, and the GOMEMLIMIT configstamp runs with (as the
-// chart sets it from that limit, with a tenth left for what is not Go heap).
+// Memory: the chart's memory limit, and the GOMEMLIMIT configstamp runs with (as it
+// sets it from that limit, with a fifth left for what is not Go heap).
 const (
 	memoryLimit = 256 << 20
-	goMemLimit  = "230MiB"
+	goMemLimit  = "204MiB"
 )
 
 // TestSecurity starts one configstamp (Secrets on, as the chart's hardened install
@@ -64,6 +64,8 @@ func TestSecurity(t *testing.T) {
 	t.Run("ForgedReviews", s.testForgedReviews)
 	t.Run("FiftyAtOnce", s.testFiftyAtOnce)
 	t.Run("Flood", s.testFlood)
+	t.Run("UnknownNamespaceFlood", s.testUnknownNamespaceFlood)
+	t.Run("ConnectAndClose", s.testConnectAndClose)
 	t.Run("FloodAtCapacity", s.testFloodAtCapacity)
 	t.Run("NeverReadOutOfScope", func(t *testing.T) {
 		s.noReads(t, start, excluded, notOptedIn, victim, crowded, bulky)

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"errors"
+	"log"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
+)
+
+// connNoise starts the lines net/http (and its HTTP/2 server) log about one client
+// connection that went wrong before a request: a port scanner's connect-and-close, a
+// client that hung up in the handshake, one without the client certificate
+// --webhook-client-ca-file asks for. Anyone who reaches a port can make them, as fast
+// as they can connect.
+var connNoise = []string{"http: TLS handshake error from ", "http2: server: error reading preface from client ", "http2: server connection error from "}
+
+// stdLog takes the lines of the standard library's logger, where net/http's servers
+// (the webhook's, the metrics' and the probes', which controller-runtime makes without
+// an ErrorLog) write, into configstamp's log. Connection noise (connNoise) is let through
+// a few lines at first, then one per noiseInterval with the count held back; everything
+// else (a handler panic, an Accept error, a line it does not know) is logged at Error,
+// unthrottled.
+type stdLog struct {
+	log   logr.Logger
+	noise rate.Sometimes
+	// held counts the noise lines not logged since the last one that was.
+	held atomic.Int64
+}
+
+// noiseInterval spaces the connection-noise lines after the first few.
+const noiseInterval = time.Minute
+
+func newStdLog(l logr.Logger) *stdLog {
+	return &stdLog{log: l, noise: rate.Sometimes{First: 3, Interval: noiseInterval}}
+}
+
+// install makes the standard library's logger write through s.
+func (s *stdLog) install() {
+	log.SetFlags(0)
+	log.SetPrefix("")
+	log.SetOutput(s)
+}
+
+// Write takes one line of the standard library's logger (one call per line).
+func (s *stdLog) Write(p []byte) (int, error) {
+	line := strings.TrimSpace(string(p))
+	for _, prefix := range connNoise {
+		if strings.HasPrefix(line, prefix) {
+			logged := false
+			s.noise.Do(func() {
+				logged = true
+				s.log.Info("A client connection failed (lines like this are rate-limited)", "line", line, "heldBack", s.held.Swap(0), "interval", noiseInterval.String())
+			})
+			if !logged {
+				s.held.Add(1)
+			}
+			return len(p), nil
+		}
+	}
+	s.log.Error(errors.New(line), "Logged by the Go standard library")
+	return len(p), nil
+}

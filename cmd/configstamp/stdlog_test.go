@@ -1,0 +1,45 @@
+package main
+
+import (
+	"log"
+	"strings"
+	"testing"
+
+	"github.com/go-logr/logr/funcr"
+)
+
+// TestStdLog: connection noise from net/http is let through a few lines, then held
+// back (counted); a panic, an Accept error and a line not known are each logged at
+// Error.
+func TestStdLog(t *testing.T) {
+	var lines []string
+	s := newStdLog(funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{}))
+	l := log.New(s, "", 0)
+	for i := range 200 {
+		l.Printf("http: TLS handshake error from 127.0.0.1:%d: EOF", 40000+i)
+	}
+	l.Printf("http2: server: error reading preface from client 127.0.0.1:1: EOF")
+	noise := len(lines)
+	if noise != 3 {
+		t.Errorf("201 noise lines gave %d log lines, want the first 3", noise)
+	}
+	if s.held.Load() != 198 {
+		t.Errorf("%d held back, want 198", s.held.Load())
+	}
+	for _, line := range []string{
+		"http: panic serving 127.0.0.1:1: boom\ngoroutine 7 [running]:",
+		"http: Accept error: accept tcp: too many open files; retrying in 5ms",
+		"something new",
+	} {
+		l.Print(line)
+	}
+	errs := lines[noise:]
+	if len(errs) != 3 {
+		t.Fatalf("3 lines that are not noise gave %d log lines: %v", len(errs), errs)
+	}
+	for i, want := range []string{"panic serving", "Accept error", "something new"} {
+		if !strings.Contains(errs[i], want) || !strings.Contains(errs[i], `"error"`) {
+			t.Errorf("line %d: %s, want an error with %q", i, errs[i], want)
+		}
+	}
+}
