@@ -75,7 +75,7 @@ func (w workloadEvidence) PodsSince() (time.Time, bool, error) {
 // content the decision was computed from.
 func (w workloadEvidence) ConfigNewer(since time.Time) (bool, error) {
 	namespace := w.obj.GetNamespace()
-	writes, err := decide.Written(w.refs, w.kind.Template(w.obj).Annotations[stamp.SourcesAnnotation], since, w.obj.GetCreationTimestamp().Time, false, func(src stamp.Source) (metav1.Object, error) {
+	writes, err := decide.Written(w.refs, w.kind.Template(w.obj).Annotations[stamp.SourcesAnnotation], since, false, func(src stamp.Source) (metav1.Object, error) {
 		cm := configread.NewMeta(src.Kind)
 		err := w.e.live.Get(w.ctx, client.ObjectKey{Namespace: namespace, Name: src.Name}, cm)
 		if apierrors.IsNotFound(err) {

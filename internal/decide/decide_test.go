@@ -164,7 +164,7 @@ func TestWritten(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reads := 0
-			got, err := Written([]stamp.Source{a, b, s}, tc.stored, tc.since, time.Time{}, tc.all, func(src stamp.Source) (metav1.Object, error) {
+			got, err := Written([]stamp.Source{a, b, s}, tc.stored, tc.since, tc.all, func(src stamp.Source) (metav1.Object, error) {
 				reads++
 				if err := tc.errs[src.ID()]; err != nil {
 					return nil, err
@@ -188,8 +188,9 @@ func TestWritten(t *testing.T) {
 	}
 }
 
-// A required source never written since it was created, no later than the workload, has
-// had one content for all the workload's pods: no evidence, even at a tie of the times.
+// A required source never written since it was created, no later than the pods of the
+// current template began (since), has had one content for all of them: no evidence, even
+// at a tie of the times.
 func TestWrittenOneContent(t *testing.T) {
 	req := stamp.Source{Kind: stamp.KindConfigMap, Name: "a", Required: true}
 	opt := stamp.Source{Kind: stamp.KindConfigMap, Name: "a"}
@@ -198,21 +199,20 @@ func TestWrittenOneContent(t *testing.T) {
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Time: &metav1.Time{Time: last}}}}
 	}
 	for _, tc := range []struct {
-		name    string
-		src     stamp.Source
-		m       metav1.Object
-		created time.Time
-		newer   bool
+		name  string
+		src   stamp.Source
+		m     metav1.Object
+		since time.Time
+		newer bool
 	}{
-		{"required, created with the workload, never written since", req, written(t0, t0), t0, false},
-		{"required, created before the workload", req, written(t0.Add(-time.Hour), t0.Add(-time.Hour)), t0, false},
-		{"required, created after the workload", req, written(t0.Add(time.Second), t0.Add(time.Second)), t0, true},
+		{"required, created with the pods' ReplicaSet, never written since", req, written(t0, t0), t0, false},
+		{"required, created after the pods began (adopted ReplicaSet, re-created source)", req, written(t0.Add(time.Second), t0.Add(time.Second)), t0, true},
 		{"required, written since its creation", req, written(t0, t0.Add(time.Second)), t0, true},
 		{"optional: its pods may have started without it", opt, written(t0, t0), t0, true},
-		{"workload's creation not known", req, written(t0, t0), time.Time{}, true},
+		{"required, older than the pods and unwritten: no evidence by any rule", req, written(t0.Add(-time.Hour), t0.Add(-time.Hour)), t0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Written([]stamp.Source{tc.src}, "", t0, tc.created, false, func(stamp.Source) (metav1.Object, error) { return tc.m, nil })
+			got, err := Written([]stamp.Source{tc.src}, "", tc.since, false, func(stamp.Source) (metav1.Object, error) { return tc.m, nil })
 			if err != nil || got.Newer != tc.newer {
 				t.Fatalf("newer %v (%v), want %v", got.Newer, err, tc.newer)
 			}

@@ -30,17 +30,18 @@ type Writes struct {
 // A source the stored stamp did not count (Secrets were off) or saw missing too, and a
 // source annotated configstamp.io/ignore, give no evidence.
 // A required source (its pods cannot start without it) never written since its creation
-// (its last write is its creation time), created no later than the workload (created),
-// gives no evidence either, whatever the times: every pod of the workload started after
-// it existed and read the one content it has had. (A tie of one-second times otherwise
-// counts as newer: a release that applies a ConfigMap and its Deployment in one go, while
-// the webhook is unreachable, would roll every such workload once for nothing.) Zero
-// created turns this off.
+// (its last write is its creation time), created no later than since (when the pods of
+// the current template began: their ReplicaSet's creation, not the workload's, which can
+// adopt older ReplicaSets), gives no evidence either, even at a tie of the times: every
+// such pod started once it existed and read the one content it has had. (A tie of
+// one-second times otherwise counts as newer: a release that applies a ConfigMap and its
+// Deployment in one go, while the webhook is unreachable, would roll every such workload
+// once for nothing.)
 // The error is ErrUnknown when a source could not be read and none was newer.
 // With all false it stops at the first newer source, as the watcher does: no more
 // reads than the answer needs, and a later source's error does not undo it; with all
 // true it reads every source, for Latest.
-func Written(refs []stamp.Source, storedSources string, since, created time.Time, all bool, meta func(stamp.Source) (metav1.Object, error)) (Writes, error) {
+func Written(refs []stamp.Source, storedSources string, since time.Time, all bool, meta func(stamp.Source) (metav1.Object, error)) (Writes, error) {
 	stored := stamp.ParseSources(storedSources)
 	var w Writes
 	unknown := false
@@ -67,7 +68,7 @@ func Written(refs []stamp.Source, storedSources string, since, created time.Time
 		if last.After(w.Latest) {
 			w.Latest = last
 		}
-		if !last.Before(since) && !oneContentSince(src, m, last, created) {
+		if !last.Before(since) && !oneContentSince(src, m, last, since) {
 			w.Newer = true
 		}
 	}
@@ -119,8 +120,8 @@ func Bypassed(created time.Time, refs []stamp.Source, kindSince, secretsSince ti
 }
 
 // oneContentSince reports whether src, whose metadata is m and last write last, is
-// required and has had one content since before a workload created at created existed.
-func oneContentSince(src stamp.Source, m metav1.Object, last, created time.Time) bool {
+// required and has had one content since no later than since.
+func oneContentSince(src stamp.Source, m metav1.Object, last, since time.Time) bool {
 	born := m.GetCreationTimestamp().Time
-	return src.Required && !created.IsZero() && last.Equal(born) && !born.After(created)
+	return src.Required && last.Equal(born) && !born.After(since)
 }

@@ -262,7 +262,7 @@ func (g *gathered) PodsSince() (time.Time, bool, error) {
 func (g *gathered) ConfigNewer(since time.Time) (bool, error) {
 	ev := g.evidence()
 	tmpl := g.in.Kind.Template(g.in.Object)
-	w, err := decide.Written(g.refs, tmpl.Annotations[stamp.SourcesAnnotation], since, g.in.Object.GetCreationTimestamp().Time, true, func(src stamp.Source) (metav1.Object, error) {
+	w, err := decide.Written(g.refs, tmpl.Annotations[stamp.SourcesAnnotation], since, true, func(src stamp.Source) (metav1.Object, error) {
 		cm, read := g.in.Live.Content[src.ID()]
 		switch {
 		case !read:
