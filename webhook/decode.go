@@ -40,6 +40,10 @@ type input struct {
 	// marked: it carries the marker (stripped whoever set it); nudged and recording:
 	// configstamp's own nudge, or its own write of a record.
 	marked, nudged, recording bool
+	// resumed: an UPDATE that resumes a paused workload. The watcher holds config changes
+	// while it is paused; this write, which rolls it, takes the config current now (one
+	// rollout, not one for the resume and one for a nudge after it).
+	resumed bool
 
 	// The rest is set only for a template to stamp (tmpl set, no problem, not skipped).
 	extraProblems []string
@@ -100,6 +104,7 @@ func (s *Stamper) input(kind *workload.Kind, req admission.Request, obj, old cli
 	// was set), one copied back by rollout undo, or one set by hand is stripped and ignored.
 	ours := marker.Present && (s.Self == "" || in.user == s.Self)
 	in.marked, in.nudged, in.recording = marker.Present, ours && marker.Nudge, ours && marker.Record
+	in.resumed = old != nil && kind.Paused(old) && !kind.Paused(obj)
 	in.tmpl, in.problem = kind.Template(obj), kind.Problem(obj)
 	in.skip = stamp.IsTrue(in.annotations[stamp.SkipAnnotation])
 	if in.tmpl != nil && in.problem == "" && !in.skip {

@@ -7,8 +7,10 @@ import (
 	"github.com/configstamp/configstamp/internal/workload"
 )
 
-// Every kind's condition names its template path and the opt-in label; a template path
-// CEL cannot select is refused when the registration is built, not by the API server.
+// Every kind's condition names its template path, each of configstamp's annotations by
+// key (no scan of all the workload's annotations: the cost stays flat) and the opt-in
+// label; a Deployment's also its resume. A path CEL cannot select is refused when the
+// registration is built, not by the API server.
 func TestMatchConditions(t *testing.T) {
 	for _, k := range append(workload.Builtin(), workload.Rollout) {
 		mc := MatchConditions(k, "example.com/opt-in")
@@ -19,12 +21,20 @@ func TestMatchConditions(t *testing.T) {
 		for _, want := range []string{
 			"request.operation != 'UPDATE' || (has(object.metadata.annotations) && 'configstamp.io/nudge' in object.metadata.annotations) || ",
 			"object.spec.template != oldObject.spec.template",
-			"k.startsWith('configstamp.io/')",
+			"object.metadata.annotations['configstamp.io/observed'] != oldObject.metadata.annotations['configstamp.io/observed']",
+			"object.metadata.annotations['configstamp.io/skip']",
+			"object.metadata.annotations['configstamp.io/extra-sources']",
 			"object.metadata.labels['example.com/opt-in']",
 		} {
 			if !strings.Contains(e, want) {
 				t.Errorf("%s: %q lacks %q", k, e, want)
 			}
+		}
+		if strings.Contains(e, ".exists(") {
+			t.Errorf("%s: scans every annotation: %q", k, e)
+		}
+		if resume := "oldObject.spec.paused == true"; strings.Contains(e, resume) != (k == workload.Deployment) {
+			t.Errorf("%s: resume clause %v", k, strings.Contains(e, resume))
 		}
 	}
 	defer func() {
@@ -32,5 +42,5 @@ func TestMatchConditions(t *testing.T) {
 			t.Error("a path segment with a dash was accepted")
 		}
 	}()
-	templateChanged("/spec/job-template")
+	fields("/spec/job-template")
 }

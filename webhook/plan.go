@@ -87,7 +87,7 @@ func (in *input) plan(read configRead) plan {
 // of a workload with a record (the watcher's to roll, after the debounce), unstamped (left
 // alone: installing configstamp rolls nothing), or without room for a record.
 func (in *input) othersUpdate() bool {
-	return !in.templateChanged && !in.nudged && (in.recValid || in.storedHash == "" || in.noRoom())
+	return !in.templateChanged && !in.nudged && !in.resumed && (in.recValid || in.storedHash == "" || in.noRoom())
 }
 
 // noRoom reports whether a stamp lacks a record because none fits: treated as recorded,
@@ -155,7 +155,7 @@ func (pl *planner) admit() {
 		pl.unread(err)
 		return
 	}
-	rolls := in.nudged && !in.templateChanged // configstamp's own rollout, if any
+	rolls := (in.nudged || in.resumed) && !in.templateChanged // configstamp's own rollout, if any
 	if unmet := decide.HeldBy(in.basis, want); len(unmet) > 0 && !in.templateChanged {
 		pl.hold(unmet)
 		return

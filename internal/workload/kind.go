@@ -53,7 +53,9 @@ type Kind struct {
 	templatePath string
 	// paused, when set, reports whether the workload's controller is told to roll
 	// nothing (a paused Deployment): a change of its template waits for the resume.
-	paused func(client.Object) bool
+	// pausedPath is that boolean's JSON pointer.
+	paused     func(client.Object) bool
+	pausedPath string
 }
 
 // GVK is the kind's GroupVersionKind.
@@ -113,6 +115,10 @@ func (k *Kind) Problem(obj client.Object) string {
 // spec.paused); false for kinds that cannot be paused.
 func (k *Kind) Paused(obj client.Object) bool { return k.paused != nil && k.paused(obj) }
 
+// PausedPath is the JSON pointer of the boolean Paused reads ("" for kinds that cannot be
+// paused).
+func (k *Kind) PausedPath() string { return k.pausedPath }
+
 // String is the kind's name, e.g. "Deployment".
 func (k *Kind) String() string { return k.Kind }
 
@@ -150,6 +156,7 @@ var (
 			d, ok := o.(*appsv1.Deployment)
 			return ok && d.Spec.Paused
 		},
+		pausedPath: "/spec/paused",
 	}
 	StatefulSet = &Kind{
 		Group: "apps", Version: "v1", Kind: "StatefulSet", Resource: "statefulsets", ShortNames: []string{"sts"},

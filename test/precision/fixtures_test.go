@@ -88,11 +88,16 @@ func createConfigMap(t testing.TB, ns, name string, data map[string]string) {
 // pauseDeployment sets a Deployment's spec.paused, as kubectl rollout pause and resume do.
 func pauseDeployment(t testing.TB, ns, name string, paused bool) {
 	t.Helper()
+	patchDeployment(t, ns, name, fmt.Sprintf(`{"spec":{"paused":%t}}`, paused))
+}
+
+// patchDeployment merge-patches a Deployment.
+func patchDeployment(t testing.TB, ns, name, patch string) {
+	t.Helper()
 	d := &appsv1.Deployment{}
 	d.Namespace, d.Name = ns, name
-	patch := fmt.Sprintf(`{"spec":{"paused":%t}}`, paused)
 	if err := env.Client.Patch(context.Background(), d, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
-		t.Fatalf("pause %s/%s (%t): %v", ns, name, paused, err)
+		t.Fatalf("patch %s/%s with %s: %v", ns, name, patch, err)
 	}
 }
 

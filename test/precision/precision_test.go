@@ -149,11 +149,24 @@ var scenarios = []struct {
 		stamped(t, ns, "opt")
 	}},
 	{"a paused Deployment is held, and rolls once when resumed", func(t *testing.T, ns string) {
-		before := env.Deployment(t, ns, "paused")
 		pauseDeployment(t, ns, "paused", true)
+		// A release changes its template while it is paused (stamped, not rolled), then
+		// its ConfigMap: on resume, one rollout onto both, not one for the template and
+		// another for a nudge after it.
+		patchDeployment(t, ns, "paused", `{"spec":{"template":{"metadata":{"annotations":{"example.com/release":"2"}}}}}`)
+		before := env.Deployment(t, ns, "paused")
+		if before.Spec.Template.Annotations[stamp.HashAnnotation] == "" {
+			t.Fatal("paused: a template change while paused was not stamped")
+		}
 		setData(t, ns, "paused", "k", "2")
 		framework.Eventually(t, 30*time.Second, "RolloutPaused event", func() error { return findEvent(ns, "paused", "RolloutPaused") })
-		rollouts(t, ns, "paused", 1)
+		// (Paused with a new template, it never completes a rollout: count only.)
+		framework.Consistently(t, settle, "paused: one ReplicaSet", func() error {
+			if n := len(env.ReplicaSets(t, env.Deployment(t, ns, "paused"))); n != 1 {
+				return fmt.Errorf("%d ReplicaSets while paused", n)
+			}
+			return nil
+		})
 		// Held: not nudged (its template keeps its stamp), and no record claims its
 		// pods run the new config.
 		d := env.Deployment(t, ns, "paused")

@@ -125,25 +125,38 @@ admissionregistration.k8s.io/v1 policies (Kubernetes 1.30 and later). */ -}}
 {{- /* The match condition of a kind's registration entries, the same expression as
 webhook.MatchConditions (test/deploy compares them): configstamp is called for a CREATE,
 and for an UPDATE that carries the watcher's marker (configstamp.io/nudge, even left in
-place by an outage) or changes the pod template (at .path, e.g. spec.template), a
-configstamp.io/ annotation of the workload or the opt-in label (.label); other UPDATEs
-(labels, replicas, paused) cost no call. Arguments: dict "path" "label". */ -}}
-{{- define "configstamp.matchExpression" -}}
-{{- $present := dict -}}
-{{- range $root := list "object" "oldObject" -}}
-{{- $prefix := $root -}}{{- $has := list -}}
-{{- range splitList "." $.path -}}
+place by an outage), changes the pod template (at .path, e.g. spec.template), one of the
+workload annotations configstamp reads or writes (looked up by key: the cost stays flat)
+or the opt-in label (.label), or resumes a paused workload (.paused, e.g. spec.paused;
+empty for kinds that cannot be paused); other UPDATEs (labels, replicas) cost no call.
+Arguments: dict "path" "label" "paused". */ -}}
+{{- define "configstamp.present" -}}
+{{- $prefix := .root -}}{{- $has := list -}}
+{{- range splitList "." .path -}}
 {{- $prefix = printf "%s.%s" $prefix . -}}{{- $has = append $has (printf "has(%s)" $prefix) -}}
 {{- end -}}
-{{- $_ := set $present $root (printf "(%s)" (join " && " $has)) -}}
+({{ join " && " $has }})
 {{- end -}}
-{{- $n := "object.metadata.annotations" -}}{{- $o := "oldObject.metadata.annotations" -}}{{- $p := "configstamp.io/" -}}
-{{- $value := "(has(%[1]s) && '%[2]s' in %[1]s ? %[1]s['%[2]s'] : '')" -}}
-{{- list
+{{- define "configstamp.keyChanged" -}}
+{{- $n := printf "(has(object.%[1]s) && '%[2]s' in object.%[1]s)" .field .key -}}
+{{- $o := printf "(has(oldObject.%[1]s) && '%[2]s' in oldObject.%[1]s)" .field .key -}}
+{{- printf "%[1]s != %[2]s || (%[1]s && %[2]s && object.%[3]s['%[4]s'] != oldObject.%[3]s['%[4]s'])" $n $o .field .key -}}
+{{- end -}}
+{{- define "configstamp.matchExpression" -}}
+{{- $new := include "configstamp.present" (dict "root" "object" "path" .path) -}}
+{{- $old := include "configstamp.present" (dict "root" "oldObject" "path" .path) -}}
+{{- $parts := list
   "request.operation != 'UPDATE'"
   "(has(object.metadata.annotations) && 'configstamp.io/nudge' in object.metadata.annotations)"
-  (printf "%s != %s || (%s && object.%s != oldObject.%s)" $present.object $present.oldObject $present.object .path .path)
-  (printf "(has(%[1]s) && %[1]s.exists(k, k.startsWith('%[3]s') && (!has(%[2]s) || !(k in %[2]s) || %[2]s[k] != %[1]s[k]))) || (has(%[2]s) && %[2]s.exists(k, k.startsWith('%[3]s') && (!has(%[1]s) || !(k in %[1]s))))" $n $o $p)
-  (printf "%s != %s" (printf $value "object.metadata.labels" .label) (printf $value "oldObject.metadata.labels" .label))
-  | join " || " -}}
+  (printf "%s != %s || (%s && object.%s != oldObject.%s)" $new $old $new .path .path) -}}
+{{- range list "configstamp.io/nudge" "configstamp.io/observed" "configstamp.io/skip" "configstamp.io/extra-sources" -}}
+{{- $parts = append $parts (include "configstamp.keyChanged" (dict "field" "metadata.annotations" "key" .)) -}}
+{{- end -}}
+{{- $parts = append $parts (include "configstamp.keyChanged" (dict "field" "metadata.labels" "key" .label)) -}}
+{{- if .paused -}}
+{{- $pOld := include "configstamp.present" (dict "root" "oldObject" "path" .paused) -}}
+{{- $pNew := include "configstamp.present" (dict "root" "object" "path" .paused) -}}
+{{- $parts = append $parts (printf "(%s && oldObject.%s == true) && !(%s && object.%s == true)" $pOld .paused $pNew .paused) -}}
+{{- end -}}
+{{- join " || " $parts -}}
 {{- end }}
