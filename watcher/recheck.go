@@ -85,9 +85,12 @@ func (p *recheck) pass(ctx context.Context) {
 	log.V(1).Info("Re-check pass", "workloads", len(items), "queued", queued)
 }
 
-// fingerprint sums up, from the caches, what a check of obj depends on: its generation
-// (a template change), its stamp and record, and each consumed source with its
-// resourceVersion ("" when absent). ok is false when obj is not one the watcher checks
+// fingerprint sums up, from the caches, what a check of obj depends on: its pod template
+// (configstamp's annotations apart), its stamp, configstamp's annotations of its metadata
+// (the record, skip, extra sources), whether it is paused, and each consumed source with
+// its resourceVersion ("" when absent). Not its generation: a Deployment's moves with
+// every replicas change (an autoscaler) and every annotation, which would queue every
+// autoscaled workload at every pass. ok is false when obj is not one the watcher checks
 // (no sources, out of scope) or a source is still debouncing (its hand-off checks obj),
 // and when a cache read fails.
 func (r *workloadReconciler) fingerprint(ctx context.Context, obj client.Object) (fp uint64, ok bool) {
@@ -107,9 +110,14 @@ func (r *workloadReconciler) fingerprint(ctx context.Context, obj client.Object)
 		_ = binary.Write(h, binary.BigEndian, uint32(len(s)))
 		_, _ = h.Write([]byte(s))
 	}
-	_ = binary.Write(h, binary.BigEndian, obj.GetGeneration())
+	field(stamp.TemplateFingerprint(tmpl))
 	field(tmpl.Annotations[stamp.HashAnnotation])
-	field(obj.GetAnnotations()[stamp.ObservedAnnotation])
+	for _, key := range []string{stamp.ObservedAnnotation, stamp.SkipAnnotation, stamp.ExtraSourcesAnnotation} {
+		v, ok := obj.GetAnnotations()[key]
+		_ = binary.Write(h, binary.BigEndian, ok)
+		field(v)
+	}
+	_ = binary.Write(h, binary.BigEndian, r.kind.Paused(obj))
 	for _, src := range refs {
 		key := types.NamespacedName{Namespace: obj.GetNamespace(), Name: src.Name}
 		if r.pending != nil && r.pending(src.Kind, key) {
@@ -128,10 +136,16 @@ func (r *workloadReconciler) fingerprint(ctx context.Context, obj client.Object)
 
 // finishCheck keeps, after a check of key that ended with nothing left to do, the
 // fingerprint of obj taken before it (a change during the check moves it: the next pass
-// checks again), and counts a rollout that only the re-check found.
+// checks again), unless the workload is gone now or a source of it is debouncing (the
+// check was left to its hand-off, which may not have judged yet); and counts a rollout
+// that only the re-check found.
 func (r *workloadReconciler) finishCheck(ctx context.Context, key types.NamespacedName, fp uint64, fpOK bool, tr trigger, rollsBefore uint64) {
 	if fpOK {
-		r.state.setChecked(key, fp)
+		if obj := r.kind.New(); r.client.Get(ctx, key, obj, client.UnsafeDisableDeepCopy) == nil {
+			if _, ok := r.fingerprint(ctx, obj); ok {
+				r.state.setChecked(key, fp)
+			}
+		}
 	}
 	if tr.recheck && !tr.changed && !tr.event && !tr.handoff && r.state.rollsOf(key) != rollsBefore {
 		recheckFound.WithLabelValues(r.kind.Kind).Inc()

@@ -58,6 +58,12 @@ func TestRecheckQueuesWhatMoved(t *testing.T) {
 	}
 	passQueues("checked, nothing moved", 0)
 
+	// An autoscaler's replicas (the generation moves, the template does not).
+	if err := c.Patch(ctx, cfgDeployment(), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":7}}`))); err != nil {
+		t.Fatal(err)
+	}
+	passQueues("scaled", 0)
+
 	cm := cfgMap("2")
 	if err := c.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{}); err != nil {
 		t.Fatal(err)

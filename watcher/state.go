@@ -65,6 +65,8 @@ type workloadStates struct {
 	m  map[types.NamespacedName]*workloadState
 	// seq is the last oversize mark given.
 	seq uint64
+	// swept is when rolled last forgot old rollouts.
+	swept time.Time
 }
 
 // get returns key's state, made if it has none; the caller holds mu.
@@ -256,7 +258,10 @@ func (s *workloadStates) rolled(key types.NamespacedName, minInterval time.Durat
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	if len(s.m) > 256 {
+	// Most workloads keep a state (their fingerprint): the sweep is over all of them, so
+	// at most once per minInterval, not at every rollout of a fan-out.
+	if len(s.m) > 256 && now.Sub(s.swept) >= minInterval {
+		s.swept = now
 		for k, st := range s.m {
 			if !st.lastRoll.IsZero() && now.Sub(st.lastRoll) >= minInterval {
 				st.lastRoll = time.Time{}
