@@ -238,7 +238,7 @@ func (s *settingsFlags) cluster(ctx context.Context, cl client.Client, c *cli) (
 		return nil, nil, err
 	}
 	g := &explain.Cluster{Client: cl, Scope: sc, Secrets: o.secrets, MaxSources: o.bounds.maxSources, RollStale: o.rollStaleAtInstall,
-		SecretsSet: f.problem == "" || s.flags.Changed("secrets"), Registration: o.registrationName,
+		SecretsSet: s.flags.Changed("secrets"), SecretsFound: f.problem == "", Registration: o.registrationName,
 		RegistrationRead: f.registration, RegistrationReported: f.registration == nil && s.install == "", Warn: c.warn}
 	if f.dev {
 		// Coverage is read from the chart's registration, as before; dev mode's

@@ -18,6 +18,13 @@ import (
 // as they can connect.
 var connNoise = []string{"http: TLS handshake error from ", "http2: server: error reading preface from client ", "http2: server connection error from "}
 
+// certFailure marks the connection-noise lines of a client certificate that did not
+// verify (or was missing) while --webhook-client-ca-file asks for one: after a client-CA
+// rotation that left out the API server's CA, these are every admission failing open.
+// They are logged at Error, rate-limited apart from the rest, so a port scanner's
+// connect-and-close cannot hide them.
+var certFailure = []string{"failed to verify certificate", "didn't provide a certificate", "bad certificate", "unknown authority"}
+
 // stdLog takes the lines of the standard library's logger, where net/http's servers
 // (the webhook's, the metrics' and the probes', which controller-runtime makes without
 // an ErrorLog) write, into configstamp's log. Connection noise (connNoise) is let through
@@ -29,13 +36,20 @@ type stdLog struct {
 	noise rate.Sometimes
 	// held counts the noise lines not logged since the last one that was.
 	held atomic.Int64
+	// cert and certHeld are the same for certificate failures (certFailure).
+	cert     rate.Sometimes
+	certHeld atomic.Int64
 }
 
-// noiseInterval spaces the connection-noise lines after the first few.
-const noiseInterval = time.Minute
+// noiseInterval spaces the connection-noise lines after the first few; certInterval the
+// certificate failures.
+const (
+	noiseInterval = time.Minute
+	certInterval  = 10 * time.Second
+)
 
 func newStdLog(l logr.Logger) *stdLog {
-	return &stdLog{log: l, noise: rate.Sometimes{First: 3, Interval: noiseInterval}}
+	return &stdLog{log: l, noise: rate.Sometimes{First: 3, Interval: noiseInterval}, cert: rate.Sometimes{First: 3, Interval: certInterval}}
 }
 
 // install makes the standard library's logger write through s.
@@ -49,6 +63,18 @@ func (s *stdLog) install() {
 func (s *stdLog) Write(p []byte) (int, error) {
 	line := strings.TrimSpace(string(p))
 	for _, prefix := range connNoise {
+		if strings.HasPrefix(line, prefix) && containsAny(line, certFailure) {
+			logged := false
+			s.cert.Do(func() {
+				logged = true
+				s.log.Error(errors.New(line), "A client certificate did not verify: if this is the API server, every admission fails open (check --webhook-client-ca-file holds the CA of its client certificate); lines like this are rate-limited",
+					"heldBack", s.certHeld.Swap(0), "interval", certInterval.String())
+			})
+			if !logged {
+				s.certHeld.Add(1)
+			}
+			return len(p), nil
+		}
 		if strings.HasPrefix(line, prefix) {
 			logged := false
 			s.noise.Do(func() {
@@ -63,4 +89,13 @@ func (s *stdLog) Write(p []byte) (int, error) {
 	}
 	s.log.Error(errors.New(line), "Logged by the Go standard library")
 	return len(p), nil
+}
+
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
 }

@@ -43,3 +43,20 @@ func TestStdLog(t *testing.T) {
 		}
 	}
 }
+
+// A client certificate that does not verify (after a client-CA rotation that left out the
+// API server's CA, every admission) is logged at Error, apart from the connect-and-close
+// noise that could otherwise hide it.
+func TestStdLogCertificateFailures(t *testing.T) {
+	var lines []string
+	s := newStdLog(funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{}))
+	l := log.New(s, "", 0)
+	for i := range 100 {
+		l.Printf("http: TLS handshake error from 127.0.0.1:%d: EOF", 40000+i)
+	}
+	noise := len(lines)
+	l.Printf("http: TLS handshake error from 10.0.0.1:443: tls: failed to verify certificate: x509: certificate signed by unknown authority")
+	if len(lines) != noise+1 || !strings.Contains(lines[noise], `"error"`) || !strings.Contains(lines[noise], "unknown authority") {
+		t.Fatalf("after %d noise lines, a certificate failure gave %v", noise, lines[noise:])
+	}
+}

@@ -37,6 +37,10 @@ type Cluster struct {
 	// SecretsSet: Secrets was given explicitly (it then wins over a record's flag when
 	// the registration can't be read).
 	SecretsSet bool
+	// SecretsFound: Secrets was read from the install's Deployment: it wins over a
+	// record's flag, not over the coverage the running server recorded (a Deployment
+	// being upgraded may say what its pods do not do yet).
+	SecretsFound bool
 	// Registration names the MutatingWebhookConfiguration (the server's
 	// --registration-name): its configstamp.io/covered-since tells whether Secrets
 	// count (key "secrets") and since when each kind is stamped.
@@ -224,17 +228,23 @@ func (c *Cluster) coverageRecord(ctx context.Context) (client.Object, string) {
 	return nil, what
 }
 
-// secretsCount tells whether Secrets count for the workload: as the server's --secrets
-// says when it is known (given, or read from the install); else as the coverage says
-// (key "secrets"); if it can't be read, as the workload's valid record says (when it
-// consumes a Secret), else not.
+// secretsCount tells whether Secrets count for the workload: as --secrets says when it
+// was given; else as the coverage the running server recorded says (key "secrets"); else
+// as the install's Deployment says; if none can be read, as the workload's valid record
+// says (when it consumes a Secret), else not.
 func (c *Cluster) secretsCount(ctx context.Context, obj client.Object, tmpl *corev1.PodTemplateSpec) bool {
 	if c.SecretsSet {
 		return c.Secrets
 	}
 	if cov := c.readCoverage(ctx); cov != nil {
 		_, on := cov[decide.CoverageSecrets]
+		if on != c.Secrets && c.SecretsFound {
+			c.warn("the install's Deployment says --secrets=%t, but the running server's coverage says %t (an upgrade rolling out?): judging by the coverage", c.Secrets, on)
+		}
 		return on
+	}
+	if c.SecretsFound {
+		return c.Secrets
 	}
 	all := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, stamp.Options{Secrets: true})
 	if rec, ok := stamp.ObservedFor(obj.GetAnnotations(), tmpl); ok && stamp.HasSecrets(all) {

@@ -15,9 +15,14 @@ import (
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// written is c created at t0 and last written at at (its managed fields' time), as an
+// edit leaves it.
 func written(c *corev1.ConfigMap, at time.Time) *corev1.ConfigMap {
 	c = c.DeepCopy()
-	c.CreationTimestamp = metav1.NewTime(at)
+	c.CreationTimestamp = metav1.NewTime(t0)
+	if at.After(t0) {
+		c.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", Time: &metav1.Time{Time: at}}}
+	}
 	return c
 }
 
