@@ -80,7 +80,9 @@ func templateChanged(pointer string) string {
 // keyChanged is true when the key of the map at field (metadata.labels or
 // metadata.annotations) was added, removed or changed.
 func keyChanged(field, key string) string {
-	in := func(root string) string { return fmt.Sprintf("(has(%[1]s.%[2]s) && '%[3]s' in %[1]s.%[2]s)", root, field, key) }
+	in := func(root string) string {
+		return fmt.Sprintf("(has(%[1]s.%[2]s) && '%[3]s' in %[1]s.%[2]s)", root, field, key)
+	}
 	return fmt.Sprintf("%[1]s != %[2]s || (%[1]s && %[2]s && object.%[3]s['%[4]s'] != oldObject.%[3]s['%[4]s'])", in("object"), in("oldObject"), field, key)
 }
 
