@@ -46,6 +46,7 @@ type options struct {
 	rollStaleAtInstall      bool
 	secrets                 bool
 	hashKey                 string
+	hashKeyRefresh          time.Duration
 	argoRollouts            bool
 	enableHTTP2             bool
 	version                 bool
@@ -88,6 +89,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	fs.BoolVar(&o.secrets, "secrets", false, "Also hash the Secrets pod templates consume (secret volumes, projected secrets, envFrom.secretRef, secretKeyRef). Off: Secrets are never read.")
 	fs.StringVar(&o.hashKey, "hash-key", "", "NAMESPACE/NAME of the Secret holding the installation's HMAC key, under which every digest is keyed per namespace (required). An empty Secret (the chart's) gets a random key; a missing one is created when configstamp may (dev mode).")
 	fs.StringVar(&o.hashKey, "secret-hash-key", "", "Deprecated: use --hash-key.")
+	fs.DurationVar(&o.hashKeyRefresh, "hash-key-refresh", hashkey.DefaultRefresh, "How often each replica reads the --hash-key Secret again, to follow a rotation. A replica that meets a record or nudge made under another key reads it at once (at most once a second).")
 	fs.BoolVar(&o.argoRollouts, "argo-rollouts", false, "Also stamp Argo Rollouts (argoproj.io/v1alpha1), once their CRD exists (detected at start and later).")
 	fs.BoolVar(&o.version, "version", false, "Print the version and exit.")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "Offer HTTP/2 on the webhook server. Off: HTTP/1.1 only, which is all the API server needs (and leaves HTTP/2's stream-level attacks, CVE-2023-44487 and CVE-2023-39325, out of reach).")
@@ -106,6 +108,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	}
 	if o.debounce < 0 || o.debounceMax < 0 || o.minRolloutInterval < 0 || o.shutdownDelay < 0 {
 		return nil, errors.New("--debounce, --debounce-max, --min-rollout-interval and --shutdown-delay must not be negative")
+	}
+	if o.hashKeyRefresh <= 0 {
+		return nil, errors.New("--hash-key-refresh must be positive")
 	}
 	if o.certs.enabled() && o.devWebhookURL != "" {
 		return nil, errors.New("--self-signed-secret and --tls-secret exclude --dev-webhook-url")
