@@ -39,8 +39,13 @@ const WarningOtherKey = "configstamp: other_key"
 
 // OtherKeyWarning is the warning of a nudge sent under the key fingerprint theirs,
 // answered by a replica that holds ours.
+// theirs is "" for a nudge that names no key (a watcher older than fingerprints).
 func OtherKeyWarning(kind, theirs, ours string) string {
-	return WarningOtherKey + ": the nudge was sent under hash key " + theirs + ", this replica holds " + ours +
+	sent := "under hash key " + theirs
+	if theirs == "" {
+		sent = "naming no hash key (by a configstamp older than this replica)"
+	}
+	return WarningOtherKey + ": the nudge was sent " + sent + ", this replica holds " + ours +
 		"; the " + kind + " keeps its stored config hash until the replicas agree on the key"
 }
 

@@ -16,7 +16,8 @@ import (
 // reads its own again (it may be the stale one): under the nudge's key it stamps as
 // ever; still under another, or unable to read it now, it keeps the stored stamp (no
 // rollout under each key in turn) and says other_key. A nudge naming no key (an older
-// watcher's) and a real update are stamped as today, without reading the key.
+// watcher's, which may digest with an older encoding) is kept the same way, without
+// reading the key; a real update is stamped as today.
 func TestPlanNudgeUnderAnotherKey(t *testing.T) {
 	const self = "system:serviceaccount:configstamp-system:configstamp"
 	ours, theirs := testKey(), []byte("fedcba9876543210fedcba9876543210")
@@ -59,8 +60,8 @@ func TestPlanNudgeUnderAnotherKey(t *testing.T) {
 			reads: 1, keyReads: 1, result: resultOtherKey, template: stamped(old), metadata: keptRecord, warning: stamp.WarningOtherKey},
 		{name: "nudge under the key read again (ours was stale): stamped under it", obj: marked(staleRec, stamp.NudgeFor(theirsFP)), reread: theirs,
 			reads: 2, keyReads: 1, result: resultStamped, template: stamped(under(theirs)), metadata: recordUnder(theirs)},
-		{name: "nudge naming no key (an older watcher's): stamped as ever", obj: marked(staleRec, stamp.NudgeValue), reread: ours,
-			reads: 1, result: resultStamped, template: stamped(under(ours)), metadata: recordUnder(ours)},
+		{name: "nudge naming no key (an older watcher's, maybe of another encoding): kept, other_key, the key not read", obj: marked(staleRec, stamp.NudgeValue), reread: ours,
+			reads: 1, result: resultOtherKey, template: stamped(old), metadata: keptRecord, warning: stamp.WarningOtherKey},
 		{name: "a new template carrying a nudge under another key: stamped, the key not read", obj: marked(newImage, stamp.NudgeFor(theirsFP)), reread: ours,
 			reads: 1, result: resultStamped, template: stamped(under(ours))},
 	} {

@@ -171,7 +171,7 @@ func (pl *planner) admit() {
 			pl.unread(err)
 			return
 		}
-		if in.nudgeKey != "" && want.Key != in.nudgeKey {
+		if want.Key != in.nudgeKey {
 			pl.otherKey(want.Key)
 			return
 		}
@@ -210,8 +210,9 @@ func (pl *planner) underNudgeKey(want stamp.Stamp) (stamp.Stamp, error) {
 }
 
 // otherKey answers a nudge sent under another key than ours (the replicas have not all
-// read the key since it rotated; or a forged nudge): what is stored stays, so a workload
-// does not roll once under each key; the warning tells the watcher to retry.
+// read the key since it rotated; a watcher of an older version, whose nudge names none;
+// or a forged nudge): what is stored stays, so a workload does not roll once under each
+// key (or encoding); the warning tells the watcher to retry.
 func (pl *planner) otherKey(ours string) {
 	in := pl.in
 	pl.info("Kept the stored config hash: the nudge was sent under another hash key", "namespace", in.namespace, "name", in.name,
