@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/certs"
 	"github.com/configstamp/configstamp/internal/hashkey"
@@ -60,7 +61,7 @@ func TestKeyRotationReplicasDisagree(t *testing.T) {
 				return nil
 			})
 			answering := start(ports[1], order.answering)
-			px.SetTarget(fmt.Sprintf("127.0.0.1:%d", ports[1]))
+			switchTo(t, px, ports[1])
 
 			names := []string{"a", "b"}
 			for _, name := range names {
@@ -94,11 +95,14 @@ func TestKeyRotationReplicasDisagree(t *testing.T) {
 			for _, name := range names {
 				rollouts(t, ns, name, 2)
 				stampedWith(t, ns, name, newKey)
+				if n := updatesStamped(answering, ns, name); n != 1 {
+					t.Fatalf("%s: the answering replica stamped %d updates, want the one rollout", name, n)
+				}
 			}
 
 			// The next admissions go to the other replica, and the watcher checks each
 			// Deployment again after a write of its ConfigMap that changes no content.
-			px.SetTarget(fmt.Sprintf("127.0.0.1:%d", ports[0]))
+			switchTo(t, px, ports[0])
 			before := map[string]int{}
 			for _, name := range names {
 				before[name] = checks(leader, ns, name)
@@ -121,6 +125,37 @@ func TestKeyRotationReplicasDisagree(t *testing.T) {
 			}
 		})
 	}
+}
+
+// switchTo sends admissions to the replica on port, and waits until three dry-run
+// creates in a row come back stamped: the API server has dropped the connections the
+// switch closed (a request on one of those fails open, unstamped).
+func switchTo(t *testing.T, px *framework.Proxy, port int) {
+	t.Helper()
+	px.Switch(fmt.Sprintf("127.0.0.1:%d", port))
+	ok := 0
+	framework.Eventually(t, 30*time.Second, "admissions answered after the switch", func() error {
+		d := framework.ProbeDeployment()
+		if err := env.Client.Create(bg, d, client.DryRunAll); err != nil || d.Spec.Template.Annotations[stamp.HashAnnotation] == "" {
+			ok = 0
+			return fmt.Errorf("dry-run create not stamped: %v", err)
+		}
+		if ok++; ok < 3 {
+			return fmt.Errorf("%d stamped in a row", ok)
+		}
+		return nil
+	})
+}
+
+// updatesStamped counts a process's log lines of a changed stamp on an UPDATE of ns/name.
+func updatesStamped(p *framework.Configstamp, ns, name string) int {
+	n := 0
+	for _, rec := range p.Logs() {
+		if rec["msg"] == "Stamped config hash" && rec["namespace"] == ns && rec["name"] == name && rec["operation"] == "UPDATE" {
+			n++
+		}
+	}
+	return n
 }
 
 func freePort(t *testing.T) int {
