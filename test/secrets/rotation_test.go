@@ -15,6 +15,7 @@ import (
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/test/framework"
+	"github.com/configstamp/configstamp/test/hashdoc"
 )
 
 // TestKeyRotationReplicasDisagree rotates the hash key under two replicas that read it at
@@ -117,7 +118,7 @@ func TestKeyRotationReplicasDisagree(t *testing.T) {
 				checkedAfter(t, leader, ns, name, before[name])
 				rollouts(t, ns, name, 2)
 				stampedWith(t, ns, name, newKey)
-				if d := env.Deployment(t, ns, name); !strings.HasSuffix(d.Annotations[stamp.ObservedAnnotation], " key="+stamp.KeyFingerprint(newKey)) {
+				if d := env.Deployment(t, ns, name); !strings.HasSuffix(d.Annotations[stamp.ObservedAnnotation], " key="+hashdoc.KeyFingerprint(newKey)) {
 					t.Errorf("%s: record %q, want one under the new key", name, d.Annotations[stamp.ObservedAnnotation])
 				}
 			}
