@@ -219,7 +219,11 @@ func (pl *planner) otherKey(ours string) {
 		"storedHash", in.storedHash, "nudgeKey", in.nudgeKey, "key", ours)
 	pl.keep()
 	pl.warnings = append(pl.warnings, stamp.OtherKeyWarning(in.kind.Kind, in.nudgeKey, ours))
-	pl.audit = map[string]string{AuditOtherKey: in.nudgeKey + " (webhook: " + ours + ")"}
+	theirs := in.nudgeKey
+	if theirs == "" {
+		theirs = "none"
+	}
+	pl.audit = map[string]string{AuditOtherKey: theirs + " (webhook: " + ours + ")"}
 	pl.result = resultOtherKey
 }
 
