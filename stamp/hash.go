@@ -49,6 +49,9 @@ type Stamp struct {
 	// (non-ignored) ConfigMap, in which case nothing is stamped.
 	Hash    string
 	Sources []Digest
+	// Key is the KeyFingerprint of the installation key the digests are keyed under
+	// (set by configread; "" when unknown).
+	Key string
 }
 
 // Unmet lists what required config is missing (Source.Unmet), in source order: the
@@ -156,6 +159,36 @@ func NamespaceKey(key []byte, namespace string) []byte {
 	writeStr(m, "configstamp/namespace")
 	writeStr(m, namespace)
 	return m.Sum(nil)
+}
+
+// KeyFingerprintChars is how many hex characters of a key fingerprint records and
+// nudges carry.
+const KeyFingerprintChars = 12
+
+// KeyFingerprint names the installation key a stamp was made under, without revealing
+// anything toward it or any digest (docs/hash.md): the first KeyFingerprintChars hex
+// characters of HMAC-SHA256(key, s("configstamp key fingerprint v1")). Replicas that
+// read the key Secret at different moments tell by it that they disagree.
+func KeyFingerprint(key []byte) string {
+	if len(key) == 0 {
+		return ""
+	}
+	m := hmac.New(sha256.New, key)
+	writeStr(m, "configstamp key fingerprint v1")
+	return hex.EncodeToString(m.Sum(nil))[:KeyFingerprintChars]
+}
+
+// IsKeyFingerprint reports whether s has the form of a KeyFingerprint.
+func IsKeyFingerprint(s string) bool {
+	if len(s) != KeyFingerprintChars {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // Combine makes the stamp from the digests of the (non-ignored) sources, in

@@ -24,29 +24,51 @@ type Observed struct {
 	// differently: it is not a certain basis (turning Secrets on or off is judged like
 	// an install, by evidence, and rolls nothing by itself).
 	Secrets bool
+	// Key is the KeyFingerprint of the key the hash was computed under; "" in a record
+	// made before records carried it (unknown key).
+	Key string
 }
 
 // String renders the annotation value, "<config hash> template=<fingerprint>", with
-// " secrets" at the end when the hash covers Secrets.
+// " secrets" when the hash covers Secrets and " key=<key fingerprint>" at the end.
 func (o Observed) String() string {
 	s := o.Hash + " template=" + o.Template
 	if o.Secrets {
 		s += " secrets"
 	}
+	if o.Key != "" {
+		s += " key=" + o.Key
+	}
 	return s
 }
 
 // ParseObserved reads an ObservedAnnotation value; ok is false when it is malformed.
+// A record without " key=" (an older version's) parses with Key "".
 func ParseObserved(v string) (o Observed, ok bool) {
 	hash, rest, found := strings.Cut(v, " template=")
 	if !found || len(hash) != 2*sha256.Size || rest == "" {
 		return Observed{}, false
 	}
-	fp, flag, hasFlag := strings.Cut(rest, " ")
-	if fp == "" || (hasFlag && flag != "secrets") {
+	fields := strings.Split(rest, " ")
+	o = Observed{Hash: hash, Template: fields[0]}
+	if o.Template == "" {
 		return Observed{}, false
 	}
-	return Observed{Hash: hash, Template: fp, Secrets: hasFlag}, true
+	fields = fields[1:]
+	if len(fields) > 0 && fields[0] == "secrets" {
+		o.Secrets, fields = true, fields[1:]
+	}
+	if len(fields) > 0 {
+		key, isKey := strings.CutPrefix(fields[0], "key=")
+		if !isKey || !IsKeyFingerprint(key) {
+			return Observed{}, false
+		}
+		o.Key, fields = key, fields[1:]
+	}
+	if len(fields) > 0 {
+		return Observed{}, false
+	}
+	return o, true
 }
 
 // HasSecrets reports whether any of srcs is a Secret: the Secrets flag a record of them

@@ -60,3 +60,39 @@ func TestObservedSecretsFlag(t *testing.T) {
 		}
 	}
 }
+
+// A record names the key its hash was computed under; a record of an older version,
+// without it, still parses (unknown key), and a malformed key makes the record invalid.
+func TestObservedKey(t *testing.T) {
+	hash, fp := strings.Repeat("ab", 32), "0123456789abcdef"
+	for _, o := range []Observed{
+		{Hash: hash, Template: fp, Key: "0f4dd1f41f10"},
+		{Hash: hash, Template: fp, Secrets: true, Key: "0f4dd1f41f10"},
+	} {
+		got, ok := ParseObserved(o.String())
+		if !ok || got != o || !strings.HasSuffix(o.String(), " key=0f4dd1f41f10") {
+			t.Errorf("round trip %q: %+v %v", o.String(), got, ok)
+		}
+	}
+	for v, want := range map[string]Observed{
+		hash + " template=" + fp:              {Hash: hash, Template: fp},
+		hash + " template=" + fp + " secrets": {Hash: hash, Template: fp, Secrets: true},
+	} {
+		if got, ok := ParseObserved(v); !ok || got != want || got.Key != "" {
+			t.Errorf("an older record %q: %+v %v, want %+v (unknown key)", v, got, ok, want)
+		}
+	}
+	for _, bad := range []string{
+		hash + " template=" + fp + " key=",
+		hash + " template=" + fp + " key=0F4DD1F41F10",
+		hash + " template=" + fp + " key=0f4dd1f41f1",
+		hash + " template=" + fp + " key=0f4dd1f41f10 secrets",
+		hash + " template=" + fp + " key=0f4dd1f41f10 key=0f4dd1f41f10",
+		hash + " template=" + fp + " secrets secrets",
+		hash + " template=" + fp + " key=0f4dd1f41f10 ",
+	} {
+		if o, ok := ParseObserved(bad); ok {
+			t.Errorf("ParseObserved(%q) accepted: %+v", bad, o)
+		}
+	}
+}

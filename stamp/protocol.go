@@ -11,8 +11,11 @@ const (
 	// stripped again by the webhook. It tells the webhook that the update is a nudge
 	// (so an unstamped Deployment may be adopted) rather than someone's no-op update.
 	NudgeAnnotation = "configstamp.io/nudge"
-	// NudgeValue is the NudgeAnnotation value of the watcher's nudge.
+	// NudgeValue is the NudgeAnnotation value of a nudge that names no key (an older
+	// watcher's); the watcher's nudge is NudgeFor its key.
 	NudgeValue = "true"
+	// nudgeKeyPrefix starts a nudge that names the key fingerprint of its sender.
+	nudgeKeyPrefix = "key="
 	// NudgeRecord is the NudgeAnnotation value of the watcher's own update of a record
 	// (any other value is a nudge): only that update may change the record.
 	NudgeRecord = "record"
@@ -29,6 +32,32 @@ const WarningUnreadConfig = "configstamp: could not read config"
 // that is a lagging replica, retried like unread config, not a bypass.
 const WarningScopeUnknown = "configstamp: not stamped: configstamp could not tell whether the namespace opts in"
 
+// WarningOtherKey starts the warning the webhook answers a nudge with that names
+// another installation key than its own, even after it read its key again: it kept the
+// stored stamp (no rollout), and the watcher retries once the replicas agree.
+const WarningOtherKey = "configstamp: other_key"
+
+// OtherKeyWarning is the warning of a nudge sent under the key fingerprint theirs,
+// answered by a replica that holds ours.
+// theirs is "" for a nudge that names no key (a watcher older than fingerprints).
+func OtherKeyWarning(kind, theirs, ours string) string {
+	sent := "under hash key " + theirs
+	if theirs == "" {
+		sent = "naming no hash key (by a configstamp older than this replica)"
+	}
+	return WarningOtherKey + ": the nudge was sent " + sent + ", this replica holds " + ours +
+		"; the " + kind + " keeps its stored config hash until the replicas agree on the key"
+}
+
+// NudgeFor is the NudgeAnnotation value of a nudge sent by a watcher holding the key
+// whose KeyFingerprint is key ("": NudgeValue).
+func NudgeFor(key string) string {
+	if key == "" {
+		return NudgeValue
+	}
+	return nudgeKeyPrefix + key
+}
+
 // Marker is what an update's NudgeAnnotation says, whoever set it.
 type Marker struct {
 	// Present: the update carries the annotation (the webhook strips it).
@@ -37,12 +66,19 @@ type Marker struct {
 	Nudge bool
 	// Record: the watcher's write of a record (NudgeRecord).
 	Record bool
+	// Key: the key fingerprint a nudge names (NudgeFor); "" when it names none or a
+	// malformed one.
+	Key string
 }
 
 // ParseMarker reads the marker in a workload's metadata annotations.
 func ParseMarker(annotations map[string]string) Marker {
 	v, ok := annotations[NudgeAnnotation]
-	return Marker{Present: ok, Nudge: ok && v != "" && v != NudgeRecord, Record: ok && v == NudgeRecord}
+	m := Marker{Present: ok, Nudge: ok && v != "" && v != NudgeRecord, Record: ok && v == NudgeRecord}
+	if key, named := strings.CutPrefix(v, nudgeKeyPrefix); m.Nudge && named && IsKeyFingerprint(key) {
+		m.Key = key
+	}
+	return m
 }
 
 // UnreadWarning is the warning of an update of a kind's workload admitted with its

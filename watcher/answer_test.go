@@ -35,6 +35,7 @@ func TestNudgeAnswers(t *testing.T) {
 		now                   string
 		marked, unreadWarning bool
 		scopeWarning          bool
+		otherKeyWarning       bool
 		record, pad           bool
 		result, event         string
 		retried               bool
@@ -50,6 +51,7 @@ func TestNudgeAnswers(t *testing.T) {
 		{name: "kept: too large", want: two, before: old, after: old, pad: true, now: "2", result: "too_large", event: ReasonStampTooLarge},
 		{name: "kept: unread", want: two, before: old, after: old, unreadWarning: true, now: "2", result: "unread", retried: true},
 		{name: "not placed: a lagging replica's namespace cache", want: one, before: old, after: old, marked: true, scopeWarning: true, now: "1", result: "unread", retried: true},
+		{name: "kept: the replica holds another hash key", want: two, before: old, after: old, otherKeyWarning: true, now: "2", result: "key_mismatch", retried: true},
 		{name: "kept: no word why", want: two, before: old, after: old, now: "2", result: "bypassed", event: ReasonStampBypassed, retried: true},
 		{name: "restart not set: config missing", want: one, before: one, after: one, restart: true, now: "", result: "current"},
 		{name: "restart not set: changed back", want: one, before: one, after: one, restart: true, record: true, now: "2", result: "current"},
@@ -89,6 +91,9 @@ func TestNudgeAnswers(t *testing.T) {
 				}
 				if tc.unreadWarning {
 					addWarning(ctx, stamp.WarningUnreadConfig+": timeout")
+				}
+				if tc.otherKeyWarning {
+					addWarning(ctx, stamp.OtherKeyWarning("Deployment", "aaaaaaaaaaaa", "bbbbbbbbbbbb"))
 				}
 				if tc.scopeWarning {
 					addWarning(ctx, stamp.WarningScopeUnknown+" (not synced)")

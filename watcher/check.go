@@ -128,6 +128,11 @@ func (r *workloadReconciler) judge(ctx context.Context, obj client.Object, tr tr
 		checks.WithLabelValues("error").Inc()
 		return reconcile.Result{}, err
 	}
+	if recValid && rec.Key != "" && rec.Key != j.want.Key {
+		if res, wait, err := r.underFreshKey(ctx, &j, rec.Key); wait || err != nil {
+			return res, err
+		}
+	}
 	d, err := decide.Decide(decide.Input{Template: tmpl, Refs: refs, Basis: j.basis, Certain: j.certain, Record: rec.Hash,
 		Want: j.want, ChangedLive: tr.changed, RollStale: r.rollStale}, r.evidence.forWorkload(ctx, r.kind, obj, refs))
 	if err != nil {
@@ -135,6 +140,30 @@ func (r *workloadReconciler) judge(ctx context.Context, obj client.Object, tr tr
 		return reconcile.Result{}, err
 	}
 	return r.act(ctx, j, d)
+}
+
+// underFreshKey judges a workload whose record was made under another key (theirs) than
+// j.want under a key read a moment ago: the watcher's own may be the stale one (then
+// j.want is computed again). A record under a key other than the fresh one was made
+// before a rotation, or by a replica that had not read it yet: the check goes on, and its
+// nudge, naming the fresh key, rolls it once. wait: the key could not be read again now
+// (rate-limited, or failing); the check is retried, never rolled on a mismatch alone.
+func (r *workloadReconciler) underFreshKey(ctx context.Context, j *judged, theirs string) (res reconcile.Result, wait bool, err error) {
+	if r.freshKey == nil {
+		return reconcile.Result{}, false, nil
+	}
+	if !r.freshKey(ctx) {
+		res, err = r.keyMismatch(ctx, j.obj, fmt.Sprintf("its record was made under hash key %s, this watcher holds %s and could not read the key again yet", theirs, j.want.Key))
+		return res, true, err
+	}
+	if r.config.Key != nil && stamp.KeyFingerprint(r.config.Key()) != j.want.Key {
+		logf.FromContext(ctx).Info("The hash key changed since the check read config: reading it again", "recordKey", theirs, "key", j.want.Key)
+		if j.want, err = r.expected(ctx, j.obj, j.refs); err != nil {
+			checks.WithLabelValues("error").Inc()
+			return reconcile.Result{}, true, err
+		}
+	}
+	return reconcile.Result{}, false, nil
 }
 
 // admitted returns the template and the consumed sources of a workload the watcher
@@ -270,7 +299,7 @@ func (r *workloadReconciler) record(ctx context.Context, obj client.Object, tmpl
 	if want.Hash == "" { // every source ignored: nothing to record
 		return nil
 	}
-	rec := stamp.Observed{Hash: want.Hash, Template: stamp.TemplateFingerprint(tmpl), Secrets: hasSecrets}
+	rec := stamp.Observed{Hash: want.Hash, Template: stamp.TemplateFingerprint(tmpl), Secrets: hasSecrets, Key: want.Key}
 	if !stamp.AnnotationsFit(obj.GetAnnotations(), map[string]string{stamp.ObservedAnnotation: rec.String(), stamp.NudgeAnnotation: ""}) {
 		// The API server would refuse it: no record (decisions stay on the stamp and the
 		// times of pods and config), and no retry until the workload changes.

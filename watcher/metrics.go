@@ -15,7 +15,7 @@ var (
 	})
 	checks = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configstamp_checks_total",
-		Help: "Workload stamp checks by the watcher, by result: current, recorded, nudged, held, paused, deferred, bypassed, bypass_abandoned, unread (the webhook could not read config), too_large, too_many_sources, error.",
+		Help: "Workload stamp checks by the watcher, by result: current, recorded, nudged, held, paused, deferred, bypassed, bypass_abandoned, unread (the webhook could not read config), key_mismatch (another hash key met), too_large, too_many_sources, error.",
 	}, []string{"result"})
 	bypasses = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "configstamp_bypasses_detected_total",
@@ -29,6 +29,10 @@ var (
 		Name: "configstamp_recheck_found_total",
 		Help: "Workloads (by kind) the periodic re-check found on older config than current, with no event having rolled them, and rolled: changes the watcher's events missed.",
 	}, []string{"kind"})
+	keyMismatches = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "configstamp_hash_key_mismatches_total",
+		Help: "Workloads left unrolled after repeated checks because the watcher and the record or the webhook replica disagreed on the hash key (each also got a HashKeyMismatch Event); still retried.",
+	})
 	debouncePending = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "configstamp_debounce_pending",
 		Help: "Sources (by kind: configmap, secret) changed and waiting to be quiet before their dependents are checked.",
@@ -68,7 +72,7 @@ func (c *burstAgeCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 func init() {
-	metrics.Registry.MustRegister(nudges, checks, bypasses, recheckQueued, recheckFound, debouncePending, burstAge)
+	metrics.Registry.MustRegister(nudges, checks, bypasses, keyMismatches, recheckQueued, recheckFound, debouncePending, burstAge)
 	// Exported at 0 from the start, so the first errors are an increase to alerts, and
 	// the alerts' label value is on /metrics for the monitoring integration test.
 	checks.WithLabelValues("error")

@@ -17,12 +17,15 @@ import (
 	"github.com/configstamp/configstamp/stamp"
 )
 
-// nudgePatch is the watcher's "empty" update: it only sets the nudge marker, which the
-// webhook strips again while it recomputes the stamp. If the stamp is unchanged the API
-// server stores nothing; if the webhook is down, the marker lands in the workload's
-// metadata, which rolls nothing.
-var nudgePatch = client.RawPatch(types.MergePatchType,
-	[]byte(`{"metadata":{"annotations":{"`+stamp.NudgeAnnotation+`":"true"}}}`))
+// nudgePatch is the watcher's "empty" update: it only sets the nudge marker, which names
+// the key the watcher computed under (its fingerprint) and which the webhook strips
+// again while it recomputes the stamp. If the stamp is unchanged the API server stores
+// nothing; if the webhook is down, the marker lands in the workload's metadata, which
+// rolls nothing.
+func nudgePatch(key string) client.Patch {
+	return client.RawPatch(types.MergePatchType,
+		[]byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, stamp.NudgeAnnotation, stamp.NudgeFor(key))))
+}
 
 // maxBypassRetries is how many times a stamp that bypassed the webhook is retried
 // (with backoff, about two and a half minutes in all at the default backoff) before it
@@ -70,7 +73,7 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 		n.storedHash = tmpl.Annotations[stamp.HashAnnotation]
 	}
 	pctx, warned := collectWarnings(ctx)
-	if err := r.client.Patch(pctx, obj, nudgePatch); err != nil {
+	if err := r.client.Patch(pctx, obj, nudgePatch(want.Key)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return reconcile.Result{}, nil
 		}
@@ -94,6 +97,15 @@ func (r *workloadReconciler) answered(ctx context.Context, n *nudged) (reconcile
 		// The replica that answered cannot place the namespace yet (its cache lags the
 		// leader's): not a bypass; retried like unread config.
 		return r.unread(ctx, n.obj, n.got)
+	}
+	if n.warned.has(stamp.WarningOtherKey) {
+		// The replica that answered holds another key than this check computed under:
+		// one of the two is stale. Nothing rolled; the watcher reads its own again and
+		// retries.
+		if r.freshKey != nil {
+			r.freshKey(ctx)
+		}
+		return r.keyMismatch(ctx, n.obj, "the webhook replica that answered its nudge holds another hash key than the watcher's "+n.want.Key)
 	}
 	if _, marked := n.obj.GetAnnotations()[stamp.NudgeAnnotation]; marked {
 		// Not called, even if the template carries the wanted stamp already.
@@ -179,6 +191,31 @@ func (r *workloadReconciler) unread(ctx context.Context, obj client.Object, got 
 	// Spread out: many workloads may be waiting on one failing API server.
 	after := unreadRetry + rand.N(unreadRetry/5)
 	log.Info("The webhook still cannot read config; retrying later", "storedHash", got, "attempt", n, "after", after.String())
+	return reconcile.Result{RequeueAfter: after}, nil
+}
+
+// keyMismatch handles a check that met another hash key than the watcher's (why says
+// where) and cannot go on: no rollout on a key mismatch alone (that would roll once under
+// each key). The replicas read the key Secret again within its refresh, so it is retried
+// with backoff maxBypassRetries times, then, with one HashKeyMismatch Event, every
+// unreadRetry, until the keys agree or an event starts over.
+func (r *workloadReconciler) keyMismatch(ctx context.Context, obj client.Object, why string) (reconcile.Result, error) {
+	key := client.ObjectKeyFromObject(obj)
+	n := r.state.countKeyMismatch(key)
+	checks.WithLabelValues("key_mismatch").Inc()
+	log := logf.FromContext(ctx)
+	if n <= maxBypassRetries {
+		log.Info("Not rolled: the hash keys disagree; retrying", "why", why, "attempt", n)
+		return reconcile.Result{}, fmt.Errorf("%s %s: not rolled: %s; retrying", r.kind, key, why)
+	}
+	if n == maxBypassRetries+1 {
+		keyMismatches.Inc()
+		r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonHashKeyMismatch, "Check",
+			"Not rolled after %d checks: %s (do all replicas read the same --hash-key Secret?); retrying about every %s",
+			n, why, unreadRetry)
+	}
+	after := unreadRetry + rand.N(unreadRetry/5)
+	log.Info("The hash keys still disagree; retrying later", "why", why, "attempt", n, "after", after.String())
 	return reconcile.Result{RequeueAfter: after}, nil
 }
 

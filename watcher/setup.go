@@ -72,6 +72,8 @@ type Options struct {
 	// which every digest is keyed (required).
 	Sources stamp.Options
 	Key     func() []byte
+	// FreshKey reads the key again, rate-limited (hashkey.Keeper.Fresh); nil: never.
+	FreshKey func(context.Context) bool
 }
 
 // Defaults for Options.
@@ -230,8 +232,8 @@ func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 	queue := make(chan event.GenericEvent, 1024)
 	rec := &workloadReconciler{
 		kind: k, client: mgr.GetClient(), live: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder("configstamp"),
-		config:  &configread.Reader{Client: mgr.GetAPIReader(), Cache: opts.Cache, Key: opts.Key, Timeout: opts.ReadTimeout},
-		sources: opts.Sources, scope: opts.Scope,
+		config:   &configread.Reader{Client: mgr.GetAPIReader(), Cache: opts.Cache, Key: opts.Key, Timeout: opts.ReadTimeout},
+		freshKey: opts.FreshKey, sources: opts.Sources, scope: opts.Scope,
 		evidence:  &evidence{cache: mgr.GetClient(), live: mgr.GetAPIReader(), scope: opts.Scope, coverage: w.coverage},
 		rollStale: opts.RollStaleAtInstall, minInterval: opts.MinRolloutInterval, pending: w.pending,
 	}

@@ -35,6 +35,9 @@ type workloadState struct {
 	// unreads counts its nudges the webhook could not stamp for want of config it could
 	// read.
 	unreads int
+	// keyMismatches counts its checks that met another hash key than the watcher's
+	// (a record, or the webhook's answer to a nudge) and could not go on.
+	keyMismatches int
 	// oversize, when not zero, marks it left alone because configstamp's annotations
 	// would take its own past the API server's size limit: an update of its annotations
 	// is checked (it may have made room). The value tells the checks apart: a check
@@ -53,7 +56,7 @@ type workloadState struct {
 }
 
 func (s *workloadState) empty() bool {
-	return s.trigger == (trigger{}) && s.lastRoll.IsZero() && s.bypasses == 0 && s.unreads == 0 && s.oversize == 0 &&
+	return s.trigger == (trigger{}) && s.lastRoll.IsZero() && s.bypasses == 0 && s.unreads == 0 && s.keyMismatches == 0 && s.oversize == 0 &&
 		!s.checkedSet && s.rolls == 0 && s.tooManyAt.IsZero()
 }
 
@@ -184,12 +187,22 @@ func (s *workloadStates) countUnread(key types.NamespacedName) int {
 	return st.unreads
 }
 
+// countKeyMismatch counts one more check of key that met another hash key, and returns
+// the count.
+func (s *workloadStates) countKeyMismatch(key types.NamespacedName) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.get(key)
+	st.keyMismatches++
+	return st.keyMismatches
+}
+
 // resetBypasses starts key's counts of nudges that did not roll afresh.
 func (s *workloadStates) resetBypasses(key types.NamespacedName) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if st, ok := s.m[key]; ok {
-		st.bypasses, st.unreads = 0, 0
+		st.bypasses, st.unreads, st.keyMismatches = 0, 0, 0
 		s.tidy(key)
 	}
 }

@@ -1,6 +1,7 @@
 package watcher
 
 import (
+	"context"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -27,6 +28,9 @@ const (
 	// ReasonConfigUnreadable: nudges the webhook answered without a stamp, unable to
 	// read config; still retried.
 	ReasonConfigUnreadable = "ConfigUnreadable"
+	// ReasonHashKeyMismatch: the replicas have not agreed on the hash key for
+	// maxBypassRetries checks (a record or a nudge under another key); still retried.
+	ReasonHashKeyMismatch = "HashKeyMismatch"
 )
 
 // workloadReconciler checks one workload's config against the evidence of the config its
@@ -39,7 +43,10 @@ type workloadReconciler struct {
 	live     client.Reader // live workload reads
 	recorder recorder.EventRecorder
 	// config computes stamps from live reads of the sources.
-	config   *configread.Reader
+	config *configread.Reader
+	// freshKey reads the hash key again unless it was read a moment ago, and reports
+	// whether config's key is fresh (hashkey.Keeper.Fresh); nil: taken as it is.
+	freshKey func(context.Context) bool
 	sources  stamp.Options
 	scope    *scope.Scope
 	evidence *evidence

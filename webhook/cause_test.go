@@ -53,7 +53,7 @@ func TestChangeCause(t *testing.T) {
 	// workload carried, naming the source and its old and new digests.
 	stored.Annotations[stamp.ChangeCauseAnnotation] = "image 2"
 	nudge := stored.DeepCopy()
-	nudge.Annotations[stamp.NudgeAnnotation] = "true"
+	nudge.Annotations[stamp.NudgeAnnotation] = testNudge
 	digest := func(v string) string { return stamp.ParseSources(expected(t, v).SourcesAnnotation())["configmap/cfg"] }
 	want := "configstamp: configmap/cfg changed (digest " + digest("1") + " -> " + digest("2") + ")"
 	if got := causeAfter(t, nudge, stored, admissionv1.Update); got != want {
@@ -62,7 +62,7 @@ func TestChangeCause(t *testing.T) {
 	// ... the same with a record that agrees with the stamp.
 	recorded := withRecord(stored.DeepCopy(), "img:1", expected(t, "1").Hash)
 	nudge = recorded.DeepCopy()
-	nudge.Annotations[stamp.NudgeAnnotation] = "true"
+	nudge.Annotations[stamp.NudgeAnnotation] = testNudge
 	if got := causeAfter(t, nudge, recorded, admissionv1.Update); got != want {
 		t.Errorf("configstamp's rollout (recorded) has cause %q, want %q", got, want)
 	}
@@ -72,7 +72,7 @@ func TestChangeCause(t *testing.T) {
 	ran := expected(t, "0").Hash
 	stale := withRecord(stored.DeepCopy(), "img:1", ran)
 	nudge = stale.DeepCopy()
-	nudge.Annotations[stamp.NudgeAnnotation] = "true"
+	nudge.Annotations[stamp.NudgeAnnotation] = testNudge
 	want = "configstamp: config changed (config hash " + ran[:12] + " -> " + expected(t, "2").Hash[:12] + ")"
 	if got := causeAfter(t, nudge, stale, admissionv1.Update); got != want {
 		t.Errorf("configstamp's rollout from a record has cause %q, want %q", got, want)
@@ -80,7 +80,7 @@ func TestChangeCause(t *testing.T) {
 	// An adopted workload (a record, no stamp) rolled: its first stamp.
 	adopted := withRecord(dep(nil, "img:1", "cfg"), "img:1", ran)
 	nudge = adopted.DeepCopy()
-	nudge.Annotations[stamp.NudgeAnnotation] = "true"
+	nudge.Annotations[stamp.NudgeAnnotation] = testNudge
 	want += "; first stamp (configmap/cfg " + digest("2") + ")"
 	if got := causeAfter(t, nudge, adopted, admissionv1.Update); got != want {
 		t.Errorf("an adopted workload's first rollout has cause %q, want %q", got, want)
@@ -89,7 +89,7 @@ func TestChangeCause(t *testing.T) {
 	current := dep(stamped(expected(t, "2")), "img:1", "cfg")
 	current.Annotations = map[string]string{stamp.ChangeCauseAnnotation: "image 2"}
 	nudge = current.DeepCopy()
-	nudge.Annotations[stamp.NudgeAnnotation] = "true"
+	nudge.Annotations[stamp.NudgeAnnotation] = testNudge
 	if got := causeAfter(t, nudge, current, admissionv1.Update); got != "image 2" {
 		t.Errorf("a nudge that rolled nothing changed the cause to %q", got)
 	}
@@ -111,7 +111,7 @@ func TestChangeCauseLeavesHeadroom(t *testing.T) {
 		stored := dep(stamped(expected(t, "1")), "img:1", "cfg")
 		stored.Annotations = full(nil, tc.room)
 		nudge := stored.DeepCopy()
-		nudge.Annotations[stamp.NudgeAnnotation] = "true"
+		nudge.Annotations[stamp.NudgeAnnotation] = testNudge
 		o := admit(t, stamper(t, cm("cfg", "2")), request(t, admissionv1.Update, nudge, stored), nudge)
 		if o.result != resultStamped || hashOfStored(o) != expected(t, "2").Hash {
 			t.Errorf("%s: result %q, stamp %q: want the new stamp", tc.name, o.result, hashOfStored(o))

@@ -44,6 +44,8 @@ type input struct {
 	// while it is paused; this write, which rolls it, takes the config current now (one
 	// rollout, not one for the resume and one for a nudge after it).
 	resumed bool
+	// nudgeKey is the key fingerprint a nudge names ("": none).
+	nudgeKey string
 
 	// The rest is set only for a template to stamp (tmpl set, no problem, not skipped).
 	extraProblems []string
@@ -105,6 +107,9 @@ func (s *Stamper) input(kind *workload.Kind, req admission.Request, obj, old cli
 	ours := marker.Present && (s.Self == "" || in.user == s.Self)
 	in.marked, in.nudged, in.recording = marker.Present, ours && marker.Nudge, ours && marker.Record
 	in.resumed = old != nil && kind.Paused(old) && !kind.Paused(obj)
+	if in.nudged {
+		in.nudgeKey = marker.Key
+	}
 	in.tmpl, in.problem = kind.Template(obj), kind.Problem(obj)
 	in.skip = stamp.IsTrue(in.annotations[stamp.SkipAnnotation])
 	if in.tmpl != nil && in.problem == "" && !in.skip {
@@ -144,9 +149,10 @@ func (in *input) consumed(opts stamp.Options) {
 	in.basis, in.certain = decide.Basis(in.storedHash, in.rec, in.recValid, in.srcs)
 }
 
-// observed is the record of hash for the incoming template.
-func (in *input) observed(hash string) string {
-	return stamp.Observed{Hash: hash, Template: stamp.TemplateFingerprint(in.tmpl), Secrets: stamp.HasSecrets(in.srcs)}.String()
+// observed is the record of hash, computed under the key whose fingerprint is key, for
+// the incoming template.
+func (in *input) observed(hash, key string) string {
+	return stamp.Observed{Hash: hash, Template: stamp.TemplateFingerprint(in.tmpl), Secrets: stamp.HasSecrets(in.srcs), Key: key}.String()
 }
 
 func decode(kind *workload.Kind, raw []byte) (client.Object, error) {

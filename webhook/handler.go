@@ -28,6 +28,9 @@ var Path = workload.Deployment.Path()
 const (
 	AuditHash    = "config-hash"
 	AuditSources = "sources"
+	// AuditOtherKey: a nudge kept as stored, sent under another hash key (its
+	// fingerprint, and the webhook's).
+	AuditOtherKey = "other-key"
 )
 
 var errNoRequest = errors.New("admission review without a request (no uid)")
@@ -51,6 +54,9 @@ type Stamper struct {
 	Cache *configread.DigestCache
 	// Key returns the installation's hash key, under which every digest is keyed (required).
 	Key func() []byte
+	// FreshKey reads the key again unless it was read a moment ago, and reports whether
+	// Key is fresh (hashkey.Keeper.Fresh); nil: Key is taken as it is.
+	FreshKey func(context.Context) bool
 	// Self is the user configstamp's watcher runs as: only its requests may nudge or
 	// write a record. Empty: anyone's marker counts.
 	Self string
@@ -116,7 +122,7 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 		return respond(nil, warnings...), result
 	}
 	in := s.input(kind, req, obj, old)
-	p := in.plan(func() (stamp.Stamp, error) { return s.reader().Stamp(ctx, in.namespace, in.srcs) })
+	p := in.plan(func() (stamp.Stamp, error) { return s.reader().Stamp(ctx, in.namespace, in.srcs) }, s.keyRead(ctx))
 	p.write(log)
 	if !in.dryRun {
 		p.count()
@@ -124,6 +130,19 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	resp := respond(in.patch(&p), p.warnings...)
 	resp.AuditAnnotations = p.audit
 	return resp, p.result
+}
+
+// keyRead reads the key again through FreshKey (nil when there is none).
+func (s *Stamper) keyRead(ctx context.Context) keyRead {
+	if s.FreshKey == nil {
+		return nil
+	}
+	return func() (string, bool) {
+		if !s.FreshKey(ctx) {
+			return "", false
+		}
+		return stamp.KeyFingerprint(s.Key()), true
+	}
 }
 
 func (s *Stamper) kinds() []*workload.Kind {

@@ -65,6 +65,9 @@ func testKey() []byte { return []byte("0123456789abcdef0123456789abcdef") }
 
 var testNSKey = stamp.NamespaceKey(testKey(), "ns")
 
+// testNudge is the marker of a nudge by a watcher holding testKey.
+var testNudge = stamp.NudgeFor(stamp.KeyFingerprint(testKey()))
+
 func cm(name, v string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Data: map[string]string{"k": v}}
 }
@@ -208,7 +211,7 @@ func TestHandleReadErrorKeepsTheStoredStamp(t *testing.T) {
 func TestHandleHoldsWhenRequiredConfigGoesMissing(t *testing.T) {
 	cur := expected(t, "1")
 	nudge := dep(stamped(cur), "img", "cfg")
-	nudge.Annotations = map[string]string{stamp.NudgeAnnotation: "true"}
+	nudge.Annotations = map[string]string{stamp.NudgeAnnotation: testNudge}
 	resp := stamper(t).Handle(context.Background(), request(t, admissionv1.Update, nudge, dep(stamped(cur), "img", "cfg")))
 	if !resp.Allowed || len(resp.Patches) != 1 || resp.Patches[0].Path != "/metadata/annotations/configstamp.io~1nudge" {
 		t.Fatalf("a nudge into missing config changed more than the marker: %+v", resp.Patches)
@@ -225,7 +228,7 @@ func TestHandleHoldsWhenRequiredConfigGoesMissing(t *testing.T) {
 
 func TestHandleNudgeIsStrippedAndAdopts(t *testing.T) {
 	d := dep(nil, "img", "cfg")
-	d.Annotations = map[string]string{stamp.NudgeAnnotation: "true"}
+	d.Annotations = map[string]string{stamp.NudgeAnnotation: testNudge}
 	resp := stamper(t, cm("cfg", "1")).Handle(context.Background(), request(t, admissionv1.Update, d, dep(nil, "img", "cfg")))
 	if len(resp.Patches) != 4 || resp.Patches[0].Operation != "remove" || resp.Patches[0].Path != "/metadata/annotations/configstamp.io~1nudge" ||
 		resp.Patches[1].Path != "/spec/template/metadata/annotations" || resp.Patches[2].Path != "/metadata/annotations/configstamp.io~1observed" ||
@@ -295,7 +298,7 @@ func TestHandleNudgeRollsWhenOnlyTheRecordDiffers(t *testing.T) {
 	pods := expected(t, "2")
 	stored := withRecord(dep(stamped(cur), "img", "cfg"), "img", pods.Hash)
 	nudge := stored.DeepCopy()
-	nudge.Annotations[stamp.NudgeAnnotation] = "true"
+	nudge.Annotations[stamp.NudgeAnnotation] = testNudge
 	resp := stamper(t, cm("cfg", "1")).Handle(context.Background(), request(t, admissionv1.Update, nudge, stored))
 	var got []string
 	for _, p := range resp.Patches {
@@ -394,7 +397,7 @@ func TestHandleNudgeKeepsWhenThePodsRunTheConfig(t *testing.T) {
 	stored := withRecord(dep(stamped(stale), "img", "cfg"), "img", pods.Hash)
 	stored.Annotations[stamp.ChangeCauseAnnotation] = "image 2"
 	nudge := stored.DeepCopy()
-	nudge.Annotations[stamp.NudgeAnnotation] = "true"
+	nudge.Annotations[stamp.NudgeAnnotation] = testNudge
 	o := admit(t, stamper(t, cm("cfg", "2")), request(t, admissionv1.Update, nudge, stored), nudge)
 	var got []string
 	for _, p := range o.resp.Patches {
@@ -409,12 +412,12 @@ func TestHandleNudgeKeepsWhenThePodsRunTheConfig(t *testing.T) {
 	// The same without a stamp (adopted: the watcher recorded what its pods run).
 	adopted := withRecord(dep(nil, "img", "cfg"), "img", pods.Hash)
 	nudge = adopted.DeepCopy()
-	nudge.Annotations[stamp.NudgeAnnotation] = "true"
+	nudge.Annotations[stamp.NudgeAnnotation] = testNudge
 	if o := admit(t, stamper(t, cm("cfg", "2")), request(t, admissionv1.Update, nudge, adopted), nudge); len(o.resp.Patches) != 1 || o.result != resultUnchanged {
 		t.Fatalf("adopted: patches %+v (result %s), want only the marker removed", o.resp.Patches, o.result)
 	}
 	nudge = stored.DeepCopy()
-	nudge.Annotations[stamp.NudgeAnnotation] = "true"
+	nudge.Annotations[stamp.NudgeAnnotation] = testNudge
 	// The config then changes to what the stamp names: the record still rules, the
 	// pods are restarted onto it.
 	o = admit(t, stamper(t, cm("cfg", "1")), request(t, admissionv1.Update, nudge, stored), nudge)

@@ -206,7 +206,7 @@ func TestLimitNudgeWhoseRestartDoesNotFit(t *testing.T) {
 		t.Run(fmt.Sprintf("room %d", c.room), func(t *testing.T) {
 			stored := withRecord(dep(full(stamped(cur), c.room), "img", "cfg"), "img", pods.Hash)
 			nudge := stored.DeepCopy()
-			nudge.Annotations[stamp.NudgeAnnotation] = "true"
+			nudge.Annotations[stamp.NudgeAnnotation] = testNudge
 			o := admit(t, stamper(t, cm("cfg", "1")), request(t, admissionv1.Update, nudge, stored), nudge)
 			if o.result != c.result || o.ops() != c.ops {
 				t.Fatalf("result %q, patches %q; want %q, %q", o.result, o.ops(), c.result, c.ops)

@@ -14,6 +14,7 @@ const (
 	resultSkipped   = "skipped"   // not stamped: opted out, lazy adoption, other kind or operation
 	resultHeld      = "held"      // stored stamp kept: the new one would make required config missing
 	resultReadError = "read_error"
+	resultOtherKey  = "other_key" // stored stamp kept: a nudge sent under another hash key than this replica's
 	resultTooLarge  = "too_large" // not stamped: the stamp would pass the API server's annotation size limit
 	resultRejected  = "rejected"  // malformed request, or a body that is no AdmissionReview
 	resultPanic     = "panic"     // the handler panicked (controller-runtime answers 500; a bug)
@@ -30,7 +31,7 @@ const (
 var (
 	admissionRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configstamp_admission_requests_total",
-		Help: "Workload admission requests handled, by result (stamped, unchanged, skipped, held, read_error, too_large, rejected, panic, namespace_mismatch, out_of_scope, scope_unknown, too_many_sources, body_too_large, busy).",
+		Help: "Workload admission requests handled, by result (stamped, unchanged, skipped, held, read_error, other_key, too_large, rejected, panic, namespace_mismatch, out_of_scope, scope_unknown, too_many_sources, body_too_large, busy).",
 	}, []string{"result"})
 	admissionDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "configstamp_admission_duration_seconds",

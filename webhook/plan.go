@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -10,9 +11,13 @@ import (
 	"github.com/configstamp/configstamp/stamp"
 )
 
-// configRead reads the workload's config live. A plan calls it at most once, and only
-// when its answer depends on the config.
+// configRead reads the workload's config live. A plan calls it only when its answer
+// depends on the config, once (twice for a nudge under another key: keyRead).
 type configRead func() (stamp.Stamp, error)
+
+// keyRead reads the installation key again (rate-limited: hashkey.Keeper.Fresh) and
+// returns its fingerprint; ok is false when it was not read (the key may be stale).
+type keyRead func() (fingerprint string, ok bool)
 
 // plan is the webhook's answer to one admission, as values: the handler turns it into
 // the patch, the response, the log lines and the metrics.
@@ -45,16 +50,18 @@ type logLine struct {
 // planner makes one plan.
 type planner struct {
 	plan
-	in   *input
-	read configRead
+	in      *input
+	read    configRead
+	readKey keyRead
 	// meta are the metadata annotations as the size checks count them: a dropped
 	// change cause left out.
 	meta map[string]string
 }
 
-// plan decides the admission of in, reading config through read.
-func (in *input) plan(read configRead) plan {
-	pl := &planner{plan: plan{result: resultSkipped}, in: in, read: read, meta: in.annotations}
+// plan decides the admission of in, reading config through read (and the key through
+// readKey, nil: never).
+func (in *input) plan(read configRead, readKey keyRead) plan {
+	pl := &planner{plan: plan{result: resultSkipped}, in: in, read: read, readKey: readKey, meta: in.annotations}
 	if in.marked {
 		pl.strip = []string{stamp.NudgeAnnotation}
 	}
@@ -90,11 +97,14 @@ func (in *input) othersUpdate() bool {
 	return !in.templateChanged && !in.nudged && !in.resumed && (in.recValid || in.storedHash == "" || in.noRoom())
 }
 
+// keyPlaceholder stands for a key fingerprint where only a record's size counts.
+var keyPlaceholder = strings.Repeat("0", stamp.KeyFingerprintChars)
+
 // noRoom reports whether a stamp lacks a record because none fits: treated as recorded,
 // so someone else's update does not roll it past the debounce and the watcher's pace.
 func (in *input) noRoom() bool {
 	return !in.recValid && in.storedHash != "" && !stamp.AnnotationsFit(in.annotations, map[string]string{
-		stamp.ObservedAnnotation: in.observed(in.storedHash), stamp.NudgeAnnotation: ""})
+		stamp.ObservedAnnotation: in.observed(in.storedHash, keyPlaceholder), stamp.NudgeAnnotation: ""})
 }
 
 // dropsCause reports whether this is someone else's rollout carrying configstamp's cause
@@ -156,6 +166,16 @@ func (pl *planner) admit() {
 		return
 	}
 	rolls := (in.nudged || in.resumed) && !in.templateChanged // configstamp's own rollout, if any
+	if in.nudged && !in.templateChanged {
+		if want, err = pl.underNudgeKey(want); err != nil {
+			pl.unread(err)
+			return
+		}
+		if want.Key != in.nudgeKey {
+			pl.otherKey(want.Key)
+			return
+		}
+	}
 	if unmet := decide.HeldBy(in.basis, want); len(unmet) > 0 && !in.templateChanged {
 		pl.hold(unmet)
 		return
@@ -173,6 +193,38 @@ func (pl *planner) admit() {
 		return
 	}
 	pl.stamp(want, rolls, restart)
+}
+
+// underNudgeKey returns want, or, when the nudge names another key than want was
+// computed under, the stamp under the key read again: this replica's key may be the
+// stale one. Only a nudge that will be stamped reads the key.
+func (pl *planner) underNudgeKey(want stamp.Stamp) (stamp.Stamp, error) {
+	in := pl.in
+	if in.nudgeKey == "" || want.Key == in.nudgeKey || pl.readKey == nil {
+		return want, nil
+	}
+	if fp, ok := pl.readKey(); !ok || fp == want.Key {
+		return want, nil
+	}
+	return pl.read()
+}
+
+// otherKey answers a nudge sent under another key than ours (the replicas have not all
+// read the key since it rotated; a watcher of an older version, whose nudge names none;
+// or a forged nudge): what is stored stays, so a workload does not roll once under each
+// key (or encoding); the warning tells the watcher to retry.
+func (pl *planner) otherKey(ours string) {
+	in := pl.in
+	pl.info("Kept the stored config hash: the nudge was sent under another hash key", "namespace", in.namespace, "name", in.name,
+		"storedHash", in.storedHash, "nudgeKey", in.nudgeKey, "key", ours)
+	pl.keep()
+	pl.warnings = append(pl.warnings, stamp.OtherKeyWarning(in.kind.Kind, in.nudgeKey, ours))
+	theirs := in.nudgeKey
+	if theirs == "" {
+		theirs = "none"
+	}
+	pl.audit = map[string]string{AuditOtherKey: theirs + " (webhook: " + ours + ")"}
+	pl.result = resultOtherKey
 }
 
 // hold answers a nudge, or someone's update that keeps the template, while required
@@ -226,7 +278,7 @@ func (pl *planner) stamp(want stamp.Stamp, rolls, restart bool) {
 	pl.template = stamp.TemplateAnnotations(want.Hash, want.SourcesAnnotation(), restartedAt)
 	record := ""
 	if want.Hash != "" {
-		record = in.observed(want.Hash)
+		record = in.observed(want.Hash, want.Key)
 	}
 	pl.metadata = map[string]string{}
 	if rolls && (want.Hash != in.storedHash || restart) {

@@ -248,7 +248,7 @@ func TestPlan(t *testing.T) {
 					return stamp.Stamp{}, tc.err
 				}
 				return stamp.Compute(context.Background(), in.srcs, lookupIn(tc.config), testNSKey)
-			})
+			}, nil)
 			if reads != tc.reads {
 				t.Errorf("read config %d times, want %d", reads, tc.reads)
 			}

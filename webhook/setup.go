@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -36,6 +37,8 @@ type Options struct {
 	// Sources says which sources count; Key returns the installation's hash key (every digest is keyed).
 	Sources stamp.Options
 	Key     func() []byte
+	// FreshKey reads the key again, rate-limited (Stamper.FreshKey).
+	FreshKey func(context.Context) bool
 }
 
 // SetupWithManager registers the stamper on the manager's webhook server, at the path of
@@ -48,7 +51,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) {
 		opts.Kinds = workload.Builtin()
 	}
 	st := &Stamper{
-		Kinds: opts.Kinds, Sources: opts.Sources, Key: opts.Key,
+		Kinds: opts.Kinds, Sources: opts.Sources, Key: opts.Key, FreshKey: opts.FreshKey,
 		Reader: opts.Reader, ReadTimeout: opts.ReadTimeout, Cache: opts.Cache, Self: opts.Self, InScope: opts.InScope,
 	}
 	wh := &admission.Webhook{

@@ -47,6 +47,7 @@ type options struct {
 	rollStaleAtInstall      bool
 	secrets                 bool
 	hashKey                 string
+	hashKeyRefresh          time.Duration
 	argoRollouts            bool
 	enableHTTP2             bool
 	version                 bool
@@ -101,11 +102,12 @@ func bindOptions(fs *flag.FlagSet) *options {
 	fs.StringVar(&o.watchNamespaces, "watch-namespaces", "", "Namespaced install: comma-separated namespaces acted in (every workload in them, no opt-in label; --exclude-namespaces still wins), under Roles in those namespaces alone: no Namespace and nothing cluster-wide is read. Needs --coverage-configmap. Empty: every namespace that opts in.")
 	fs.StringVar(&o.coverageConfigMap, "coverage-configmap", "", "Namespaced install: NAMESPACE/NAME of the ConfigMap (created with the registration, as the chart does) on which the watcher keeps since when each kind is covered, in place of the registration it may not read.")
 	fs.DurationVar(&o.minRolloutInterval, "min-rollout-interval", watcher.DefaultMinRolloutInterval, "Least time between two rollouts of one workload caused by configstamp (a writer that never stops); the latest content always lands. 0: no limit.")
-	fs.DurationVar(&o.recheckInterval, "recheck-interval", watcher.DefaultRecheckInterval, "How often the leader goes over every workload in its cache and checks again those whose generation, stamp, record or sources' versions moved since their last check (a safety net for a change no event rolled; jittered by up to 20%). 0: never.")
+	fs.DurationVar(&o.recheckInterval, "recheck-interval", watcher.DefaultRecheckInterval, "How often the leader goes over every workload in its cache and checks again those whose template, stamp, configstamp annotations or sources' versions moved since their last check (a safety net for a change no event rolled; jittered by up to 20%). 0: never.")
 	fs.BoolVar(&o.rollStaleAtInstall, "roll-stale-at-install", false, "Roll unstamped workloads that predate configstamp when their config was written after their pods started. Off: installing rolls nothing.")
 	fs.BoolVar(&o.secrets, "secrets", false, "Also hash the Secrets pod templates consume (secret volumes, projected secrets, envFrom.secretRef, secretKeyRef). Off: Secrets are never read.")
 	fs.StringVar(&o.hashKey, "hash-key", "", "NAMESPACE/NAME of the Secret holding the installation's HMAC key, under which every digest is keyed per namespace (required). An empty Secret (the chart's) gets a random key; a missing one is created when configstamp may (dev mode).")
 	fs.StringVar(&o.hashKey, "secret-hash-key", "", "Deprecated: use --hash-key.")
+	fs.DurationVar(&o.hashKeyRefresh, "hash-key-refresh", hashkey.DefaultRefresh, "How often each replica reads the --hash-key Secret again, to follow a rotation. A replica that meets a record or nudge made under another key reads it at once (at most once a second).")
 	fs.BoolVar(&o.argoRollouts, "argo-rollouts", false, "Also stamp Argo Rollouts (argoproj.io/v1alpha1), once their CRD exists (detected at start and later).")
 	fs.BoolVar(&o.version, "version", false, "Print the version and exit.")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "Offer HTTP/2 on the webhook server. Off: HTTP/1.1 only, which is all the API server needs (and leaves HTTP/2's stream-level attacks, CVE-2023-44487 and CVE-2023-39325, out of reach).")
@@ -123,6 +125,9 @@ func bindOptions(fs *flag.FlagSet) *options {
 func (o *options) validate() error {
 	if o.debounce < 0 || o.debounceMax < 0 || o.minRolloutInterval < 0 || o.shutdownDelay < 0 || o.recheckInterval < 0 {
 		return errors.New("--debounce, --debounce-max, --min-rollout-interval, --recheck-interval and --shutdown-delay must not be negative")
+	}
+	if o.hashKeyRefresh <= 0 {
+		return errors.New("--hash-key-refresh must be positive")
 	}
 	if o.certs.enabled() && o.devWebhookURL != "" {
 		return errors.New("--self-signed-secret and --tls-secret exclude --dev-webhook-url")

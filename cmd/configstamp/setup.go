@@ -242,31 +242,31 @@ func (s *setup) setupControllers(ctx context.Context, mgr ctrl.Manager) error {
 	}
 	webhook.SetupWithManager(mgr, webhook.Options{
 		ReadTimeout: o.readTimeout, Reader: admissionReader, Cache: digests, Self: self,
-		Kinds: s.kinds, Sources: s.sources, Key: key, InScope: inScope.InScope,
+		Kinds: s.kinds, Sources: s.sources, Key: key.Key, FreshKey: key.Fresh, InScope: inScope.InScope,
 		MaxRequestBytes: o.bounds.maxRequestBytes, MaxInFlight: o.bounds.maxInFlight,
 	})
 	return watcher.SetupWithManager(ctx, mgr, watcher.Options{
 		Debounce: o.debounce, DebounceMax: o.debounceMax, ReadTimeout: o.readTimeout, Concurrency: o.concurrency,
 		Scope: s.scope, Registration: s.registrationName, CoverageConfigMap: s.coverageConfigMap(), MinRolloutInterval: o.minRolloutInterval,
 		RollStaleAtInstall: o.rollStaleAtInstall, RecheckInterval: o.recheckInterval, Cache: digests,
-		ArgoRollouts: o.argoRollouts, Sources: s.sources, Key: key,
+		ArgoRollouts: o.argoRollouts, Sources: s.sources, Key: key.Key, FreshKey: key.Fresh,
 	})
 }
 
 // hashKey is the installation's key, under which every digest is keyed. Every replica
 // needs it before it serves admission, and follows the Secret afterwards (a rotation),
 // so that all replicas digest alike.
-func (s *setup) hashKey(ctx context.Context, mgr ctrl.Manager) (func() []byte, error) {
+func (s *setup) hashKey(ctx context.Context, mgr ctrl.Manager) (*hashkey.Keeper, error) {
 	ref, _ := hashkey.ParseRef(s.o.hashKey)
-	keeper := &hashkey.Keeper{Client: s.direct, Ref: ref}
+	keeper := &hashkey.Keeper{Client: s.direct, Ref: ref, Refresh: s.o.hashKeyRefresh}
 	if err := keeper.Load(ctx); err != nil {
 		return nil, fmt.Errorf("hash key: %w", err)
 	}
 	if err := mgr.Add(keeper); err != nil {
 		return nil, err
 	}
-	s.log.Info("Loaded the hash key", "secret", ref.String())
-	return keeper.Key, nil
+	s.log.Info("Loaded the hash key", "secret", ref.String(), "fingerprint", stamp.KeyFingerprint(keeper.Key()))
+	return keeper, nil
 }
 
 // addRunnables adds the certificate keeper and dev mode's registrar (each when there is

@@ -61,15 +61,19 @@ type Reader struct {
 	Timeout time.Duration
 }
 
-// Stamp computes the stamp of srcs (stamp.Consumed of a workload in namespace).
+// Stamp computes the stamp of srcs (stamp.Consumed of a workload in namespace), with
+// the fingerprint of the key it was keyed under.
 func (r *Reader) Stamp(ctx context.Context, namespace string, srcs []stamp.Source) (stamp.Stamp, error) {
 	var key []byte
+	fp := ""
 	if r.Key != nil {
 		if k := r.Key(); len(k) > 0 {
-			key = stamp.NamespaceKey(k, namespace)
+			key, fp = stamp.NamespaceKey(k, namespace), stamp.KeyFingerprint(k)
 		}
 	}
-	return compute(ctx, r.Client, r.Cache, key, namespace, srcs, r.Timeout)
+	st, err := compute(ctx, r.Client, r.Cache, key, namespace, srcs, r.Timeout)
+	st.Key = fp
+	return st, err
 }
 
 // MetaGVK is the GroupVersionKind of a source kind, for metadata-only reads.

@@ -15,6 +15,9 @@ import (
 // DefaultRefresh is how often a Keeper reads the key Secret again.
 const DefaultRefresh = 10 * time.Second
 
+// MinReread is the least time between two reads of the key that Fresh starts.
+const MinReread = time.Second
+
 // Keeper holds the current key and reads the Secret again every Refresh (Ensure: a
 // deleted Secret is re-created by whichever replica comes first), so that every replica
 // converges on the key the Secret holds within about Refresh of a rotation, instead of
@@ -27,6 +30,11 @@ type Keeper struct {
 
 	mu  sync.RWMutex
 	key []byte
+	// read is when key was last read from the Secret; tried when Fresh last started a
+	// read (under mu).
+	read, tried time.Time
+	// reading is held by the one read Fresh runs at a time.
+	reading sync.Mutex
 }
 
 var _ manager.LeaderElectionRunnable = &Keeper{}
@@ -54,7 +62,47 @@ func (k *Keeper) set(ctx context.Context, key []byte) {
 	if k.key != nil && !bytes.Equal(k.key, key) {
 		logf.FromContext(ctx).Info("The hash key changed; every stamp changes at its workload's next check", "secret", k.Ref.String())
 	}
-	k.key = key
+	k.key, k.read = key, time.Now()
+}
+
+// Fresh makes sure the key was read from the Secret within MinReread, reading it again
+// if not, and reports whether it was: a replica that meets a record or a nudge made
+// under another key reads its own again before it judges (its own may be the stale
+// one). Records and nudges are anyone's to forge, so Fresh starts at most one read per
+// MinReread, and none while one runs (TryLock: it never waits); false means the key
+// may be stale and the caller retries later.
+func (k *Keeper) Fresh(ctx context.Context) bool {
+	if k.readWithin(MinReread) {
+		return true
+	}
+	if !k.reading.TryLock() {
+		return false
+	}
+	defer k.reading.Unlock()
+	k.mu.Lock()
+	if time.Since(k.read) < MinReread {
+		k.mu.Unlock()
+		return true
+	}
+	if time.Since(k.tried) < MinReread {
+		k.mu.Unlock()
+		return false
+	}
+	k.tried = time.Now()
+	k.mu.Unlock()
+	key, err := Ensure(ctx, k.Client, k.Ref)
+	if err != nil {
+		logf.FromContext(ctx).Error(err, "Could not read the hash key again; keeping the current one", "secret", k.Ref.String())
+		return false
+	}
+	k.set(ctx, key)
+	return true
+}
+
+func (k *Keeper) readWithin(d time.Duration) bool {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return time.Since(k.read) < d
 }
 
 // NeedLeaderElection is false: every replica digests Secrets.

@@ -3,10 +3,13 @@ package hashkey
 import (
 	"bytes"
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
 
 // A Keeper follows the Secret: a replaced key, and a deleted Secret (re-created with a
@@ -54,5 +57,93 @@ func waitKey(t *testing.T, k *Keeper, ok func([]byte) bool) {
 			t.Fatalf("key not as expected within 5s: %x", k.Key())
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Fresh reads the key again at most once per MinReread, however often records and
+// nudges under another key (anyone's to forge) ask, never waits for a read that runs,
+// and reports a key read within MinReread as fresh.
+func TestKeeperFreshIsRateLimited(t *testing.T) {
+	ctx := context.Background()
+	var gets atomic.Int32
+	block := make(chan struct{})
+	blocking := atomic.Bool{}
+	c := fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			gets.Add(1)
+			if blocking.Load() {
+				<-block
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	}).Build()
+	k := &Keeper{Client: c, Ref: ref}
+	if err := k.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	loaded := gets.Load()
+	// Just loaded: fresh, nothing read.
+	for range 100 {
+		if !k.Fresh(ctx) {
+			t.Fatal("a key read a moment ago is not fresh")
+		}
+	}
+	if n := gets.Load() - loaded; n != 0 {
+		t.Fatalf("%d reads of a key read a moment ago", n)
+	}
+
+	// Rotated behind its back: once MinReread is over, one read finds the new key.
+	s := get(t, c)
+	rotated := bytes.Repeat([]byte{9}, Size)
+	s.Data[DataKey] = rotated
+	if err := c.Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	k.mu.Lock()
+	k.read = time.Now().Add(-MinReread)
+	k.mu.Unlock()
+	before := gets.Load()
+	for range 100 {
+		if !k.Fresh(ctx) {
+			t.Fatal("not fresh after a read")
+		}
+	}
+	if n := gets.Load() - before; n != 1 {
+		t.Fatalf("%d reads for 100 calls, want 1", n)
+	}
+	if !bytes.Equal(k.Key(), rotated) {
+		t.Fatal("Fresh did not take the rotated key")
+	}
+
+	// While a read runs, others do not wait and do not read: not fresh.
+	k.mu.Lock()
+	k.read, k.tried = time.Now().Add(-MinReread), time.Time{}
+	k.mu.Unlock()
+	blocking.Store(true)
+	done := make(chan bool)
+	go func() { done <- k.Fresh(ctx) }()
+	for gets.Load() == before+1 {
+		time.Sleep(time.Millisecond)
+	}
+	for range 100 {
+		if k.Fresh(ctx) {
+			t.Fatal("fresh while the read runs")
+		}
+	}
+	blocking.Store(false)
+	close(block)
+	if !<-done {
+		t.Fatal("the read that ran is not fresh")
+	}
+	if n := gets.Load() - before; n != 2 {
+		t.Fatalf("%d reads, want 2", n)
+	}
+
+	// A read that fails is not tried again within MinReread.
+	k.mu.Lock()
+	k.read, k.tried = time.Now().Add(-MinReread), time.Now()
+	k.mu.Unlock()
+	if k.Fresh(ctx) || gets.Load()-before != 2 {
+		t.Fatal("read again within MinReread of the last try")
 	}
 }

@@ -223,7 +223,7 @@ kind: Policy
 omitStages: ["RequestReceived"]
 rules:
 # configstamp's PATCHes of Deployments with their bodies (a few hundred bytes): the
-# nudge marker's value tells a nudge ("true") from a record write ("record"), test/soak.
+# nudge marker's value tells a nudge ("key=...") from a record write ("record"), test/soak.
 - level: Request
   users: ["` + ConfigstampUser + `"]
   verbs: ["patch"]

@@ -100,6 +100,19 @@ func (s *slowReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// Switch sends every request from now on to target: new connections go there, and the
+// open ones (the API server keeps its connections to a webhook alive) are closed, so
+// the next request opens a new one. Call it while no admission is in flight.
+func (p *Proxy) Switch(target string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = target
+	for c := range p.conns {
+		c.Close()
+	}
+	p.conns = map[net.Conn]struct{}{}
+}
+
 // Stop closes the listener and every open connection.
 func (p *Proxy) Stop() {
 	p.mu.Lock()

@@ -138,6 +138,14 @@ func NamespaceKey(key []byte, namespace string) []byte {
 	return mac(key, ns.Bytes())
 }
 
+// KeyFingerprint is the key fingerprint of docs/hash.md that records and nudges carry.
+func KeyFingerprint(key []byte) string {
+	var label bytes.Buffer
+	_ = binary.Write(&label, binary.BigEndian, uint64(len("configstamp key fingerprint v1")))
+	label.WriteString("configstamp key fingerprint v1")
+	return hex.EncodeToString(mac(key, label.Bytes()))[:12]
+}
+
 func mac(key, b []byte) []byte {
 	m := hmac.New(sha256.New, key)
 	m.Write(b)

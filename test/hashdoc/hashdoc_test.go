@@ -30,6 +30,9 @@ func TestDocumentedExample(t *testing.T) {
 			t.Errorf("%s: %s, want %s (docs/hash.md)", tc.name, got, tc.want)
 		}
 	}
+	if got := KeyFingerprint(key); got != "0f4dd1f41f10" { // docs/hash.md, Key fingerprint
+		t.Errorf("key fingerprint %s, want the documented 0f4dd1f41f10", got)
+	}
 	if got, digests := V1Hash([]Source{{Name: "app"}}, get); got != "5409d94d586603de684a920ab6d91eba33ef5e0fbe32a2f2071411a267d4b0c8" || digests[0][:12] != "365a48941b08" {
 		t.Errorf("v1: %s %v, want the predecessor's documented 5409d94d... 365a48941b08...", got, digests)
 	}

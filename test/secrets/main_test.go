@@ -4,7 +4,8 @@
 // shows configstamp never touched a Secret; with --secrets, a cert-manager-style TLS
 // renewal rolls each consumer once, keys a pod cannot see roll nothing, stamps carry only
 // keyed digests, two keys stamp differently and a restart keeps the key; and configstamp
-// never logs a Secret's value. The phases run in order in one cluster, configstamp
+// never logs a Secret's value. A key rotation rolls each Deployment once while two
+// replicas read the new key at different moments (rotation_test.go). The phases run in order in one cluster, configstamp
 // restarted between them with different flags.
 package secrets
 

@@ -158,7 +158,7 @@ func marker(body json.RawMessage) (value string, ok bool) {
 // readHistory reads the audit log after mark (configstamp's start) into h, and
 // classifies configstamp's PATCHes of Deployments into v: the test control plane logs
 // those at level Request (test/cluster), so the body says which it is: the nudge
-// marker "true" (a nudge) or "record" (a record write).
+// marker "key=<fingerprint>" (a nudge) or "record" (a record write).
 func readHistory(auditLog string, mark bench.AuditMark, v *verdict) (history, error) {
 	h := history{edits: map[string][]time.Time{}, reads: map[string][]time.Time{}, nudges: map[string][]time.Time{}, records: map[string][]time.Time{}}
 	err := bench.ReadAudit(auditLog, mark, func(ev *bench.AuditEvent) {
@@ -178,14 +178,15 @@ func readHistory(auditLog string, mark bench.AuditMark, v *verdict) (history, er
 				v.failedOpen++
 			}
 			m, found := marker(ev.RequestObject)
+			nudge := found && stamp.ParseMarker(map[string]string{stamp.NudgeAnnotation: m}).Nudge
 			switch {
-			case found && stamp.IsTrue(m) && ok:
+			case nudge && ok:
 				v.nudges++
 				h.nudges[key] = append(h.nudges[key], ev.StageTimestamp)
 				if !stamped(ev.Annotations) {
 					v.unstampedNudges++
 				}
-			case found && stamp.IsTrue(m):
+			case nudge:
 				v.failedNudges++
 			case found && m == stamp.NudgeRecord && ok:
 				v.records++

@@ -65,6 +65,7 @@ func TestWindows(t *testing.T) {
 func TestMarker(t *testing.T) {
 	for body, want := range map[string]string{
 		`{"metadata":{"annotations":{"configstamp.io/nudge":"true"}}}`:                                                       "true",
+		`{"metadata":{"annotations":{"configstamp.io/nudge":"key=0f4dd1f41f10"}}}`:                                           "key=0f4dd1f41f10",
 		`{"metadata":{"resourceVersion":"7","annotations":{"configstamp.io/observed":"x","configstamp.io/nudge":"record"}}}`: "record",
 		`{"metadata":{"annotations":{"other":"true"}}}`:                                                                      "",
 		``: "",
