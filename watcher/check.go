@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/configstamp/configstamp/internal/decide"
+	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
 
@@ -152,7 +153,14 @@ func (r *workloadReconciler) underFreshKey(ctx context.Context, j *judged, their
 	if r.freshKey == nil {
 		return reconcile.Result{}, false, nil
 	}
-	if !r.freshKey(ctx) {
+	// The record's key was in use when it was written: by a second after the workload's
+	// last write time (one-second resolution; never later than now, whatever the clocks).
+	// A key read started before may predate it.
+	since := workload.LastWrite(j.obj).Add(time.Second)
+	if now := time.Now(); since.After(now) {
+		since = now
+	}
+	if !r.freshKey(ctx, since) {
 		res, err = r.keyMismatch(ctx, j.obj, fmt.Sprintf("its record was made under hash key %s, this watcher holds %s and could not read the key again yet", theirs, j.want.Key))
 		return res, true, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -64,7 +65,7 @@ func TestCheckRecordUnderAnotherKey(t *testing.T) {
 			r, rec := newTestReconciler(t, c)
 			key := keyB // the watcher's, before any read
 			r.config.Key = func() []byte { return key }
-			r.freshKey = func(context.Context) bool {
+			r.freshKey = func(context.Context, time.Time) bool {
 				if tc.reread == nil {
 					return false
 				}

@@ -103,7 +103,8 @@ func (r *workloadReconciler) answered(ctx context.Context, n *nudged) (reconcile
 		// one of the two is stale. Nothing rolled; the watcher reads its own again and
 		// retries.
 		if r.freshKey != nil {
-			r.freshKey(ctx)
+			// The replica's key was in use by its answer: read ours again after it.
+			r.freshKey(ctx, time.Now())
 		}
 		return r.keyMismatch(ctx, n.obj, "the webhook replica that answered its nudge holds another hash key than the watcher's "+n.want.Key)
 	}

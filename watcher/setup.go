@@ -73,7 +73,7 @@ type Options struct {
 	Sources stamp.Options
 	Key     func() []byte
 	// FreshKey reads the key again, rate-limited (hashkey.Keeper.Fresh); nil: never.
-	FreshKey func(context.Context) bool
+	FreshKey func(ctx context.Context, since time.Time) bool
 }
 
 // Defaults for Options.

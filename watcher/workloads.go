@@ -46,7 +46,7 @@ type workloadReconciler struct {
 	config *configread.Reader
 	// freshKey reads the hash key again unless it was read a moment ago, and reports
 	// whether config's key is fresh (hashkey.Keeper.Fresh); nil: taken as it is.
-	freshKey func(context.Context) bool
+	freshKey func(ctx context.Context, since time.Time) bool
 	sources  stamp.Options
 	scope    *scope.Scope
 	evidence *evidence

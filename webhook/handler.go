@@ -56,7 +56,7 @@ type Stamper struct {
 	Key func() []byte
 	// FreshKey reads the key again unless it was read a moment ago, and reports whether
 	// Key is fresh (hashkey.Keeper.Fresh); nil: Key is taken as it is.
-	FreshKey func(context.Context) bool
+	FreshKey func(ctx context.Context, since time.Time) bool
 	// Self is the user configstamp's watcher runs as: only its requests may nudge or
 	// write a record. Empty: anyone's marker counts.
 	Self string
@@ -137,8 +137,10 @@ func (s *Stamper) keyRead(ctx context.Context) keyRead {
 	if s.FreshKey == nil {
 		return nil
 	}
+	// The nudge's key was in use by the time it arrived: a read started since is fresh.
+	since := time.Now()
 	return func() (string, bool) {
-		if !s.FreshKey(ctx) {
+		if !s.FreshKey(ctx, since) {
 			return "", false
 		}
 		return stamp.KeyFingerprint(s.Key()), true

@@ -122,3 +122,49 @@ func equalMaps(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// TestPlanResume: resuming a paused Deployment is stamped like a nudge, with the config
+// current now (one rollout onto it); unless the record names another key than this
+// replica holds, even after reading it again: then it is kept as stored (the watcher
+// rolls it under the current key), not stamped under a stale one and rolled twice.
+func TestPlanResume(t *testing.T) {
+	ours, theirs := testKey(), []byte("fedcba9876543210fedcba9876543210")
+	under := func(key []byte) stamp.Stamp {
+		st, err := stamp.Compute(context.Background(), []stamp.Source{{Kind: stamp.KindConfigMap, Name: "cfg", AllKeys: true}},
+			lookupIn(map[string]string{"cfg": "1"}), stamp.NamespaceKey(key, "ns"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Key = stamp.KeyFingerprint(key)
+		return st
+	}
+	old := expected(t, "2")
+	for _, tc := range []struct {
+		name      string
+		recordKey []byte
+		result    string
+		template  map[string]string
+	}{
+		{"record under our key: stamped with the config current now", ours, resultStamped, stamped(under(ours))},
+		{"record under another key: kept as stored", theirs, resultOtherKey, stamped(old)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			paused := dep(stamped(old), "img", "cfg")
+			rec := stamp.Observed{Hash: old.Hash, Template: stamp.TemplateFingerprint(&paused.Spec.Template), Key: stamp.KeyFingerprint(tc.recordKey)}
+			paused.Annotations = map[string]string{stamp.ObservedAnnotation: rec.String()}
+			paused.Spec.Paused = true
+			resumed := paused.DeepCopy()
+			resumed.Spec.Paused = false
+			req := review(t, workload.Deployment, admissionv1.Update, resumed, paused)
+			req.UserInfo.Username = "alice"
+			in, bad := decodeInput(&Stamper{Self: "system:serviceaccount:configstamp-system:configstamp"}, workload.Deployment, req)
+			if bad != nil {
+				t.Fatal(bad)
+			}
+			p := in.plan(func() (stamp.Stamp, error) { return under(ours), nil }, func() (string, bool) { return stamp.KeyFingerprint(ours), true })
+			if p.result != tc.result || !equalMaps(p.template, tc.template) {
+				t.Errorf("result %q template %q, want %q %q", p.result, p.template, tc.result, tc.template)
+			}
+		})
+	}
+}

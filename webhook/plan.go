@@ -167,12 +167,28 @@ func (pl *planner) admit() {
 	}
 	rolls := (in.nudged || in.resumed) && !in.templateChanged // configstamp's own rollout, if any
 	if in.nudged && !in.templateChanged {
-		if want, err = pl.underNudgeKey(want); err != nil {
+		if want, err = pl.underKey(want, in.nudgeKey); err != nil {
 			pl.unread(err)
 			return
 		}
 		if want.Key != in.nudgeKey {
 			pl.otherKey(want.Key)
+			return
+		}
+	}
+	if in.resumed && !in.nudged && !in.templateChanged && in.recValid && in.rec.Key != "" && in.rec.Key != want.Key {
+		// A resume reaching a replica whose key differs from the record's: restamped
+		// under a stale key it would roll once more for the key. Kept as stored; the
+		// watcher checks the resumed workload and rolls it under the current key.
+		if want, err = pl.underKey(want, in.rec.Key); err != nil {
+			pl.unread(err)
+			return
+		}
+		if want.Key != in.rec.Key {
+			pl.info("Kept the stored config hash: the resume reached a replica holding another hash key than the record's", "namespace", in.namespace,
+				"name", in.name, "recordKey", in.rec.Key, "key", want.Key)
+			pl.keep()
+			pl.result = resultOtherKey
 			return
 		}
 	}
@@ -195,12 +211,11 @@ func (pl *planner) admit() {
 	pl.stamp(want, rolls, restart)
 }
 
-// underNudgeKey returns want, or, when the nudge names another key than want was
-// computed under, the stamp under the key read again: this replica's key may be the
-// stale one. Only a nudge that will be stamped reads the key.
-func (pl *planner) underNudgeKey(want stamp.Stamp) (stamp.Stamp, error) {
-	in := pl.in
-	if in.nudgeKey == "" || want.Key == in.nudgeKey || pl.readKey == nil {
+// underKey returns want, or, when theirs (the key a nudge names, or a record's) is
+// another than want was computed under, the stamp under the key read again: this
+// replica's key may be the stale one. Only a write that will be stamped reads the key.
+func (pl *planner) underKey(want stamp.Stamp, theirs string) (stamp.Stamp, error) {
+	if theirs == "" || want.Key == theirs || pl.readKey == nil {
 		return want, nil
 	}
 	if fp, ok := pl.readKey(); !ok || fp == want.Key {

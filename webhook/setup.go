@@ -38,7 +38,7 @@ type Options struct {
 	Sources stamp.Options
 	Key     func() []byte
 	// FreshKey reads the key again, rate-limited (Stamper.FreshKey).
-	FreshKey func(context.Context) bool
+	FreshKey func(ctx context.Context, since time.Time) bool
 }
 
 // SetupWithManager registers the stamper on the manager's webhook server, at the path of

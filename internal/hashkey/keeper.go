@@ -30,8 +30,8 @@ type Keeper struct {
 
 	mu  sync.RWMutex
 	key []byte
-	// read is when key was last read from the Secret; tried when Fresh last started a
-	// read (under mu).
+	// read is when the read of the Secret that gave key started; tried when Fresh last
+	// started a read (under mu).
 	read, tried time.Time
 	// reading is held by the one read Fresh runs at a time.
 	reading sync.Mutex
@@ -41,11 +41,12 @@ var _ manager.LeaderElectionRunnable = &Keeper{}
 
 // Load reads (or creates) the key once; call it before serving.
 func (k *Keeper) Load(ctx context.Context) error {
+	started := time.Now()
 	key, err := Ensure(ctx, k.Client, k.Ref)
 	if err != nil {
 		return err
 	}
-	k.set(ctx, key)
+	k.set(ctx, key, started)
 	return nil
 }
 
@@ -56,23 +57,31 @@ func (k *Keeper) Key() []byte {
 	return k.key
 }
 
-func (k *Keeper) set(ctx context.Context, key []byte) {
+// set takes key, read by a read that started at started (a later read may have
+// finished first: the key of the read started last is kept).
+func (k *Keeper) set(ctx context.Context, key []byte, started time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if started.Before(k.read) {
+		return
+	}
 	if k.key != nil && !bytes.Equal(k.key, key) {
 		logf.FromContext(ctx).Info("The hash key changed; every stamp changes at its workload's next check", "secret", k.Ref.String())
 	}
-	k.key, k.read = key, time.Now()
+	k.key, k.read = key, started
 }
 
-// Fresh makes sure the key was read from the Secret within MinReread, reading it again
-// if not, and reports whether it was: a replica that meets a record or a nudge made
-// under another key reads its own again before it judges (its own may be the stale
-// one). Records and nudges are anyone's to forge, so Fresh starts at most one read per
-// MinReread, and none while one runs (TryLock: it never waits); false means the key
-// may be stale and the caller retries later.
-func (k *Keeper) Fresh(ctx context.Context) bool {
-	if k.readWithin(MinReread) {
+// Fresh makes sure the key was read by a read of the Secret that started after since,
+// reading it again if not, and reports whether it was: a replica that meets a record
+// or a nudge made under another key reads its own again before it judges (its own may
+// be the stale one). since is when the other key was known to be in use (a nudge's
+// arrival; a record's write, a second after its workload's last write time): a read
+// that started earlier, even a moment earlier, may predate the rotation. Records and
+// nudges are anyone's to forge, so Fresh starts at most one read per MinReread, and none
+// while one runs (TryLock: it never waits); one read answers every caller whose since
+// it follows; false means the key may be stale and the caller retries later.
+func (k *Keeper) Fresh(ctx context.Context, since time.Time) bool {
+	if k.readAfter(since) {
 		return true
 	}
 	if !k.reading.TryLock() {
@@ -80,7 +89,7 @@ func (k *Keeper) Fresh(ctx context.Context) bool {
 	}
 	defer k.reading.Unlock()
 	k.mu.Lock()
-	if time.Since(k.read) < MinReread {
+	if k.read.After(since) {
 		k.mu.Unlock()
 		return true
 	}
@@ -89,20 +98,21 @@ func (k *Keeper) Fresh(ctx context.Context) bool {
 		return false
 	}
 	k.tried = time.Now()
+	started := k.tried
 	k.mu.Unlock()
 	key, err := Ensure(ctx, k.Client, k.Ref)
 	if err != nil {
 		logf.FromContext(ctx).Error(err, "Could not read the hash key again; keeping the current one", "secret", k.Ref.String())
 		return false
 	}
-	k.set(ctx, key)
-	return true
+	k.set(ctx, key, started)
+	return started.After(since)
 }
 
-func (k *Keeper) readWithin(d time.Duration) bool {
+func (k *Keeper) readAfter(since time.Time) bool {
 	k.mu.RLock()
 	defer k.mu.RUnlock()
-	return time.Since(k.read) < d
+	return k.read.After(since)
 }
 
 // NeedLeaderElection is false: every replica digests Secrets.
@@ -122,12 +132,13 @@ func (k *Keeper) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+			started := time.Now()
 			key, err := Ensure(ctx, k.Client, k.Ref)
 			if err != nil {
 				logf.FromContext(ctx).Error(err, "Could not read the hash key; keeping the current one", "secret", k.Ref.String())
 				continue
 			}
-			k.set(ctx, key)
+			k.set(ctx, key, started)
 		}
 	}
 }

@@ -78,14 +78,15 @@ func TestKeeperFreshIsRateLimited(t *testing.T) {
 		},
 	}).Build()
 	k := &Keeper{Client: c, Ref: ref}
+	beforeLoad := time.Now()
 	if err := k.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
 	loaded := gets.Load()
-	// Just loaded: fresh, nothing read.
+	// Loaded after since: fresh, nothing read.
 	for range 100 {
-		if !k.Fresh(ctx) {
-			t.Fatal("a key read a moment ago is not fresh")
+		if !k.Fresh(ctx, beforeLoad) {
+			t.Fatal("a key read after since is not fresh")
 		}
 	}
 	if n := gets.Load() - loaded; n != 0 {
@@ -99,12 +100,12 @@ func TestKeeperFreshIsRateLimited(t *testing.T) {
 	if err := c.Update(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	k.mu.Lock()
-	k.read = time.Now().Add(-MinReread)
-	k.mu.Unlock()
+	// A read a moment before since (before the rotation, say) is not fresh: one read,
+	// which answers every caller whose since it follows.
+	since := time.Now()
 	before := gets.Load()
 	for range 100 {
-		if !k.Fresh(ctx) {
+		if !k.Fresh(ctx, since) {
 			t.Fatal("not fresh after a read")
 		}
 	}
@@ -121,12 +122,13 @@ func TestKeeperFreshIsRateLimited(t *testing.T) {
 	k.mu.Unlock()
 	blocking.Store(true)
 	done := make(chan bool)
-	go func() { done <- k.Fresh(ctx) }()
+	since = time.Now()
+	go func() { done <- k.Fresh(ctx, since) }()
 	for gets.Load() == before+1 {
 		time.Sleep(time.Millisecond)
 	}
 	for range 100 {
-		if k.Fresh(ctx) {
+		if k.Fresh(ctx, since) {
 			t.Fatal("fresh while the read runs")
 		}
 	}
@@ -143,7 +145,7 @@ func TestKeeperFreshIsRateLimited(t *testing.T) {
 	k.mu.Lock()
 	k.read, k.tried = time.Now().Add(-MinReread), time.Now()
 	k.mu.Unlock()
-	if k.Fresh(ctx) || gets.Load()-before != 2 {
+	if k.Fresh(ctx, time.Now()) || gets.Load()-before != 2 {
 		t.Fatal("read again within MinReread of the last try")
 	}
 }
