@@ -305,7 +305,8 @@ func TestAlerts(t *testing.T) {
 		series(`workqueue_depth{namespace="other", job="other", name="other"}`, flat(7)) +
 		// The re-check queues what moved each pass, and finds nothing its events missed.
 		series(`configstamp_recheck_queued_total{`+sel+`, pod="a", kind="Deployment"}`, counter(0, at(3, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110))) +
-		series(`configstamp_recheck_found_total{`+sel+`, pod="a", kind="Deployment"}`, flat(0))
+		series(`configstamp_recheck_found_total{`+sel+`, pod="a", kind="Deployment"}`, flat(0)) +
+		series(`configstamp_hash_key_mismatches_total{`+sel+`, pod="a"}`, flat(0))
 
 	failing := "" +
 		series(`configstamp_build_info{`+withCluster+`, pod="a", version="v1"}`, flat(1)) +
@@ -333,7 +334,9 @@ func TestAlerts(t *testing.T) {
 		})) +
 		series(`workqueue_longest_running_processor_seconds{`+withCluster+`, pod="a", controller="deployment", name="deployment"}`, gauge(func(m int) float64 { return float64(max(0, m-60) * 60) })) +
 		// A pass at minute 100 rolled a workload no event had.
-		series(`configstamp_recheck_found_total{`+withCluster+`, pod="a", kind="Deployment"}`, counter(0, at(1, 100)))
+		series(`configstamp_recheck_found_total{`+withCluster+`, pod="a", kind="Deployment"}`, counter(0, at(1, 100))) +
+		// A replica that cannot read the key since minute 90: workloads held back.
+		series(`configstamp_hash_key_mismatches_total{`+withCluster+`, pod="a"}`, counter(0, at(2, 95, 105, 115)))
 
 	evalAlerts(t, []alertCase{{
 		name:   "healthy",
