@@ -42,7 +42,18 @@ func (r *workloadReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		fp, fpOK = r.fingerprint(ctx, obj)
 	}
 	rolls := r.state.rollsOf(req.NamespacedName)
+	// A workload left alone after its bypass retries: a new event gives it a full round
+	// of retries again; the re-check retries it quietly, once a pass.
+	abandoned, abandons, _ := r.state.abandonment(req.NamespacedName)
+	recheckOnly := tr.recheck && !tr.event && !tr.changed && !tr.handoff
+	r.state.setAbandoned(req.NamespacedName, abandoned && recheckOnly, abandoned && recheckOnly)
 	res, err := r.check(ctx, req.NamespacedName, tr)
+	if _, after, _ := r.state.abandonment(req.NamespacedName); err == nil && res.RequeueAfter == 0 {
+		// Left alone by this check (abandons moved), or done with (anything else).
+		r.state.setAbandoned(req.NamespacedName, after != abandons, false)
+	} else {
+		r.state.setAbandoned(req.NamespacedName, abandoned, false)
+	}
 	if err == nil {
 		// Checked: it fits now, unless this check marked it again.
 		r.state.clearOversize(req.NamespacedName, mark)

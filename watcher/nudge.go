@@ -258,8 +258,16 @@ func (r *workloadReconciler) changedBack(ctx context.Context, obj client.Object,
 // times; then it is left alone until the next event.
 func (r *workloadReconciler) bypassed(ctx context.Context, obj client.Object, got, want, why string) error {
 	key := client.ObjectKeyFromObject(obj)
-	n := r.state.countBypass(key)
 	bypasses.Inc()
+	if _, _, quiet := r.state.abandonment(key); quiet {
+		// The re-check's retry of a workload left alone: still not stamped. Left alone
+		// again, without a new Event; the next pass tries once more.
+		checks.WithLabelValues("bypass_abandoned").Inc()
+		logf.FromContext(ctx).V(1).Info("Re-check: the stamp still bypasses the webhook; left alone until the next pass", "storedHash", got, "expectedHash", want)
+		r.state.abandon(key)
+		return nil
+	}
+	n := r.state.countBypass(key)
 	if n > maxBypassRetries {
 		checks.WithLabelValues("bypass_abandoned").Inc()
 		r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonStampBypassed, "Verify",
@@ -267,6 +275,7 @@ func (r *workloadReconciler) bypassed(ctx context.Context, obj client.Object, go
 			stamp.ShortHash(got), stamp.ShortHash(want), n, why)
 		logf.FromContext(ctx).Info("Stopped retrying a stamp that bypassed the webhook", "storedHash", got, "expectedHash", want, "attempts", n)
 		r.state.resetBypasses(key)
+		r.state.abandon(key)
 		return nil
 	}
 	checks.WithLabelValues("bypassed").Inc()

@@ -70,7 +70,7 @@ func (p *recheck) pass(ctx context.Context) {
 	for _, obj := range items {
 		key := client.ObjectKeyFromObject(obj)
 		fp, ok := r.fingerprint(ctx, obj)
-		if !ok || r.state.checkedAs(key) == fp {
+		if abandoned, _, _ := r.state.abandonment(key); !ok || r.state.checkedAs(key) == fp && !abandoned {
 			continue
 		}
 		r.state.addTrigger(key, trigger{recheck: true})
@@ -140,7 +140,7 @@ func (r *workloadReconciler) fingerprint(ctx context.Context, obj client.Object)
 // check was left to its hand-off, which may not have judged yet); and counts a rollout
 // that only the re-check found.
 func (r *workloadReconciler) finishCheck(ctx context.Context, key types.NamespacedName, fp uint64, fpOK bool, tr trigger, rollsBefore uint64) {
-	if fpOK {
+	if abandoned, _, _ := r.state.abandonment(key); fpOK && !abandoned {
 		if obj := r.kind.New(); r.client.Get(ctx, key, obj, client.UnsafeDisableDeepCopy) == nil {
 			if _, ok := r.fingerprint(ctx, obj); ok {
 				r.state.setChecked(key, fp)

@@ -82,3 +82,63 @@ func TestRecheckQueuesWhatMoved(t *testing.T) {
 	}
 	passQueues("out of scope", 0)
 }
+
+// TestRecheckRetriesAnAbandonedBypass: a workload left alone after its bypass retries ran
+// out (the webhook unreachable for minutes) keeps no fingerprint, so every pass retries
+// it: once, quietly (no error, no new Event) while it is still bypassed, until it is
+// stamped; then it is done with.
+func TestRecheckRetriesAnAbandonedBypass(t *testing.T) {
+	ctx := context.Background()
+	dep := staleDeployment()
+	c := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(optedInNamespace(), cfgMap("2"), dep).Build()
+	r, rec := newTestReconciler(t, c)
+	r.state.addTrigger(appKey, trigger{event: true})
+	for i := 0; i <= maxBypassRetries; i++ {
+		_, _ = r.Reconcile(ctx, reconcile.Request{NamespacedName: appKey})
+	}
+	if abandoned, _, _ := r.state.abandonment(appKey); !abandoned {
+		t.Fatal("not left alone after its retries")
+	}
+	for len(rec.Events) > 0 {
+		<-rec.Events
+	}
+	queue := make(chan event.GenericEvent, 10)
+	p := &recheck{rec: r, queue: queue}
+	for pass := 1; pass <= 2; pass++ {
+		p.pass(ctx)
+		if len(queue) != 1 {
+			t.Fatalf("pass %d: %d queued, want the abandoned workload", pass, len(queue))
+		}
+		<-queue
+		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: appKey}); err != nil {
+			t.Fatalf("pass %d: the quiet retry returned %v", pass, err)
+		}
+		if n := len(rec.Events); n != 0 {
+			t.Fatalf("pass %d: %d new Events for a quiet retry", pass, n)
+		}
+	}
+	// Stamped meanwhile (the webhook is back, someone's write): the next retry finds it
+	// current, and it is done with.
+	d := cfgDeployment()
+	if err := c.Get(ctx, appKey, d); err != nil {
+		t.Fatal(err)
+	}
+	want, err := r.config.Stamp(ctx, "ns", stamp.Consumed(nil, &d.Spec.Template.Spec, r.sources))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Spec.Template.Annotations = map[string]string{stamp.HashAnnotation: want.Hash}
+	d.Annotations = map[string]string{stamp.ObservedAnnotation: stamp.Observed{Hash: want.Hash, Template: stamp.TemplateFingerprint(&d.Spec.Template), Key: want.Key}.String()}
+	if err := c.Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	p.pass(ctx)
+	<-queue
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: appKey}); err != nil {
+		t.Fatal(err)
+	}
+	p.pass(ctx)
+	if len(queue) != 0 {
+		t.Fatal("queued again once current")
+	}
+}

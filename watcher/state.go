@@ -49,6 +49,11 @@ type workloadState struct {
 	checkedSet bool
 	// rolls counts configstamp's rollouts of it.
 	rolls uint64
+	// abandoned: its last check ended leaving it alone after its bypass retries ran out
+	// (abandons counts such ends); quiet: the running check is the re-check's retry of
+	// it, one nudge and no new Event if it is still bypassed.
+	abandoned, quiet bool
+	abandons         uint64
 	// tooManySet and tooManyAt are the sources (see sourceSet) it consumed, over the
 	// cap, when it was last reported so, and when.
 	tooManySet string
@@ -57,7 +62,7 @@ type workloadState struct {
 
 func (s *workloadState) empty() bool {
 	return s.trigger == (trigger{}) && s.lastRoll.IsZero() && s.bypasses == 0 && s.unreads == 0 && s.keyMismatches == 0 && s.oversize == 0 &&
-		!s.checkedSet && s.rolls == 0 && s.tooManyAt.IsZero()
+		!s.checkedSet && s.rolls == 0 && s.tooManyAt.IsZero() && !s.abandoned && !s.quiet && s.abandons == 0
 }
 
 // workloadStates holds the state of each workload of one kind, by namespace and name.
@@ -130,6 +135,34 @@ func (s *workloadStates) checkedAs(key types.NamespacedName) uint64 {
 		return ^st.checked // differs from every fingerprint equal to st.checked (0)
 	}
 	return st.checked
+}
+
+// abandon marks key left alone after its bypass retries ran out.
+func (s *workloadStates) abandon(key types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.get(key)
+	st.abandoned = true
+	st.abandons++
+}
+
+// abandonment returns whether key is left alone after its bypass retries ran out, how
+// many times that happened, and whether the running check is a quiet retry of it.
+func (s *workloadStates) abandonment(key types.NamespacedName) (abandoned bool, abandons uint64, quiet bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.peek(key)
+	return st.abandoned, st.abandons, st.quiet
+}
+
+// setAbandoned sets whether key is left alone, and whether its running check is a quiet
+// retry.
+func (s *workloadStates) setAbandoned(key types.NamespacedName, abandoned, quiet bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.get(key)
+	st.abandoned, st.quiet = abandoned, quiet
+	s.tidy(key)
 }
 
 // countRoll counts one more rollout of key by configstamp.
