@@ -23,19 +23,7 @@ func TestRecheckQueuesWhatMoved(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(ns, cfgMap("1"), cfgDeployment()).Build()
 	r, _ := newTestReconciler(t, c)
 	// Stamped and recorded on cfg's current content: a check finds it current.
-	d := cfgDeployment()
-	if err := c.Get(ctx, appKey, d); err != nil {
-		t.Fatal(err)
-	}
-	want, err := r.config.Stamp(ctx, "ns", stamp.Consumed(nil, &d.Spec.Template.Spec, r.sources))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Spec.Template.Annotations = map[string]string{stamp.HashAnnotation: want.Hash}
-	d.Annotations = map[string]string{stamp.ObservedAnnotation: stamp.Observed{Hash: want.Hash, Template: stamp.TemplateFingerprint(&d.Spec.Template)}.String()}
-	if err := c.Update(ctx, d); err != nil {
-		t.Fatal(err)
-	}
+	stampCurrent(ctx, t, c, r)
 	queue := make(chan event.GenericEvent, 10)
 	p := &recheck{rec: r, queue: queue}
 	passQueues := func(step string, want int) {
@@ -119,6 +107,21 @@ func TestRecheckRetriesAnAbandonedBypass(t *testing.T) {
 	}
 	// Stamped meanwhile (the webhook is back, someone's write): the next retry finds it
 	// current, and it is done with.
+	stampCurrent(ctx, t, c, r)
+	p.pass(ctx)
+	<-queue
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: appKey}); err != nil {
+		t.Fatal(err)
+	}
+	p.pass(ctx)
+	if len(queue) != 0 {
+		t.Fatal("queued again once current")
+	}
+}
+
+// stampCurrent stamps and records appKey on its config as it is, as the webhook would.
+func stampCurrent(ctx context.Context, t *testing.T, c client.Client, r *workloadReconciler) {
+	t.Helper()
 	d := cfgDeployment()
 	if err := c.Get(ctx, appKey, d); err != nil {
 		t.Fatal(err)
@@ -131,14 +134,5 @@ func TestRecheckRetriesAnAbandonedBypass(t *testing.T) {
 	d.Annotations = map[string]string{stamp.ObservedAnnotation: stamp.Observed{Hash: want.Hash, Template: stamp.TemplateFingerprint(&d.Spec.Template), Key: want.Key}.String()}
 	if err := c.Update(ctx, d); err != nil {
 		t.Fatal(err)
-	}
-	p.pass(ctx)
-	<-queue
-	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: appKey}); err != nil {
-		t.Fatal(err)
-	}
-	p.pass(ctx)
-	if len(queue) != 0 {
-		t.Fatal("queued again once current")
 	}
 }
