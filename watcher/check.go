@@ -35,25 +35,10 @@ func (r *workloadReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		r.state.resetBypasses(req.NamespacedName)
 	}
 	mark := r.state.oversizeMark(req.NamespacedName)
-	// What the re-check compares, taken before the check's reads.
-	var fp uint64
-	fpOK := false
-	if obj := r.kind.New(); r.client.Get(ctx, req.NamespacedName, obj, client.UnsafeDisableDeepCopy) == nil {
-		fp, fpOK = r.fingerprint(ctx, obj)
-	}
-	rolls := r.state.rollsOf(req.NamespacedName)
-	// A workload left alone after its bypass retries: a new event gives it a full round
-	// of retries again; the re-check retries it quietly, once a pass.
-	abandoned, abandons, _ := r.state.abandonment(req.NamespacedName)
-	recheckOnly := tr.recheck && !tr.event && !tr.changed && !tr.handoff
-	r.state.setAbandoned(req.NamespacedName, abandoned && recheckOnly, abandoned && recheckOnly)
+	rc := r.beginRecheck(ctx, req.NamespacedName, tr)
+	wasAbandoned := r.state.beginCheck(req.NamespacedName, tr.recheckOnly())
 	res, err := r.check(ctx, req.NamespacedName, tr)
-	if _, after, _ := r.state.abandonment(req.NamespacedName); err == nil && res.RequeueAfter == 0 {
-		// Left alone by this check (abandons moved), or done with (anything else).
-		r.state.setAbandoned(req.NamespacedName, after != abandons, false)
-	} else {
-		r.state.setAbandoned(req.NamespacedName, abandoned, false)
-	}
+	r.state.endCheck(req.NamespacedName, err == nil && res.RequeueAfter == 0, wasAbandoned)
 	if err == nil {
 		// Checked: it fits now, unless this check marked it again.
 		r.state.clearOversize(req.NamespacedName, mark)
@@ -63,7 +48,7 @@ func (r *workloadReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	} else {
 		// Nothing owed: the next nudge that does not roll starts its count afresh.
 		r.state.resetBypasses(req.NamespacedName)
-		r.finishCheck(ctx, req.NamespacedName, fp, fpOK, tr, rolls)
+		r.finishRecheck(ctx, rc)
 	}
 	return res, err
 }

@@ -259,7 +259,7 @@ func (r *workloadReconciler) changedBack(ctx context.Context, obj client.Object,
 func (r *workloadReconciler) bypassed(ctx context.Context, obj client.Object, got, want, why string) error {
 	key := client.ObjectKeyFromObject(obj)
 	bypasses.Inc()
-	if _, _, quiet := r.state.abandonment(key); quiet {
+	if r.state.quietRetry(key) {
 		// The re-check's retry of a workload left alone: still not stamped. Left alone
 		// again, without a new Event; the next pass tries once more.
 		checks.WithLabelValues("bypass_abandoned").Inc()

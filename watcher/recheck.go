@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -70,7 +71,7 @@ func (p *recheck) pass(ctx context.Context) {
 	for _, obj := range items {
 		key := client.ObjectKeyFromObject(obj)
 		fp, ok := r.fingerprint(ctx, obj)
-		if abandoned, _, _ := r.state.abandonment(key); !ok || r.state.checkedAs(key) == fp && !abandoned {
+		if !ok || r.state.checkedAs(key) == fp && !r.state.isAbandoned(key) {
 			continue
 		}
 		r.state.addTrigger(key, trigger{recheck: true})
@@ -94,15 +95,8 @@ func (p *recheck) pass(ctx context.Context) {
 // (no sources, out of scope) or a source is still debouncing (its hand-off checks obj),
 // and when a cache read fails.
 func (r *workloadReconciler) fingerprint(ctx context.Context, obj client.Object) (fp uint64, ok bool) {
-	tmpl := r.kind.Template(obj)
-	if tmpl == nil {
-		return 0, false
-	}
-	refs := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, r.sources)
-	if len(refs) == 0 {
-		return 0, false
-	}
-	if in, err := inScope(ctx, r.client, r.scope, obj); err != nil || !in {
+	tmpl, refs, ok := r.recheckable(ctx, obj)
+	if !ok {
 		return 0, false
 	}
 	h := fnv.New64a()
@@ -120,9 +114,6 @@ func (r *workloadReconciler) fingerprint(ctx context.Context, obj client.Object)
 	_ = binary.Write(h, binary.BigEndian, r.kind.Paused(obj))
 	for _, src := range refs {
 		key := types.NamespacedName{Namespace: obj.GetNamespace(), Name: src.Name}
-		if r.pending != nil && r.pending(src.Kind, key) {
-			return 0, false
-		}
 		meta := configread.NewMeta(src.Kind)
 		err := r.client.Get(ctx, key, meta, client.UnsafeDisableDeepCopy)
 		if err != nil && !apierrors.IsNotFound(err) {
@@ -134,20 +125,68 @@ func (r *workloadReconciler) fingerprint(ctx context.Context, obj client.Object)
 	return h.Sum64(), true
 }
 
-// finishCheck keeps, after a check of key that ended with nothing left to do, the
-// fingerprint of obj taken before it (a change during the check moves it: the next pass
-// checks again), unless the workload is gone now or a source of it is debouncing (the
-// check was left to its hand-off, which may not have judged yet); and counts a rollout
-// that only the re-check found.
-func (r *workloadReconciler) finishCheck(ctx context.Context, key types.NamespacedName, fp uint64, fpOK bool, tr trigger, rollsBefore uint64) {
-	if abandoned, _, _ := r.state.abandonment(key); fpOK && !abandoned {
-		if obj := r.kind.New(); r.client.Get(ctx, key, obj, client.UnsafeDisableDeepCopy) == nil {
-			if _, ok := r.fingerprint(ctx, obj); ok {
-				r.state.setChecked(key, fp)
+// recheckable returns obj's template and the sources it consumes when the watcher
+// checks it (sources, in scope) and none of them is debouncing (its hand-off checks obj).
+func (r *workloadReconciler) recheckable(ctx context.Context, obj client.Object) (*corev1.PodTemplateSpec, []stamp.Source, bool) {
+	tmpl := r.kind.Template(obj)
+	if tmpl == nil {
+		return nil, nil, false
+	}
+	refs := stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, r.sources)
+	if len(refs) == 0 {
+		return nil, nil, false
+	}
+	if in, err := inScope(ctx, r.client, r.scope, obj); err != nil || !in {
+		return nil, nil, false
+	}
+	for _, src := range refs {
+		if r.pending != nil && r.pending(src.Kind, types.NamespacedName{Namespace: obj.GetNamespace(), Name: src.Name}) {
+			return nil, nil, false
+		}
+	}
+	return tmpl, refs, true
+}
+
+// recheckCheck is what a check keeps for the re-check: the workload's fingerprint
+// before the check's reads (ok: it has one), its rollouts then, and its trigger.
+type recheckCheck struct {
+	key   types.NamespacedName
+	fp    uint64
+	ok    bool
+	rolls uint64
+	tr    trigger
+}
+
+// beginRecheck takes, when the re-check is on, what finishRecheck needs of key's check.
+func (r *workloadReconciler) beginRecheck(ctx context.Context, key types.NamespacedName, tr trigger) recheckCheck {
+	rc := recheckCheck{key: key, tr: tr}
+	if !r.recheck {
+		return rc
+	}
+	if obj := r.kind.New(); r.client.Get(ctx, key, obj, client.UnsafeDisableDeepCopy) == nil {
+		rc.fp, rc.ok = r.fingerprint(ctx, obj)
+	}
+	rc.rolls = r.state.rollsOf(key)
+	return rc
+}
+
+// finishRecheck keeps, after a check that ended with nothing left to do, the
+// fingerprint taken before it (a change during the check moves it: the next pass checks
+// again), unless the check left the workload alone after its bypass retries, the
+// workload is gone now, or a source of it is debouncing (the check was left to its
+// hand-off, which may not have judged yet); and counts a rollout only the re-check found.
+func (r *workloadReconciler) finishRecheck(ctx context.Context, rc recheckCheck) {
+	if !r.recheck {
+		return
+	}
+	if rc.ok && !r.state.isAbandoned(rc.key) {
+		if obj := r.kind.New(); r.client.Get(ctx, rc.key, obj, client.UnsafeDisableDeepCopy) == nil {
+			if _, _, ok := r.recheckable(ctx, obj); ok {
+				r.state.setChecked(rc.key, rc.fp)
 			}
 		}
 	}
-	if tr.recheck && !tr.changed && !tr.event && !tr.handoff && r.state.rollsOf(key) != rollsBefore {
+	if rc.tr.recheckOnly() && r.state.rollsOf(rc.key) != rc.rolls {
 		recheckFound.WithLabelValues(r.kind.Kind).Inc()
 		logf.FromContext(ctx).Info("Re-check found a change no event had rolled, and rolled it")
 	}

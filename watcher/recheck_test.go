@@ -22,6 +22,7 @@ func TestRecheckQueuesWhatMoved(t *testing.T) {
 	ns := optedInNamespace()
 	c := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(ns, cfgMap("1"), cfgDeployment()).Build()
 	r, _ := newTestReconciler(t, c)
+	r.recheck = true
 	// Stamped and recorded on cfg's current content: a check finds it current.
 	stampCurrent(ctx, t, c, r)
 	queue := make(chan event.GenericEvent, 10)
@@ -80,11 +81,12 @@ func TestRecheckRetriesAnAbandonedBypass(t *testing.T) {
 	dep := staleDeployment()
 	c := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(optedInNamespace(), cfgMap("2"), dep).Build()
 	r, rec := newTestReconciler(t, c)
+	r.recheck = true
 	r.state.addTrigger(appKey, trigger{event: true})
 	for i := 0; i <= maxBypassRetries; i++ {
 		_, _ = r.Reconcile(ctx, reconcile.Request{NamespacedName: appKey})
 	}
-	if abandoned, _, _ := r.state.abandonment(appKey); !abandoned {
+	if !r.state.isAbandoned(appKey) {
 		t.Fatal("not left alone after its retries")
 	}
 	for len(rec.Events) > 0 {

@@ -236,6 +236,7 @@ func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 		freshKey: opts.FreshKey, sources: opts.Sources, scope: opts.Scope,
 		evidence:  &evidence{cache: mgr.GetClient(), live: mgr.GetAPIReader(), scope: opts.Scope, coverage: w.coverage},
 		rollStale: opts.RollStaleAtInstall, minInterval: opts.MinRolloutInterval, pending: w.pending,
+		recheck: opts.RecheckInterval > 0,
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(strings.ToLower(k.Kind)).

@@ -49,11 +49,10 @@ type workloadState struct {
 	checkedSet bool
 	// rolls counts configstamp's rollouts of it.
 	rolls uint64
-	// abandoned: its last check ended leaving it alone after its bypass retries ran out
-	// (abandons counts such ends); quiet: the running check is the re-check's retry of
-	// it, one nudge and no new Event if it is still bypassed.
+	// abandoned: its last finished check left it alone after its bypass retries ran out;
+	// quiet: the running check is the re-check's retry of it, one nudge and no new Event
+	// if it is still bypassed.
 	abandoned, quiet bool
-	abandons         uint64
 	// tooManySet and tooManyAt are the sources (see sourceSet) it consumed, over the
 	// cap, when it was last reported so, and when.
 	tooManySet string
@@ -62,7 +61,7 @@ type workloadState struct {
 
 func (s *workloadState) empty() bool {
 	return s.trigger == (trigger{}) && s.lastRoll.IsZero() && s.bypasses == 0 && s.unreads == 0 && s.keyMismatches == 0 && s.oversize == 0 &&
-		!s.checkedSet && s.rolls == 0 && s.tooManyAt.IsZero() && !s.abandoned && !s.quiet && s.abandons == 0
+		!s.checkedSet && s.rolls == 0 && s.tooManyAt.IsZero() && !s.abandoned && !s.quiet
 }
 
 // workloadStates holds the state of each workload of one kind, by namespace and name.
@@ -116,6 +115,9 @@ func (s *workloadStates) addTrigger(key types.NamespacedName, t trigger) {
 	cur.recheck = cur.recheck || t.recheck
 }
 
+// recheckOnly reports whether only the periodic re-check queued the check.
+func (t trigger) recheckOnly() bool { return t.recheck && !t.event && !t.changed && !t.handoff }
+
 // setChecked keeps fp as key's fingerprint at its last finished check.
 func (s *workloadStates) setChecked(key types.NamespacedName, fp uint64) {
 	s.mu.Lock()
@@ -137,32 +139,50 @@ func (s *workloadStates) checkedAs(key types.NamespacedName) uint64 {
 	return st.checked
 }
 
-// abandon marks key left alone after its bypass retries ran out.
+// beginCheck starts a check of key: it returns whether its last finished check left it
+// alone after its bypass retries ran out, and makes this check a quiet retry when so and
+// only the re-check queued it (a new event gives it a full round of retries again).
+func (s *workloadStates) beginCheck(key types.NamespacedName, recheckOnly bool) (wasAbandoned bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.get(key)
+	wasAbandoned = st.abandoned
+	st.abandoned, st.quiet = false, wasAbandoned && recheckOnly
+	return wasAbandoned
+}
+
+// endCheck ends a check of key: a finished one leaves it as the check did (abandon), an
+// unfinished one (retried) as it was before.
+func (s *workloadStates) endCheck(key types.NamespacedName, finished, wasAbandoned bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.get(key)
+	if !finished {
+		st.abandoned = wasAbandoned
+	}
+	st.quiet = false
+	s.tidy(key)
+}
+
+// abandon marks key left alone by its running check after its bypass retries ran out.
 func (s *workloadStates) abandon(key types.NamespacedName) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.get(key)
-	st.abandoned = true
-	st.abandons++
+	s.get(key).abandoned = true
 }
 
-// abandonment returns whether key is left alone after its bypass retries ran out, how
-// many times that happened, and whether the running check is a quiet retry of it.
-func (s *workloadStates) abandonment(key types.NamespacedName) (abandoned bool, abandons uint64, quiet bool) {
+// isAbandoned reports whether key's last finished check left it alone.
+func (s *workloadStates) isAbandoned(key types.NamespacedName) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.peek(key)
-	return st.abandoned, st.abandons, st.quiet
+	return s.peek(key).abandoned
 }
 
-// setAbandoned sets whether key is left alone, and whether its running check is a quiet
-// retry.
-func (s *workloadStates) setAbandoned(key types.NamespacedName, abandoned, quiet bool) {
+// quietRetry reports whether key's running check is the re-check's quiet retry.
+func (s *workloadStates) quietRetry(key types.NamespacedName) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.get(key)
-	st.abandoned, st.quiet = abandoned, quiet
-	s.tidy(key)
+	return s.peek(key).quiet
 }
 
 // countRoll counts one more rollout of key by configstamp.

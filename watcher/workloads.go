@@ -59,6 +59,9 @@ type workloadReconciler struct {
 	// checked when it is, not before (a burst ends in one rollout).
 	pending func(kind string, key types.NamespacedName) bool
 
+	// recheck: the periodic re-check runs (RecheckInterval): checks keep what it compares.
+	recheck bool
+
 	// state is what is kept of each workload between checks; the workloads' events,
 	// their namespaces' events and the sources' hand-offs share it.
 	state workloadStates
