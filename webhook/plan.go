@@ -166,29 +166,13 @@ func (pl *planner) admit() {
 		return
 	}
 	rolls := (in.nudged || in.resumed) && !in.templateChanged // configstamp's own rollout, if any
-	if in.nudged && !in.templateChanged {
-		if want, err = pl.underKey(want, in.nudgeKey); err != nil {
+	if theirs, ok := in.keyToMatch(); ok {
+		if want, err = pl.underKey(want, theirs); err != nil {
 			pl.unread(err)
 			return
 		}
-		if want.Key != in.nudgeKey {
+		if want.Key != theirs {
 			pl.otherKey(want.Key)
-			return
-		}
-	}
-	if in.resumed && !in.nudged && !in.templateChanged && in.recValid && in.rec.Key != "" && in.rec.Key != want.Key {
-		// A resume reaching a replica whose key differs from the record's: restamped
-		// under a stale key it would roll once more for the key. Kept as stored; the
-		// watcher checks the resumed workload and rolls it under the current key.
-		if want, err = pl.underKey(want, in.rec.Key); err != nil {
-			pl.unread(err)
-			return
-		}
-		if want.Key != in.rec.Key {
-			pl.info("Kept the stored config hash: the resume reached a replica holding another hash key than the record's", "namespace", in.namespace,
-				"name", in.name, "recordKey", in.rec.Key, "key", want.Key)
-			pl.keep()
-			pl.result = resultOtherKey
 			return
 		}
 	}
@@ -211,6 +195,22 @@ func (pl *planner) admit() {
 	pl.stamp(want, rolls, restart)
 }
 
+// keyToMatch is the key configstamp's own rollout of a kept template must be stamped
+// under, when there is one: a nudge's (none named: an older watcher's, kept as stored);
+// for a resume, the record's, when it names one (restamped under a stale key, the
+// workload would roll once more for the key).
+func (in *input) keyToMatch() (string, bool) {
+	switch {
+	case in.templateChanged:
+		return "", false
+	case in.nudged:
+		return in.nudgeKey, true
+	case in.resumed && in.recValid && in.rec.Key != "":
+		return in.rec.Key, true
+	}
+	return "", false
+}
+
 // underKey returns want, or, when theirs (the key a nudge names, or a record's) is
 // another than want was computed under, the stamp under the key read again: this
 // replica's key may be the stale one. Only a write that will be stamped reads the key.
@@ -224,12 +224,21 @@ func (pl *planner) underKey(want stamp.Stamp, theirs string) (stamp.Stamp, error
 	return pl.read()
 }
 
-// otherKey answers a nudge sent under another key than ours (the replicas have not all
-// read the key since it rotated; a watcher of an older version, whose nudge names none;
-// or a forged nudge): what is stored stays, so a workload does not roll once under each
-// key (or encoding); the warning tells the watcher to retry.
+// otherKey answers configstamp's own rollout of a kept template under another key than
+// ours: a nudge (the replicas have not all read the key since it rotated; a watcher of
+// an older version, whose nudge names none; or a forged nudge), or a resume of a
+// workload recorded under another key. What is stored stays, so a workload does not roll
+// once under each key (or encoding); the warning tells the watcher to retry (a resume's
+// check is the watcher's anyway).
 func (pl *planner) otherKey(ours string) {
 	in := pl.in
+	if !in.nudged {
+		pl.info("Kept the stored config hash: the resume reached a replica holding another hash key than the record's", "namespace", in.namespace,
+			"name", in.name, "recordKey", in.rec.Key, "key", ours)
+		pl.keep()
+		pl.result = resultOtherKey
+		return
+	}
 	pl.info("Kept the stored config hash: the nudge was sent under another hash key", "namespace", in.namespace, "name", in.name,
 		"storedHash", in.storedHash, "nudgeKey", in.nudgeKey, "key", ours)
 	pl.keep()
