@@ -22,15 +22,7 @@ func TestPlanNudgeUnderAnotherKey(t *testing.T) {
 	const self = "system:serviceaccount:configstamp-system:configstamp"
 	ours, theirs := testKey(), []byte("fedcba9876543210fedcba9876543210")
 	oursFP, theirsFP := stamp.KeyFingerprint(ours), stamp.KeyFingerprint(theirs)
-	under := func(key []byte) stamp.Stamp {
-		st, err := stamp.Compute(context.Background(), []stamp.Source{{Kind: stamp.KindConfigMap, Name: "cfg", AllKeys: true}},
-			lookupIn(map[string]string{"cfg": "1"}), stamp.NamespaceKey(key, "ns"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		st.Key = stamp.KeyFingerprint(key)
-		return st
-	}
+	under := func(key []byte) stamp.Stamp { return cfgStampUnder(t, key) }
 	old := expected(t, "2")
 	staleRec := withRecord(dep(stamped(old), "img", "cfg"), "img", old.Hash)
 	keptRecord := map[string]string{stamp.ObservedAnnotation: staleRec.Annotations[stamp.ObservedAnnotation]}
@@ -129,15 +121,7 @@ func equalMaps(a, b map[string]string) bool {
 // rolls it under the current key), not stamped under a stale one and rolled twice.
 func TestPlanResume(t *testing.T) {
 	ours, theirs := testKey(), []byte("fedcba9876543210fedcba9876543210")
-	under := func(key []byte) stamp.Stamp {
-		st, err := stamp.Compute(context.Background(), []stamp.Source{{Kind: stamp.KindConfigMap, Name: "cfg", AllKeys: true}},
-			lookupIn(map[string]string{"cfg": "1"}), stamp.NamespaceKey(key, "ns"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		st.Key = stamp.KeyFingerprint(key)
-		return st
-	}
+	under := func(key []byte) stamp.Stamp { return cfgStampUnder(t, key) }
 	old := expected(t, "2")
 	for _, tc := range []struct {
 		name      string
@@ -167,4 +151,16 @@ func TestPlanResume(t *testing.T) {
 			}
 		})
 	}
+}
+
+// cfgStampUnder is the stamp of ConfigMap cfg (k=1, all keys) in namespace ns under key.
+func cfgStampUnder(t *testing.T, key []byte) stamp.Stamp {
+	t.Helper()
+	st, err := stamp.Compute(context.Background(), []stamp.Source{{Kind: stamp.KindConfigMap, Name: "cfg", AllKeys: true}},
+		lookupIn(map[string]string{"cfg": "1"}), stamp.NamespaceKey(key, "ns"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Key = stamp.KeyFingerprint(key)
+	return st
 }
