@@ -179,19 +179,40 @@ func (r *workloadReconciler) unread(ctx context.Context, obj client.Object, got 
 	key := client.ObjectKeyFromObject(obj)
 	n := r.state.countUnread(key)
 	checks.WithLabelValues("unread").Inc()
-	log := logf.FromContext(ctx)
-	if n <= maxBypassRetries {
-		log.Info("The webhook kept the stored stamp (it could not read config); retrying", "storedHash", got, "attempt", n)
-		return reconcile.Result{}, fmt.Errorf("%s %s: the webhook kept the stored stamp %q: it could not read config; retrying", r.kind, key, stamp.ShortHash(got))
-	}
-	if n == maxBypassRetries+1 {
+	return owedRetry(ctx, n, owedLines{
+		retrying: "The webhook kept the stored stamp (it could not read config); retrying",
+		later:    "The webhook still cannot read config; retrying later",
+		err:      fmt.Errorf("%s %s: the webhook kept the stored stamp %q: it could not read config; retrying", r.kind, key, stamp.ShortHash(got)),
+		kv:       []any{"storedHash", got},
+	}, func() {
 		r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonConfigUnreadable, "Nudge",
 			"Not rolled after %d nudges: the configstamp webhook could not read this %s's config (its log says why: \"could not read config\"); retrying about every %s",
 			n, r.kind, unreadRetry)
+	})
+}
+
+// owedLines are what owedRetry logs and returns for one kind of owed change.
+type owedLines struct {
+	retrying, later string
+	err             error
+	kv              []any
+}
+
+// owedRetry schedules the n-th retry of a change owed but held up outside the check (the
+// webhook cannot read config; the hash keys disagree): the first maxBypassRetries with
+// backoff (an error), then, after report once, about every unreadRetry, spread out: many
+// workloads may be waiting on one failing API server.
+func owedRetry(ctx context.Context, n int, l owedLines, report func()) (reconcile.Result, error) {
+	log := logf.FromContext(ctx)
+	if n <= maxBypassRetries {
+		log.Info(l.retrying, append(l.kv, "attempt", n)...)
+		return reconcile.Result{}, l.err
 	}
-	// Spread out: many workloads may be waiting on one failing API server.
+	if n == maxBypassRetries+1 {
+		report()
+	}
 	after := unreadRetry + rand.N(unreadRetry/5)
-	log.Info("The webhook still cannot read config; retrying later", "storedHash", got, "attempt", n, "after", after.String())
+	log.Info(l.later, append(l.kv, "attempt", n, "after", after.String())...)
 	return reconcile.Result{RequeueAfter: after}, nil
 }
 
@@ -204,20 +225,17 @@ func (r *workloadReconciler) keyMismatch(ctx context.Context, obj client.Object,
 	key := client.ObjectKeyFromObject(obj)
 	n := r.state.countKeyMismatch(key)
 	checks.WithLabelValues("key_mismatch").Inc()
-	log := logf.FromContext(ctx)
-	if n <= maxBypassRetries {
-		log.Info("Not rolled: the hash keys disagree; retrying", "why", why, "attempt", n)
-		return reconcile.Result{}, fmt.Errorf("%s %s: not rolled: %s; retrying", r.kind, key, why)
-	}
-	if n == maxBypassRetries+1 {
+	return owedRetry(ctx, n, owedLines{
+		retrying: "Not rolled: the hash keys disagree; retrying",
+		later:    "The hash keys still disagree; retrying later",
+		err:      fmt.Errorf("%s %s: not rolled: %s; retrying", r.kind, key, why),
+		kv:       []any{"why", why},
+	}, func() {
 		keyMismatches.Inc()
 		r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonHashKeyMismatch, "Check",
 			"Not rolled after %d checks: %s (do all replicas read the same --hash-key Secret?); retrying about every %s",
 			n, why, unreadRetry)
-	}
-	after := unreadRetry + rand.N(unreadRetry/5)
-	log.Info("The hash keys still disagree; retrying later", "why", why, "attempt", n, "after", after.String())
-	return reconcile.Result{RequeueAfter: after}, nil
+	})
 }
 
 // reportRolled reports a rollout a nudge caused. Its ConfigChanged Event gives the
