@@ -28,17 +28,32 @@ var certFailure = []string{"failed to verify certificate", "didn't provide a cer
 // stdLog takes the lines of the standard library's logger, where net/http's servers
 // (the webhook's, the metrics' and the probes', which controller-runtime makes without
 // an ErrorLog) write, into configstamp's log. Connection noise (connNoise) is let through
-// a few lines at first, then one per noiseInterval with the count held back; everything
-// else (a handler panic, an Accept error, a line it does not know) is logged at Error,
+// a few lines at first, then one per noiseInterval with the count held back, and so are
+// certificate failures among them (certFailure), apart and at Error; everything else (a
+// handler panic, an Accept error, a line it does not know) is logged at Error,
 // unthrottled.
 type stdLog struct {
-	log   logr.Logger
-	noise rate.Sometimes
-	// held counts the noise lines not logged since the last one that was.
+	log         logr.Logger
+	noise, cert limited
+}
+
+// limited lets a few lines through, then one per interval, counting those held back.
+type limited struct {
+	sometimes rate.Sometimes
+	// held counts the lines not logged since the last one that was.
 	held atomic.Int64
-	// cert and certHeld are the same for certificate failures (certFailure).
-	cert     rate.Sometimes
-	certHeld atomic.Int64
+}
+
+// do runs logLine, given the count held back since, if this line is let through.
+func (l *limited) do(logLine func(heldBack int64)) {
+	logged := false
+	l.sometimes.Do(func() {
+		logged = true
+		logLine(l.held.Swap(0))
+	})
+	if !logged {
+		l.held.Add(1)
+	}
 }
 
 // noiseInterval spaces the connection-noise lines after the first few; certInterval the
@@ -49,7 +64,9 @@ const (
 )
 
 func newStdLog(l logr.Logger) *stdLog {
-	return &stdLog{log: l, noise: rate.Sometimes{First: 3, Interval: noiseInterval}, cert: rate.Sometimes{First: 3, Interval: certInterval}}
+	return &stdLog{log: l,
+		noise: limited{sometimes: rate.Sometimes{First: 3, Interval: noiseInterval}},
+		cert:  limited{sometimes: rate.Sometimes{First: 3, Interval: certInterval}}}
 }
 
 // install makes the standard library's logger write through s.
@@ -63,29 +80,20 @@ func (s *stdLog) install() {
 func (s *stdLog) Write(p []byte) (int, error) {
 	line := strings.TrimSpace(string(p))
 	for _, prefix := range connNoise {
-		if strings.HasPrefix(line, prefix) && containsAny(line, certFailure) {
-			logged := false
-			s.cert.Do(func() {
-				logged = true
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		if containsAny(line, certFailure) {
+			s.cert.do(func(held int64) {
 				s.log.Error(errors.New(line), "A client certificate did not verify: if this is the API server, every admission fails open (check --webhook-client-ca-file holds the CA of its client certificate); lines like this are rate-limited",
-					"heldBack", s.certHeld.Swap(0), "interval", certInterval.String())
+					"heldBack", held, "interval", certInterval.String())
 			})
-			if !logged {
-				s.certHeld.Add(1)
-			}
-			return len(p), nil
-		}
-		if strings.HasPrefix(line, prefix) {
-			logged := false
-			s.noise.Do(func() {
-				logged = true
-				s.log.Info("A client connection failed (lines like this are rate-limited)", "line", line, "heldBack", s.held.Swap(0), "interval", noiseInterval.String())
+		} else {
+			s.noise.do(func(held int64) {
+				s.log.Info("A client connection failed (lines like this are rate-limited)", "line", line, "heldBack", held, "interval", noiseInterval.String())
 			})
-			if !logged {
-				s.held.Add(1)
-			}
-			return len(p), nil
 		}
+		return len(p), nil
 	}
 	s.log.Error(errors.New(line), "Logged by the Go standard library")
 	return len(p), nil

@@ -23,8 +23,8 @@ func TestStdLog(t *testing.T) {
 	if noise != 3 {
 		t.Errorf("201 noise lines gave %d log lines, want the first 3", noise)
 	}
-	if s.held.Load() != 198 {
-		t.Errorf("%d held back, want 198", s.held.Load())
+	if s.noise.held.Load() != 198 {
+		t.Errorf("%d held back, want 198", s.noise.held.Load())
 	}
 	for _, line := range []string{
 		"http: panic serving 127.0.0.1:1: boom\ngoroutine 7 [running]:",
