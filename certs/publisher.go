@@ -12,10 +12,10 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/go-openapi/jsonpointer"
 	"gomodules.xyz/jsonpatch/v2"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -183,23 +183,20 @@ func bundlePatch(mwc *admissionregistrationv1.MutatingWebhookConfiguration, bund
 	// An earlier build's record.
 	const oldRecord = "configstamp.io/retired-cas"
 	if _, old := mwc.Annotations[oldRecord]; old {
-		ops = append(ops, jsonpatch.NewOperation("remove", "/metadata/annotations/"+pointerEscape(oldRecord), nil))
+		ops = append(ops, jsonpatch.NewOperation("remove", "/metadata/annotations/"+jsonpointer.Escape(oldRecord), nil))
 	}
 	switch {
 	case mwc.Annotations[CAsAnnotation] == string(ann):
 	case mwc.Annotations == nil:
 		ops = append(ops, jsonpatch.NewOperation("add", "/metadata/annotations", map[string]string{CAsAnnotation: string(ann)}))
 	default:
-		ops = append(ops, jsonpatch.NewOperation("add", "/metadata/annotations/"+pointerEscape(CAsAnnotation), string(ann)))
+		ops = append(ops, jsonpatch.NewOperation("add", "/metadata/annotations/"+jsonpointer.Escape(CAsAnnotation), string(ann)))
 	}
 	if len(ops) == 0 {
 		return nil
 	}
 	return append(guards, ops...)
 }
-
-// pointerEscape escapes s as one JSON-pointer token (RFC 6901).
-func pointerEscape(s string) string { return strings.NewReplacer("~", "~0", "/", "~1").Replace(s) }
 
 // knownSince is when this process last knew each CA (by fingerprint) to have joined
 // the bundle.

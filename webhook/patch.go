@@ -3,8 +3,8 @@ package webhook
 import (
 	"maps"
 	"slices"
-	"strings"
 
+	"github.com/go-openapi/jsonpointer"
 	"gomodules.xyz/jsonpatch/v2"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,7 +57,7 @@ func (a *annotationsAt) set(want map[string]string) []jsonpatch.JsonPatchOperati
 		got, has := a.m[k]
 		switch v := want[k]; {
 		case v == "" && has:
-			ops = append(ops, jsonpatch.NewOperation("remove", a.base+"/annotations/"+escape(k), nil))
+			ops = append(ops, jsonpatch.NewOperation("remove", a.base+"/annotations/"+jsonpointer.Escape(k), nil))
 			delete(a.m, k)
 		case v != "" && (!has || got != v):
 			adds[k] = v
@@ -74,13 +74,8 @@ func (a *annotationsAt) set(want map[string]string) []jsonpatch.JsonPatchOperati
 		return append(ops, jsonpatch.NewOperation("add", a.base+"/annotations", adds))
 	}
 	for _, k := range slices.Sorted(maps.Keys(adds)) {
-		ops = append(ops, jsonpatch.NewOperation("add", a.base+"/annotations/"+escape(k), adds[k]))
+		ops = append(ops, jsonpatch.NewOperation("add", a.base+"/annotations/"+jsonpointer.Escape(k), adds[k]))
 		a.m[k] = adds[k]
 	}
 	return ops
-}
-
-// escape makes a map key a JSON pointer token (RFC 6901).
-func escape(k string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
 }
