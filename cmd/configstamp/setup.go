@@ -125,12 +125,15 @@ func (s *setup) connect() error {
 }
 
 // checkAccess fails start-up with the missing permissions named rather than serve
-// admission with a watcher whose caches never sync.
+// admission with a watcher whose caches never sync. It checks what the role needs.
 func (s *setup) checkAccess(ctx context.Context) error {
 	o := s.o
 	keyRef, _ := hashkey.ParseRef(o.hashKey)
 	want := needed(s.kinds, s.sources, o.metricsSecure, s.registrationName, keyRef)
-	if s.scope.Namespaced() {
+	switch {
+	case !o.watches():
+		want = neededByWebhook(s.sources, o.metricsSecure, s.scope.Watched, keyRef)
+	case s.scope.Namespaced():
 		want = neededIn(s.kinds, s.sources, o.metricsSecure, s.scope.Watched, s.coverageConfigMap(), keyRef)
 	}
 	if o.certs.enabled() {
@@ -207,8 +210,35 @@ func (s *setup) newManager() (ctrl.Manager, error) {
 	return mgr, nil
 }
 
-// setupControllers registers the webhook and the watcher with mgr.
+// setupControllers registers the webhook and the watcher, as the role has them, with mgr.
 func (s *setup) setupControllers(ctx context.Context, mgr ctrl.Manager) error {
+	o := s.o
+	key, err := s.hashKey(ctx, mgr)
+	if err != nil {
+		return err
+	}
+	// Digests of unchanged ConfigMaps are remembered by resourceVersion, so a check
+	// reads metadata only; 32 bytes each, bounded.
+	digests := configread.NewDigestCache(digestCacheSize)
+	if o.serves() {
+		if err := s.setupWebhook(ctx, mgr, key, digests); err != nil {
+			return err
+		}
+	}
+	if !o.watches() {
+		return nil
+	}
+	return watcher.SetupWithManager(ctx, mgr, watcher.Options{
+		Debounce: o.debounce, DebounceMax: o.debounceMax, ReadTimeout: o.readTimeout, Concurrency: o.concurrency,
+		Scope: s.scope, Registration: s.registrationName, CoverageConfigMap: s.coverageConfigMap(), MinRolloutInterval: o.minRolloutInterval,
+		RollStaleAtInstall: o.rollStaleAtInstall, RecheckInterval: o.recheckInterval, Cache: digests,
+		ArgoRollouts: o.argoRollouts, Sources: s.sources, Key: key.Key, FreshKey: key.Fresh,
+	})
+}
+
+// setupWebhook registers the admission webhook, with the metadata-only Namespace
+// informer its scope check reads: the one informer of the webhook role.
+func (s *setup) setupWebhook(ctx context.Context, mgr ctrl.Manager, key *hashkey.Keeper, digests *configread.DigestCache) error {
 	o := s.o
 	// Admission reads get a client and a budget of their own: they never wait behind
 	// the watcher's reads, and a flood of reviews cannot spend the watcher's budget.
@@ -218,18 +248,11 @@ func (s *setup) setupControllers(ctx context.Context, mgr ctrl.Manager) error {
 	if err != nil {
 		return fmt.Errorf("create admission client: %w", err)
 	}
-	// Digests of unchanged ConfigMaps are remembered by resourceVersion, so a check
-	// reads metadata only; 32 bytes each, bounded.
-	digests := configread.NewDigestCache(digestCacheSize)
 	self, err := whoAmI(ctx, admissionCfg, s.scheme)
 	if err != nil {
 		s.log.Error(err, "Could not tell which user configstamp runs as (SelfSubjectReview); nudge and record markers from any user are honoured")
 	} else {
 		s.log.Info("Running as", "user", self)
-	}
-	key, err := s.hashKey(ctx, mgr)
-	if err != nil {
-		return err
 	}
 	// The builtin kinds' and (with --argo-rollouts) the Rollout path are served from the
 	// start, whether or not the CRD exists yet: the API server calls only what exists.
@@ -245,12 +268,7 @@ func (s *setup) setupControllers(ctx context.Context, mgr ctrl.Manager) error {
 		Kinds: s.kinds, Sources: s.sources, Key: key.Key, FreshKey: key.Fresh, InScope: inScope.InScope,
 		MaxRequestBytes: o.bounds.maxRequestBytes, MaxInFlight: o.bounds.maxInFlight,
 	})
-	return watcher.SetupWithManager(ctx, mgr, watcher.Options{
-		Debounce: o.debounce, DebounceMax: o.debounceMax, ReadTimeout: o.readTimeout, Concurrency: o.concurrency,
-		Scope: s.scope, Registration: s.registrationName, CoverageConfigMap: s.coverageConfigMap(), MinRolloutInterval: o.minRolloutInterval,
-		RollStaleAtInstall: o.rollStaleAtInstall, RecheckInterval: o.recheckInterval, Cache: digests,
-		ArgoRollouts: o.argoRollouts, Sources: s.sources, Key: key.Key, FreshKey: key.Fresh,
-	})
+	return nil
 }
 
 // hashKey is the installation's key, under which every digest is keyed. Every replica
@@ -284,6 +302,10 @@ func (s *setup) addRunnables(mgr ctrl.Manager, keeper ensurer, registration *adm
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
+	}
+	if !s.o.serves() {
+		// The watcher role has no webhook server (asking the manager for it would start one).
+		return mgr.AddReadyzCheck("caches", cacheSynced(mgr.GetCache()))
 	}
 	return mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker())
 }
