@@ -68,7 +68,12 @@ func newSetup(o *options) (*setup, error) {
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
 	s.cfg.QPS, s.cfg.Burst = float32(o.qps), o.burst
+	// Each role's requests tell apart in the audit log (both run as one identity: the
+	// webhook honours the nudges and records of its own user only).
 	s.cfg.UserAgent = "configstamp"
+	if o.role != roleAll {
+		s.cfg.UserAgent = "configstamp-" + o.role
+	}
 	// The webhook's warnings on the watcher's nudges tell why one was not stamped.
 	s.cfg.WarningHandler, s.cfg.WarningHandlerWithContext = nil, watcher.WarningHandler()
 	if o.devWebhookURL != "" {
