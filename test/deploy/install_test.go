@@ -96,6 +96,12 @@ func repoint(t *testing.T, caBundle []byte) (port int, kubeconfig string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return port, repointAt(t, caBundle, port)
+}
+
+// repointAt is repoint to a given port.
+func repointAt(t *testing.T, caBundle []byte, port int) (kubeconfig string) {
+	t.Helper()
 	var mwc admissionregistrationv1.MutatingWebhookConfiguration
 	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: "configstamp"}, &mwc); err != nil {
 		t.Fatal(err)
@@ -114,7 +120,7 @@ func repoint(t *testing.T, caBundle []byte) (port int, kubeconfig string) {
 	}
 	tool(t, "kubectl", "patch", "mutatingwebhookconfiguration", "configstamp", "--type=json", "-p", "["+strings.Join(ops, ",")+"]")
 
-	return port, env.ServiceAccountKubeconfig(t, releaseNS, "configstamp")
+	return env.ServiceAccountKubeconfig(t, releaseNS, "configstamp")
 }
 
 // certManagerMode plays cert-manager for the chart's cert-manager mode (no cert-manager

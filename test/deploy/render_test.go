@@ -558,7 +558,24 @@ func TestRenderPodSecurityAndAvailability(t *testing.T) {
 		}
 	}
 	check("2 replicas", dep.Spec.Replicas != nil && *dep.Spec.Replicas == 2)
-	check("leader election on", slices.Contains(c.Args, "--leader-elect=true"))
+	check("the webhook role, without leader election", slices.Contains(c.Args, "--role=webhook") && !slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--leader-elect") }))
+	// roles.split (the default): the watcher apart, leader-elected, its pods outside the
+	// webhook's selector and Service, under the same pod security.
+	watcher := typed[appsv1.Deployment](t, objs, "Deployment/configstamp-watcher")
+	wc := watcher.Spec.Template.Spec.Containers[0]
+	check("the watcher: 2 replicas, --role=watcher, leader election on, no webhook port", watcher.Spec.Replicas != nil && *watcher.Spec.Replicas == 2 &&
+		slices.Contains(wc.Args, "--role=watcher") && slices.Contains(wc.Args, "--leader-elect=true") &&
+		!slices.ContainsFunc(wc.Ports, func(p corev1.ContainerPort) bool { return p.Name == "webhook" }))
+	check("the watcher's pods outside the webhook's selector", !labels.SelectorFromSet(dep.Spec.Selector.MatchLabels).Matches(labels.Set(watcher.Spec.Template.Labels)))
+	check("the watcher's pod security as the webhook's", equality.Semantic.DeepEqual(watcher.Spec.Template.Spec.SecurityContext, pod.SecurityContext) &&
+		equality.Semantic.DeepEqual(wc.SecurityContext, c.SecurityContext))
+	if wpdb := typed[policyv1.PodDisruptionBudget](t, objs, "PodDisruptionBudget/configstamp-watcher"); wpdb.Spec.MinAvailable == nil || wpdb.Spec.MinAvailable.IntValue() != 1 ||
+		!labels.SelectorFromSet(wpdb.Spec.Selector.MatchLabels).Matches(labels.Set(watcher.Spec.Template.Labels)) {
+		t.Errorf("watcher PDB %+v", wpdb.Spec)
+	}
+	if single := typed[appsv1.Deployment](t, render(t, "--set", "roles.split=false"), "Deployment/configstamp"); !slices.Contains(single.Spec.Template.Spec.Containers[0].Args, "--leader-elect=true") {
+		t.Error("roles.split=false: leader election off")
+	}
 	check("runs as non-root 65532", pod.SecurityContext != nil && pod.SecurityContext.RunAsNonRoot != nil && *pod.SecurityContext.RunAsNonRoot &&
 		pod.SecurityContext.RunAsUser != nil && *pod.SecurityContext.RunAsUser == 65532)
 	check("seccomp RuntimeDefault", pod.SecurityContext.SeccompProfile != nil && pod.SecurityContext.SeccompProfile.Type == "RuntimeDefault")

@@ -10,6 +10,22 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 app.kubernetes.io/name: configstamp
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
+{{- /* The watcher's pods (roles.split): another name, so that neither the Service nor the
+webhook Deployment's selector (configstamp.selector) takes them in. */ -}}
+{{- define "configstamp.watcherSelector" -}}
+app.kubernetes.io/name: configstamp-watcher
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+{{- define "configstamp.watcherLabels" -}}
+{{- include "configstamp.labels" . | replace "app.kubernetes.io/name: configstamp\n" "app.kubernetes.io/name: configstamp-watcher\n" }}
+{{- end }}
+{{- /* Every pod of the release, either role's: for the NetworkPolicy. */ -}}
+{{- define "configstamp.anyRoleSelector" -}}
+matchLabels:
+  app.kubernetes.io/instance: {{ .Release.Name }}
+matchExpressions:
+- {key: app.kubernetes.io/name, operator: In, values: [configstamp, configstamp-watcher]}
+{{- end }}
 {{- /* Namespaces never acted in: the registration's namespaceSelector and the watcher's
 --exclude-namespaces, from this one list (sorted, unique, as configstamp normalizes it). */ -}}
 {{- define "configstamp.excludedNamespaces" -}}
