@@ -342,8 +342,9 @@ func TestRenderNotes(t *testing.T) {
 		"its CA injector is not used",
 		"keeps the registration's\n   caBundle: a new CA is added there 1m before configstamp serves",
 		"kubectl -n " + releaseNS + " delete secret configstamp-ca configstamp-cert-manager-tls",
-		// Every replica's logs, not one pod's; and which one leads.
-		"kubectl -n " + releaseNS + " logs -l app.kubernetes.io/name=configstamp --prefix",
+		// Every replica's logs, both roles', not one pod's; and which one leads.
+		"kubectl -n " + releaseNS + " logs -l 'app.kubernetes.io/name in (configstamp,configstamp-watcher)' --prefix",
+		"the\n   watcher runs on the leader only (a pod of configstamp-watcher)",
 		"kubectl -n " + releaseNS + " get lease configstamp-watcher -o jsonpath='{.spec.holderIdentity}",
 		"holderIdentity:\n   the pod's name",
 	} {
