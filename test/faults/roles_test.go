@@ -2,6 +2,7 @@ package faults
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/bench"
+	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/test/framework"
 )
 
@@ -34,12 +36,19 @@ func TestRolesSplit(t *testing.T) {
 	name := registration(t)
 	var hook *cs
 	var p *pair
+	var probes [3]string // the watchers', the webhook's
 	fleets := twoWays(t, 3, func() {
-		o, addr := withMetrics(t, framework.Options{Args: []string{"--role", "webhook", "--dev-registration-name", name}})
+		probes[2] = freeAddr(t)
+		o, addr := withMetrics(t, framework.Options{Args: []string{"--role", "webhook", "--dev-registration-name", name, "--health-probe-bind-address", probes[2]}})
 		hook = watch(t, env.Start(t, o), addr)
-		p = startWatchers(t, name, "--debounce", "3s")
+		p, probes[0], probes[1] = startWatchers(t, name, "--debounce", "3s")
 	})
 	leader := p.leader(t)
+	// Every process ready: the webhook serving, each watcher (standby too) with its
+	// caches synced.
+	for _, addr := range probes {
+		framework.Eventually(t, time.Minute, "ready at "+addr, func() error { return ready(addr) })
+	}
 
 	stop := admitAll(t, fleets[0].ns)
 	editAll(t, fleets, "2")
@@ -93,7 +102,7 @@ const webhookAgent = "configstamp-webhook"
 
 // startWatchers starts two --role watcher replicas electing a leader on a Lease of the
 // test's own, reading coverage from the registration name (the webhook process's).
-func startWatchers(t *testing.T, name string, args ...string) *pair {
+func startWatchers(t *testing.T, name string, args ...string) (p *pair, probe0, probe1 string) {
 	t.Helper()
 	leaseNamespace := env.NewNamespace(t, false)
 	t.Cleanup(func() {
@@ -104,12 +113,37 @@ func startWatchers(t *testing.T, name string, args ...string) *pair {
 	})
 	args = append(args, "--role", "watcher", "--leader-elect", "--leader-election-namespace", leaseNamespace, "--leader-election-id", name,
 		"--registration-name", name)
-	p := &pair{}
+	p = &pair{}
+	var probes [2]string
 	for i := range p.replicas {
-		p.opts[i], p.addrs[i] = withMetrics(t, framework.Options{NoWebhook: true, Args: args})
+		probes[i] = freeAddr(t)
+		p.opts[i], p.addrs[i] = withMetrics(t, framework.Options{NoWebhook: true, Args: append(args[:len(args):len(args)], "--health-probe-bind-address", probes[i])})
 		p.restart(t, i)
 	}
-	return p
+	return p, probes[0], probes[1]
+}
+
+// freeAddr is a free loopback address.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	port, err := cluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", port)
+}
+
+// ready asks addr's /readyz.
+func ready(addr string) error {
+	resp, err := http.Get("http://" + addr + "/readyz")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/readyz: %s", resp.Status)
+	}
+	return nil
 }
 
 // admitAll makes server-side dry-run creates of a Deployment that consumes the fleet's
