@@ -567,6 +567,11 @@ func TestRenderPodSecurityAndAvailability(t *testing.T) {
 		slices.Contains(wc.Args, "--role=watcher") && slices.Contains(wc.Args, "--leader-elect=true") &&
 		!slices.ContainsFunc(wc.Ports, func(p corev1.ContainerPort) bool { return p.Name == "webhook" }))
 	check("the watcher's pods outside the webhook's selector", !labels.SelectorFromSet(dep.Spec.Selector.MatchLabels).Matches(labels.Set(watcher.Spec.Template.Labels)))
+	// The Service selects the webhook's pods alone: they serve admission, and the
+	// command-line tools read the server's settings from the Deployment it selects.
+	svc := typed[corev1.Service](t, objs, "Service/configstamp").Spec.Selector
+	check("the Service selects the webhook's pods, not the watcher's", labels.SelectorFromSet(svc).Matches(labels.Set(dep.Spec.Template.Labels)) &&
+		!labels.SelectorFromSet(svc).Matches(labels.Set(watcher.Spec.Template.Labels)))
 	check("the watcher's pod security as the webhook's", equality.Semantic.DeepEqual(watcher.Spec.Template.Spec.SecurityContext, pod.SecurityContext) &&
 		equality.Semantic.DeepEqual(wc.SecurityContext, c.SecurityContext))
 	if wpdb := typed[policyv1.PodDisruptionBudget](t, objs, "PodDisruptionBudget/configstamp-watcher"); wpdb.Spec.MinAvailable == nil || wpdb.Spec.MinAvailable.IntValue() != 1 ||
