@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/test/bench"
 	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/test/framework"
 )
@@ -116,6 +117,7 @@ func TestChartUpgradeToSplitRollsNothing(t *testing.T) {
 		t.Fatalf("split layout: webhook args %v, watcher args %v", hookFlags, watcherFlags)
 	}
 	probes := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	mark := bench.MarkAudit(env.Cluster.AuditLog)
 	hook := env.Start(t, framework.Options{Kubeconfig: kubeconfig, SkipRegistration: true, WebhookPort: newPort, WebhookURL: "https://" + px.Addr,
 		Args: append(certArgs, "--role="+hookFlags["--role"], "--hash-key="+hookFlags["--hash-key"], "--health-probe-bind-address="+probes)})
 	// The Service sends the new pod traffic once it is ready (its Namespace cache synced).
@@ -146,6 +148,8 @@ func TestChartUpgradeToSplitRollsNothing(t *testing.T) {
 		}
 	}
 
+	webhookHeldNoInformer(t, mark, oldFlags["--tls-secret"])
+
 	// The watcher works: a change rolls each consumer once.
 	if err := env.Client.Patch(ctx, cm, client.RawPatch(types.MergePatchType, []byte(`{"data":{"k":"2"}}`))); err != nil {
 		t.Fatal(err)
@@ -162,6 +166,41 @@ func TestChartUpgradeToSplitRollsNothing(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// webhookHeldNoInformer reads the audit log from mark: the webhook role's requests
+// (user agent configstamp-webhook, the chart's ServiceAccount) list or watch only
+// Namespaces (its scope check), the registration and its TLS Secret (its certificate
+// mode, by name), and touch no Lease and patch no workload.
+func webhookHeldNoInformer(t *testing.T, mark bench.AuditMark, tlsSecret string) {
+	t.Helper()
+	_, secret, _ := strings.Cut(tlsSecret, "/")
+	user := "system:serviceaccount:" + releaseNS + ":configstamp"
+	var seen int
+	var wrong []string
+	err := bench.ReadAuditStrict(env.Cluster.AuditLog, mark, func(ev *bench.AuditEvent) {
+		if ev.UserAgent != "configstamp-webhook" {
+			return
+		}
+		seen++
+		r := ev.ObjectRef.Resource
+		listed := ev.Verb == "list" || ev.Verb == "watch"
+		switch {
+		case ev.User.Username != user:
+			wrong = append(wrong, ev.Verb+" "+r+" as "+ev.User.Username)
+		case r == "leases",
+			listed && r != "namespaces" && r != "mutatingwebhookconfigurations" && !(r == "secrets" && ev.ObjectRef.Name == secret),
+			ev.Verb == "patch" && r != "mutatingwebhookconfigurations":
+			wrong = append(wrong, ev.Verb+" "+r+"/"+ev.ObjectRef.Name)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen == 0 || len(wrong) > 0 {
+		t.Fatalf("the webhook role made %d requests; not its own: %v", seen, wrong)
+	}
+	t.Logf("the webhook role made %d requests, none of the watcher's", seen)
 }
 
 // setServiceConfig sets every entry's clientConfig back to the rendered one's (the
