@@ -534,6 +534,9 @@ func TestNoLeaderLease(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, s := range parser.ExtractSelectors(e) {
+			if metricName(s) != "leader_election_master_status" {
+				continue
+			}
 			if m := matcher(s, "name"); m == nil || m.Type != labels.MatchEqual || m.Value != tc.want {
 				t.Errorf("extraArgs %s: %s selects name %v, want %q", tc.args, metricName(s), m, tc.want)
 			}
@@ -566,6 +569,23 @@ func TestNoLeaderLease(t *testing.T) {
 		series: series(`up{job="other"}`, flat(1)),
 		fire:   []string{"ConfigstampMetricsAbsent"},
 		quiet:  []string{"ConfigstampNoLeader"},
+	}, {
+		// roles.split: the webhook's pods elect no leader and report no Lease; every
+		// watcher pod gone (crash-looping, scaled to 0) leaves no series of the Lease.
+		name:   "the webhook's pods scraped, no watcher's",
+		values: own,
+		series: series(`configstamp_build_info{`+sel+`, pod="w1", version="v1"}`, flat(1)) +
+			series(`configstamp_build_info{`+sel+`, pod="w2", version="v1"}`, flat(1)) +
+			series(`leader_election_master_status{namespace="other", job="other", pod="c", name="cs-lease"}`, flat(1)),
+		fire:  []string{"ConfigstampNoLeader"},
+		quiet: []string{"ConfigstampMetricsAbsent"},
+	}, {
+		name:   "the webhook's pods and a leading watcher scraped",
+		values: own,
+		series: series(`configstamp_build_info{`+sel+`, pod="w1", version="v1"}`, flat(1)) +
+			series(`configstamp_build_info{`+sel+`, pod="a", version="v1"}`, flat(1)) +
+			series(fmt.Sprintf(lease, "a"), flat(1)),
+		quiet: []string{"ConfigstampNoLeader", "ConfigstampMetricsAbsent"},
 	}})
 }
 
