@@ -374,12 +374,20 @@ func TestRenderNotes(t *testing.T) {
 		"pod-security.kubernetes.io/enforce=privileged",
 		"maxSurge 0,\nmaxUnavailable 1",
 		"get lease elected -o jsonpath",
-		"the node's host name",
+		// roles.split: the watcher's pods, which hold the Lease, are not host-network.
+		"holderIdentity:\n   the pod's name",
 		"leaves the leader-election Lease elected",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("NOTES (self-signed, all options) lack %q:\n%s", want, text)
 		}
+	}
+	if strings.Contains(text, "the node's host name") {
+		t.Errorf("NOTES with roles.split and hostNetwork name the node's host name as the leader's identity (the watcher is not host-network):\n%s", text)
+	}
+	// One Deployment (roles.split false): the host-network pods hold the Lease.
+	if text := notes(t, "--set", "hostNetwork=true", "--set", "roles.split=false"); !strings.Contains(text, "holderIdentity:\n   the node's host name") {
+		t.Errorf("NOTES with hostNetwork and roles.split false lack the node's host name as the leader's identity:\n%s", text)
 	}
 	if strings.Contains(text, "configstamp-cert-manager-tls") || strings.Contains(text, "configstamp.io/inject=enabled") {
 		t.Errorf("NOTES in self-signed mode with another label:\n%s", text)
