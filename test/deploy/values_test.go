@@ -79,6 +79,8 @@ func TestRenderSchemaRejectsBadValues(t *testing.T) {
 		{[]string{"--set", "shutdownDelay=20s"}, []string{"set it to 35 or more"}}, // 20 s + 10 s = 30: no margin
 		{[]string{"--set", "shutdownDelay=1m", "--set", "terminationGracePeriodSeconds=70"}, []string{"set it to 75 or more"}},
 		{[]string{"--set", "metrics.port=9443"}, []string{"webhook.port (9443), metrics.port (9443) and probes.port (8081) must differ"}},
+		// roles.split without leader election: more than one watcher would each run it.
+		{[]string{"--set", "leaderElection.enabled=false"}, []string{"leaderElection.enabled=false with roles.split: each of the 2 watcher replicas would run the watcher; set watcher.replicas=1"}},
 	} {
 		out := renderErr(t, tc.args...)
 		for _, w := range tc.want {
@@ -91,6 +93,8 @@ func TestRenderSchemaRejectsBadValues(t *testing.T) {
 	render(t, "--set", "debounce=0", "--set", "minRolloutInterval=0s", "--set", "shutdownDelay=1m30s", "--set", "terminationGracePeriodSeconds=105",
 		"--set", "certificates.duration=1h30m", "--set", "certificates.caSwitchDelay=0.5s", "--set", "webhook.timeoutSeconds=30", "--set", "serviceMonitor.interval=1m",
 		"--set", "logging.level=debug", "--set", "logging.format=console", "--set", "kubeAPI.qps=2.5")
+	render(t, "--set", "leaderElection.enabled=false", "--set", "watcher.replicas=1")
+	render(t, "--set", "leaderElection.enabled=false", "--set", "roles.split=false")
 	tool(t, "helm", "lint", chart, "--set", "metrics.secure=true", "--set", "hostNetwork=true", "--set", "serviceMonitor.enabled=true",
 		"--set", "image.digest=sha256:"+strings.Repeat("0", 64), "--set", "extraArgs={--concurrency=8}")
 }

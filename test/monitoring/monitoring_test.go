@@ -157,7 +157,7 @@ func TestRulesParse(t *testing.T) {
 	}
 
 	// Without leader election there is no lease to alert on.
-	rule, _ = renderMonitoring(t, "--set", "leaderElection.enabled=false")
+	rule, _ = renderMonitoring(t, "--set", "leaderElection.enabled=false", "--set", "watcher.replicas=1")
 	for _, g := range ruleGroups(t, rule).Groups {
 		for _, r := range g.Rules {
 			if r.Alert == "ConfigstampNoLeader" {

@@ -56,6 +56,12 @@ of margin before the kubelet kills the process mid-shutdown. */}}
 {{- if lt (float64 .Values.terminationGracePeriodSeconds) (addf $delay 15) }}
 {{- fail (printf "terminationGracePeriodSeconds (%v) must be at least shutdownDelay (%v) plus the 10 s configstamp's graceful shutdown may take plus 5 s of margin: set it to %v or more" .Values.terminationGracePeriodSeconds .Values.shutdownDelay (ceil (addf $delay 15))) }}
 {{- end }}
+{{- /* roles.split without leader election: every watcher replica would run the watcher
+(each nudging, checking every workload, writing the coverage record), not a leader and a
+standby. */}}
+{{- if and .Values.roles.split (not .Values.leaderElection.enabled) (gt (int .Values.watcher.replicas) 1) }}
+{{- fail (printf "leaderElection.enabled=false with roles.split: each of the %v watcher replicas would run the watcher; set watcher.replicas=1 (the webhook's replicas need no leader election)" .Values.watcher.replicas) }}
+{{- end }}
 {{- $ports := list (int .Values.webhook.port) (int .Values.metrics.port) (int .Values.probes.port) }}
 {{- if ne (len (uniq $ports)) 3 }}
 {{- fail (printf "webhook.port (%v), metrics.port (%v) and probes.port (%v) must differ" .Values.webhook.port .Values.metrics.port .Values.probes.port) }}
