@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -166,6 +168,100 @@ func TestChartUpgradeToSplitRollsNothing(t *testing.T) {
 		}
 		return nil
 	})
+
+	rollBackToSingle(t, ns, cm, oldObjs, px, kubeconfig, slices.Concat(certArgs, lease, []string{"--leader-elect", "--hash-key=" + oldFlags["--hash-key"]}), hook, watcher)
+}
+
+// rollBackToSingle helm upgrades back to roles.split=false (as a rollback renders it)
+// and replaces the processes as that rollout would: the watcher's Deployment is deleted,
+// so the watcher stops (its Lease released) first; a change of cm is made while no
+// process leads; a --role all process (allArgs) then takes the Service's traffic and the
+// Lease, and the webhook process stops. Admissions go on throughout, every one stamped;
+// the change made in the gap rolls each consumer exactly once.
+func rollBackToSingle(t *testing.T, ns string, cm *corev1.ConfigMap, oldObjs map[string]*unstructured.Unstructured, px *framework.Proxy,
+	kubeconfig string, allArgs []string, hook, watcher *framework.Configstamp) {
+	t.Helper()
+	ctx := context.Background()
+	var deps appsv1.DeploymentList
+	if err := env.Client.List(ctx, &deps, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]appsv1.Deployment{}
+	for _, d := range deps.Items {
+		before[d.Name] = d
+	}
+	// The registration goes to the chart's Service and back to the proxy around helm (see
+	// above): the admissions start once the API server calls the proxy again, steadily.
+	bundle := setServiceConfig(t, oldObjs)
+	t.Logf("helm upgrade --set roles.split=false: %s", tool(t, "helm", "upgrade", "configstamp", chart, "--namespace", releaseNS, "--set", "roles.split=false", "--wait=false"))
+	repointAt(t, bundle, portOf(t, px.Addr))
+	servedAgain(t, ns)
+	framework.Consistently(t, 3*time.Second, "the API server calls the webhook", func() error {
+		d := consumer(ns, "probe")
+		if err := env.Client.Create(ctx, d, client.DryRunAll); err != nil {
+			return err
+		}
+		if d.Spec.Template.Annotations[stamp.HashAnnotation] == "" {
+			return fmt.Errorf("answered unstamped")
+		}
+		return nil
+	})
+	admit := admitting(t, ns)
+	var gone appsv1.Deployment
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: releaseNS, Name: "configstamp-watcher"}, &gone); !apierrors.IsNotFound(err) {
+		t.Fatalf("after the rollback, Deployment configstamp-watcher: %v, want it deleted", err)
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: releaseNS, Name: "configstamp"}, u); err != nil {
+		t.Fatal(err)
+	}
+	if flags := processFlags(t, map[string]*unstructured.Unstructured{"Deployment/configstamp": u}); flags["--role"] != "" || flags["--leader-elect"] != "true" {
+		t.Fatalf("after the rollback, Deployment configstamp's args %v, want the single layout's (no --role, --leader-elect=true)", flags)
+	}
+
+	watcher.Stop()
+	if err := env.Client.Patch(ctx, cm, client.RawPatch(types.MergePatchType, []byte(`{"data":{"k":"3"}}`))); err != nil {
+		t.Fatal(err)
+	}
+	allPort, probes := freePort(t), fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	all := env.Start(t, framework.Options{Kubeconfig: kubeconfig, SkipRegistration: true, WebhookPort: allPort, WebhookURL: "https://" + px.Addr,
+		Args: append(slices.Clone(allArgs), "--health-probe-bind-address="+probes)})
+	framework.Eventually(t, time.Minute, "the --role all process ready", func() error { return ready(probes) })
+	admit.while(func() { px.Switch(fmt.Sprintf("127.0.0.1:%d", allPort)) })
+	hook.Stop()
+	framework.Eventually(t, time.Minute, "the change made while nothing led rolled each consumer", func() error {
+		for name, b := range before {
+			var d appsv1.Deployment
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
+				return err
+			}
+			if d.Generation != b.Generation+1 || d.Spec.Template.Annotations[stamp.HashAnnotation] == b.Spec.Template.Annotations[stamp.HashAnnotation] {
+				return fmt.Errorf("%s: generation %d (was %d)", name, d.Generation, b.Generation)
+			}
+		}
+		return nil
+	})
+	framework.Consistently(t, 5*time.Second, "each consumer rolled once", func() error {
+		for name, b := range before {
+			var d appsv1.Deployment
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
+				return err
+			}
+			if d.Generation != b.Generation+1 {
+				return fmt.Errorf("%s: generation %d (was %d)", name, d.Generation, b.Generation)
+			}
+		}
+		return nil
+	})
+	if n := admit.stop(); n == 0 {
+		t.Fatal("no admission during the rollback")
+	} else {
+		t.Logf("%d admissions during the rollback, every one stamped", n)
+	}
+	if strings.Contains(all.Output(), "forbidden") {
+		t.Fatalf("the --role all process hit a permission it lacks:\n%s", all.Output())
+	}
 }
 
 // webhookHeldNoInformer reads the audit log from mark: the webhook role's requests
