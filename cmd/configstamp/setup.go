@@ -35,6 +35,11 @@ import (
 // digestCacheSize bounds the digest cache: about 150 bytes an entry.
 const digestCacheSize = 16384
 
+// fieldOwner is the field manager of configstamp's writes (nudges, records, the
+// registration's caBundle and coverage) in every role: the API server would otherwise
+// take it from the user agent, which names the role.
+const fieldOwner = "configstamp"
+
 // setup is what run's steps share.
 type setup struct {
 	o       *options
@@ -123,7 +128,7 @@ func (s *setup) connect() error {
 		return err
 	}
 	var err error
-	if s.direct, err = client.New(s.cfg, client.Options{Scheme: s.scheme}); err != nil {
+	if s.direct, err = client.New(s.cfg, client.Options{Scheme: s.scheme, FieldOwner: fieldOwner}); err != nil {
 		return fmt.Errorf("create client: %w", err)
 	}
 	return nil
@@ -186,6 +191,7 @@ func (s *setup) newManager() (ctrl.Manager, error) {
 	}
 	mgr, err := ctrl.NewManager(s.cfg, ctrl.Options{
 		Scheme:                  s.scheme,
+		Client:                  client.Options{FieldOwner: fieldOwner},
 		Metrics:                 metricsOptions(o.metricsAddr, o.metricsSecure, o.enableHTTP2),
 		HealthProbeBindAddress:  o.probeAddr,
 		PprofBindAddress:        o.pprofAddr,

@@ -168,6 +168,21 @@ func TestChartUpgradeToSplitRollsNothing(t *testing.T) {
 		}
 		return nil
 	})
+	// The watcher's writes carry configstamp's field manager, as the single layout's did
+	// (not one taken from the role's user agent).
+	for name := range before {
+		var d appsv1.Deployment
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
+			t.Fatal(err)
+		}
+		var managers []string
+		for _, e := range d.ManagedFields {
+			managers = append(managers, e.Manager)
+		}
+		if !slices.Contains(managers, "configstamp") || slices.Contains(managers, "configstamp-watcher") {
+			t.Fatalf("%s: field managers %v, want configstamp's writes under configstamp", name, managers)
+		}
+	}
 
 	rollBackToSingle(t, ns, cm, oldObjs, px, kubeconfig, slices.Concat(certArgs, lease, []string{"--leader-elect", "--hash-key=" + oldFlags["--hash-key"]}), hook, watcher)
 }
