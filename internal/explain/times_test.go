@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -183,5 +184,23 @@ func TestVerdictInstalledOverConfigUnknown(t *testing.T) {
 				t.Errorf("%v, evidence %v: got %s %q roll=%v", d.Unknown, ev, code, reason, roll)
 			}
 		}
+	}
+}
+
+// A workload whose controller keeps its older pods (OnDelete) says how many still run
+// the old config, and which, from its record.
+func TestPodsBehind(t *testing.T) {
+	old := strings.Repeat("ab", 32)
+	s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Generation: 2},
+		Spec:   appsv1.StatefulSetSpec{UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}},
+		Status: appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 1}}
+	s.Annotations = map[string]string{stamp.ObservedAnnotation: stamp.Observed{Hash: strings.Repeat("cd", 32),
+		Template: stamp.TemplateFingerprint(&s.Spec.Template), Behind: old}.String()}
+	if got := podsBehind(Input{Kind: workload.StatefulSet, Object: s}); !strings.Contains(got, "2 of 3 pods still on the old config ("+stamp.ShortHash(old)+")") {
+		t.Errorf("got %q", got)
+	}
+	s.Status.UpdatedReplicas = 3
+	if got := podsBehind(Input{Kind: workload.StatefulSet, Object: s}); got != "" {
+		t.Errorf("all replaced: got %q", got)
 	}
 }

@@ -85,6 +85,9 @@ func verdict(in Input, r *Report, refs []stamp.Source) (code, reason string, rol
 		case r.Stamp.Hash == "":
 			return VerdictNotStamped, "not stamped yet (created before configstamp; adopted, not rolled): its pods run the current config", false
 		}
+		if note := podsBehind(in); note != "" {
+			return VerdictUpToDate, "template stamped with the current config, " + note, false
+		}
 		if since := r.ids(""); len(since) > 0 {
 			return VerdictUpToDate, "up to date: " + strings.Join(since, ", ") + " changed since its pods started, but none of the keys they see did", false
 		}
@@ -295,4 +298,19 @@ func (g *gathered) ConfigNewer(since time.Time) (bool, error) {
 	}
 	ev.ConfigDeleted = w.Deleted
 	return w.Newer, err
+}
+
+// podsBehind says how many pods of a workload whose controller replaces them only when
+// deleted or above a partition still run an older template, and the config they run
+// when its record names it (stamp.Observed.Behind); "" when none.
+func podsBehind(in Input) string {
+	behind, total, partial := in.Kind.Behind(in.Object)
+	if !partial || behind == 0 {
+		return ""
+	}
+	config := "the old config"
+	if rec, ok := stamp.ObservedFor(in.Object.GetAnnotations(), in.Kind.Template(in.Object)); ok && rec.Behind != "" {
+		config = "the old config (" + stamp.ShortHash(rec.Behind) + ")"
+	}
+	return fmt.Sprintf("%d of %d pods still on %s: its controller replaces them only when they are deleted (updateStrategy OnDelete) or above its partition", behind, total, config)
 }
