@@ -95,6 +95,9 @@ type judged struct {
 	want          stamp.Stamp
 	tr            trigger
 	live          bool
+	// caughtUp: its record names config older pods still run, and its controller shows
+	// none left (decide.CaughtUp).
+	caughtUp bool
 }
 
 // judge decides for one workload. live tells that obj was read from the API server
@@ -112,6 +115,8 @@ func (r *workloadReconciler) judge(ctx context.Context, obj client.Object, tr tr
 		storedSources: tmpl.Annotations[stamp.SourcesAnnotation], tr: tr, live: live}
 	rec, recValid := stamp.ObservedFor(obj.GetAnnotations(), tmpl)
 	j.basis, j.certain = decide.Basis(tmpl.Annotations[stamp.HashAnnotation], rec, recValid, refs)
+	behind, _, _ := r.kind.Behind(obj)
+	j.caughtUp = recValid && decide.CaughtUp(rec, behind)
 	if !j.certain && !live {
 		fresh := r.kind.New()
 		if err := r.live.Get(ctx, j.key, fresh); err != nil {
@@ -240,10 +245,11 @@ func (r *workloadReconciler) act(ctx context.Context, j judged, d decide.Decisio
 
 // current acts on pods that run the current config: a basis that is not certain (a
 // stamp without a record: made by a version that wrote none, or the record was dropped)
-// is recorded, so later decisions are certain, unless a live change is pending.
+// is recorded, so later decisions are certain, unless a live change is pending; so is
+// a record whose older pods have all been replaced (caughtUp), without them.
 func (r *workloadReconciler) current(ctx context.Context, j judged) error {
 	r.state.resetBypasses(j.key)
-	if !j.certain && !r.state.changedSince(j.key) {
+	if (!j.certain || j.caughtUp) && !r.state.changedSince(j.key) {
 		return r.record(ctx, j.obj, j.tmpl, j.want, stamp.HasSecrets(j.refs))
 	}
 	logf.FromContext(ctx).V(1).Info("Config current", "hash", j.basis)

@@ -46,6 +46,9 @@ type input struct {
 	resumed bool
 	// nudgeKey is the key fingerprint a nudge names ("": none).
 	nudgeKey string
+	// partial: its controller replaces pods only when deleted or above a partition
+	// (workload.Kind.Behind), so a new template leaves older pods running.
+	partial bool
 
 	// The rest is set only for a template to stamp (tmpl set, no problem, not skipped).
 	extraProblems []string
@@ -64,7 +67,10 @@ type input struct {
 	record   map[string]string
 	rec      stamp.Observed
 	recValid bool
-	srcs     []stamp.Source
+	// oldRec is the stored record when valid for the stored template (oldRecValid).
+	oldRec      stamp.Observed
+	oldRecValid bool
+	srcs        []stamp.Source
 	// basis is what the pods are judged to run; certain: it is the record's.
 	basis   string
 	certain bool
@@ -107,6 +113,7 @@ func (s *Stamper) input(kind *workload.Kind, req admission.Request, obj, old cli
 	ours := marker.Present && (s.Self == "" || in.user == s.Self)
 	in.marked, in.nudged, in.recording = marker.Present, ours && marker.Nudge, ours && marker.Record
 	in.resumed = old != nil && kind.Paused(old) && !kind.Paused(obj)
+	_, _, in.partial = kind.Behind(obj)
 	if in.nudged {
 		in.nudgeKey = marker.Key
 	}
@@ -135,6 +142,7 @@ func (in *input) consumed(opts stamp.Options) {
 		in.templateChanged = !stamp.SameTemplate(oldTmpl, in.tmpl) ||
 			in.old.GetAnnotations()[stamp.ExtraSourcesAnnotation] != in.annotations[stamp.ExtraSourcesAnnotation]
 		in.record = in.old.GetAnnotations()
+		in.oldRec, in.oldRecValid = stamp.ObservedFor(in.record, oldTmpl)
 	}
 	if in.recording {
 		in.record = in.annotations
@@ -152,7 +160,12 @@ func (in *input) consumed(opts stamp.Options) {
 // observed is the record of hash, computed under the key whose fingerprint is key, for
 // the incoming template.
 func (in *input) observed(hash, key string) string {
-	return stamp.Observed{Hash: hash, Template: stamp.TemplateFingerprint(in.tmpl), Secrets: stamp.HasSecrets(in.srcs), Key: key}.String()
+	return in.observedBehind(hash, key, "")
+}
+
+// observedBehind is observed, with the config older pods still run (behind; "": none).
+func (in *input) observedBehind(hash, key, behind string) string {
+	return stamp.Observed{Hash: hash, Template: stamp.TemplateFingerprint(in.tmpl), Secrets: stamp.HasSecrets(in.srcs), Key: key, Behind: behind}.String()
 }
 
 func decode(kind *workload.Kind, raw []byte) (client.Object, error) {
