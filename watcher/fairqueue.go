@@ -7,12 +7,14 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// fairTiers is how many priorities the fair queue gives: a namespace's item queued
-// behind d of its own gets priority -min(d, fairTiers-1). Few, so that the queue's depth
-// metric (labelled by priority) stays within controller-runtime's cardinality limit.
+// fairTiers is how many priorities the fair queue gives in each band: a namespace's item
+// queued behind d of its own gets priority -min(d, fairTiers-1) (below
+// handler.LowPriority for low-priority adds). Few, so that the queue's depth metric
+// (labelled by priority) stays within controller-runtime's cardinality limit (25).
 const fairTiers = 8
 
 // fairQueue is a controller's queue: controller-runtime's priority queue (it
@@ -54,10 +56,16 @@ func (q *fairQueue) newQueue(string, workqueue.TypedRateLimiter[reconcile.Reques
 	return q
 }
 
-// AddWithOpts adds items at their namespace's fair priority, whatever o says.
+// AddWithOpts adds items at their namespace's fair priority. Those o gives
+// controller-runtime's low priority (handler.LowPriority: the initial list, resyncs; and
+// their retries) stay behind all others, fair among themselves.
 func (q *fairQueue) AddWithOpts(o priorityqueue.AddOpts, items ...reconcile.Request) {
+	band := 0
+	if o.Priority != nil && *o.Priority <= handler.LowPriority {
+		band = handler.LowPriority
+	}
 	for _, item := range items {
-		o.Priority = new(q.count(item))
+		o.Priority = new(band + q.count(item))
 		q.PriorityQueue.AddWithOpts(o, item)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -86,5 +88,30 @@ func TestFairQueueRetriesAtTheirNamespacesTier(t *testing.T) {
 	q.Add(req("small", 0))
 	if first, _ := q.Get(); first != req("small", 0) {
 		t.Fatalf("served %v first, want the small namespace's item", first)
+	}
+}
+
+// TestFairQueueKeepsLowPriorityBehind: an item added at controller-runtime's low
+// priority (the initial list) stays behind every other, even one of a deep namespace,
+// and keeps that band when the controller retries it.
+func TestFairQueueKeepsLowPriorityBehind(t *testing.T) {
+	q := testQueue(t)
+	q.AddWithOpts(priorityqueue.AddOpts{Priority: new(handler.LowPriority)}, req("listed", 0))
+	for i := range 20 {
+		q.Add(req("deep", i))
+	}
+	for i := range 20 {
+		if item, _ := q.Get(); item == req("listed", 0) {
+			t.Fatalf("the low-priority item served %dth, before the deep namespace's", i+1)
+		}
+	}
+	item, p, _ := q.GetWithPriority()
+	if item != req("listed", 0) || p > handler.LowPriority {
+		t.Fatalf("served %v at %d, want the low-priority item at or below %d", item, p, handler.LowPriority)
+	}
+	q.AddWithOpts(priorityqueue.AddOpts{Priority: new(p)}, item) // the controller's retry
+	q.Add(req("deep", 99))
+	if first, _ := q.Get(); first != req("deep", 99) {
+		t.Fatalf("served %v first, want the retried low-priority item behind", first)
 	}
 }
