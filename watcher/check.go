@@ -14,6 +14,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/configstamp/configstamp/internal/configread"
 	"github.com/configstamp/configstamp/internal/decide"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
@@ -127,6 +128,9 @@ func (r *workloadReconciler) judge(ctx context.Context, obj client.Object, tr tr
 		}
 	}
 	if j.want, err = r.expected(ctx, obj, refs); err != nil {
+		if errors.Is(err, configread.ErrTimeout) {
+			return r.readTimedOut(ctx, obj, len(refs), err)
+		}
 		checks.WithLabelValues("error").Inc()
 		return reconcile.Result{}, err
 	}

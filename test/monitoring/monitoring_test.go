@@ -125,7 +125,8 @@ func ruleGroups(t *testing.T, rule map[string]any) *rulefmt.RuleGroups {
 var wantAlerts = []string{
 	"ConfigstampWebhookBypassed", "ConfigstampWebhookFailOpen", "ConfigstampAdmissionReadErrors",
 	"ConfigstampWatcherCheckErrors", "ConfigstampAdmissionSlow", "ConfigstampNoLeader",
-	"ConfigstampMetricsAbsent", "ConfigstampDebounceNotDraining", "ConfigstampWatcherQueueNotDraining", "ConfigstampHashKeyMismatch", "ConfigstampRecheckFoundChanges",
+	"ConfigstampMetricsAbsent", "ConfigstampDebounceNotDraining", "ConfigstampWatcherQueueNotDraining", "ConfigstampHashKeyMismatch",
+	"ConfigstampConfigReadTimeouts", "ConfigstampRecheckFoundChanges",
 }
 
 // releaseNamespace is how the alerts may name {{ $labels.namespace }}, the namespace of
