@@ -107,8 +107,30 @@ func checkNamespaced(t *testing.T, secrets, rollouts bool) {
 	own.add("/events", "", "create", "patch")
 	// The hash key of every digest: the chart creates the Secret; no create.
 	own.add("/secrets", "configstamp-hash-key", "get", "update")
-	var roles, bindings []string
+	// The webhook's ServiceAccount: get of the sources in each watched namespace, the
+	// hash key in its own; nothing else (the certificate Secret is mounted).
+	hookPerNS, hookOwn := grants{}, grants{}
+	hookPerNS.add("/configmaps", "", "get")
+	if secrets {
+		hookPerNS.add("/secrets", "", "get")
+	}
+	hookOwn.add("/secrets", "configstamp-hash-key", "get", "update")
+	var roles, bindings, hookRoles []string
 	for _, u := range list {
+		if u.GetName() == "configstamp-webhook" && (u.GetKind() == "Role" || u.GetKind() == "RoleBinding") {
+			if u.GetKind() == "Role" {
+				hookRoles = append(hookRoles, u.GetNamespace())
+				want := hookPerNS
+				if u.GetNamespace() == releaseNS {
+					want = hookOwn
+				}
+				checkGrants(t, "Role configstamp-webhook in "+u.GetNamespace(), convert[rbacv1.Role](t, u).Rules, want)
+			} else if rb := convert[rbacv1.RoleBinding](t, u); rb.RoleRef.Name != "configstamp-webhook" ||
+				!equality.Semantic.DeepEqual(rb.Subjects, []rbacv1.Subject{{Kind: "ServiceAccount", Name: "configstamp-webhook", Namespace: releaseNS}}) {
+				t.Errorf("RoleBinding configstamp-webhook in %s: %+v %+v", u.GetNamespace(), rb.RoleRef, rb.Subjects)
+			}
+			continue
+		}
 		switch u.GetKind() {
 		case "ClusterRole", "ClusterRoleBinding":
 			t.Errorf("a namespaced install renders %s %s", u.GetKind(), u.GetName())
@@ -130,7 +152,8 @@ func checkNamespaced(t *testing.T, secrets, rollouts bool) {
 	}
 	slices.Sort(roles)
 	slices.Sort(bindings)
-	if want := []string{"a", "b", releaseNS}; !slices.Equal(roles, want) || !slices.Equal(bindings, want) {
+	slices.Sort(hookRoles)
+	if want := []string{"a", "b", releaseNS}; !slices.Equal(roles, want) || !slices.Equal(bindings, want) || !slices.Equal(hookRoles, want) {
 		t.Errorf("Roles in %v, RoleBindings in %v, want both in %v (kube-system is excluded)", roles, bindings, want)
 	}
 
