@@ -216,7 +216,13 @@ func wipeAndRepair(t *testing.T, want []byte) {
 // arguments and the answer wanted.
 func canI(t *testing.T, cases map[string]string) {
 	t.Helper()
-	sa := "system:serviceaccount:" + releaseNS + ":configstamp"
+	canIAs(t, "configstamp", cases)
+}
+
+// canIAs is canI for the chart's ServiceAccount name.
+func canIAs(t *testing.T, name string, cases map[string]string) {
+	t.Helper()
+	sa := "system:serviceaccount:" + releaseNS + ":" + name
 	for _, args := range slices.Sorted(maps.Keys(cases)) {
 		out, _ := toolErr("kubectl", append([]string{"auth", "can-i", "--as", sa}, strings.Fields(args)...)...)
 		lines := strings.Split(strings.TrimSpace(out), "\n") // warnings come first
