@@ -234,8 +234,9 @@ func canIAs(t *testing.T, name string, cases map[string]string) {
 
 // TestChartInstallsAndWorksUnderItsRBAC installs the chart with the real helm (the
 // cert-manager objects validated by cert-manager's real CRDs), then runs configstamp out
-// of cluster with a token of the chart's ServiceAccount, in cert-manager mode with the
-// flags the chart renders: it serves the certificate of the Secret cert-manager would
+// of cluster as the chart runs it, the webhook with a token of its ServiceAccount
+// configstamp-webhook and the watcher with one of configstamp, in cert-manager mode with
+// the flags the chart renders: it serves the certificate of the Secret cert-manager would
 // write, puts that Secret's CA into the registration's caBundle (empty before: the chart
 // sets none and asks no CA injector), repairs a wiped one within seconds through its
 // watches by name; stamping and the watcher work under that identity, and it can do
@@ -254,14 +255,20 @@ func TestChartInstallsAndWorksUnderItsRBAC(t *testing.T) {
 		t.Fatalf("an invalid Certificate was accepted: %s", out)
 	}
 
-	flags := processFlags(t, render(t))
+	objs := render(t)
+	flags, watcherFlags := processFlags(t, objs), flagsOf(t, objs, "Deployment/configstamp-watcher")
 	certArgs, ca := certManagerMode(t, flags)
 	port, kubeconfig := repoint(t, nil)
-	// Start returns once the API server calls configstamp, trusting only the caBundle.
+	// The two roles as the chart runs them, each as its own ServiceAccount: the webhook as
+	// configstamp-webhook, honouring the watcher's markers (--watcher-user); the watcher as
+	// configstamp. Start returns once the API server calls the webhook, trusting only the
+	// caBundle.
 	cs := env.Start(t, framework.Options{
-		Kubeconfig: kubeconfig, SkipRegistration: true, WebhookPort: port,
-		Args: append(certArgs, "--leader-elect", "--leader-election-namespace", releaseNS, "--hash-key="+flags["--hash-key"]),
+		Kubeconfig: env.ServiceAccountKubeconfig(t, releaseNS, "configstamp-webhook"), SkipRegistration: true, WebhookPort: port,
+		Args: append(certArgs, "--role="+flags["--role"], "--hash-key="+flags["--hash-key"], "--watcher-user="+flags["--watcher-user"]),
 	})
+	watcher := env.Start(t, framework.Options{Kubeconfig: kubeconfig, NoWebhook: true,
+		Args: []string{"--role=" + watcherFlags["--role"], "--leader-elect=" + watcherFlags["--leader-elect"], "--leader-election-namespace", releaseNS, "--hash-key=" + watcherFlags["--hash-key"]}})
 	if err := bundlesAre(ca)(); err != nil {
 		t.Errorf("caBundle not the Secret's ca.crt: %v", err)
 	}
@@ -327,8 +334,10 @@ func TestChartInstallsAndWorksUnderItsRBAC(t *testing.T) {
 		t.Error("the check NOTES.txt gives created a Deployment")
 	}
 
-	if out := cs.Output(); strings.Contains(out, "forbidden") {
-		t.Fatalf("configstamp hit a permission it lacks:\n%s", out)
+	for _, p := range []*framework.Configstamp{cs, watcher} {
+		if out := p.Output(); strings.Contains(out, "forbidden") {
+			t.Fatalf("configstamp hit a permission it lacks:\n%s", out)
+		}
 	}
 
 	// And nothing more.
