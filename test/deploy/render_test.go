@@ -432,18 +432,14 @@ func checkRBAC(t *testing.T, mode string, secrets, rollouts, secure bool) {
 	clusterWide.add("authorization.k8s.io/selfsubjectaccessreviews", "", "create")
 	clusterWide.add("events.k8s.io/events", "", "create", "patch")
 	clusterWide.add("/events", "", "create", "patch")
-	// Both certificate modes keep the registration's caBundle (a JSON patch), watching it by name.
-	clusterWide.add("admissionregistration.k8s.io/mutatingwebhookconfigurations", "configstamp", "get", "patch", "list", "watch")
+	// The watcher (roles.split, the default) reads the registration live and patches its
+	// covered-since annotation; the caBundle and the certificate Secret are the webhook's
+	// (checkWebhookRBAC).
+	clusterWide.add("admissionregistration.k8s.io/mutatingwebhookconfigurations", "configstamp", "get", "patch")
 	namespaced := grants{}
 	// Leader election: its own Lease by name (create cannot be limited by name).
 	namespaced.add("coordination.k8s.io/leases", "", "create")
 	namespaced.add("coordination.k8s.io/leases", "configstamp-watcher", "get", "update")
-	if mode == "self-signed" {
-		namespaced.add("/secrets", "configstamp-webhook-tls", "get", "update")
-	} else {
-		// --tls-secret: read and watched by name, never written.
-		namespaced.add("/secrets", "configstamp-cert-manager-tls", "get", "list", "watch")
-	}
 	// The hash key: by name, get and update only (the chart creates the Secret).
 	namespaced.add("/secrets", "configstamp-hash-key", "get", "update")
 	if secrets {
@@ -484,6 +480,19 @@ func checkRBAC(t *testing.T, mode string, secrets, rollouts, secure bool) {
 		}
 	}
 	checkWebhookRBAC(t, objs, mode, secrets, secure)
+	// roles.split=false: the one ServiceAccount holds both roles' grants, the webhook's
+	// certificate Secret and the caBundle's watch too.
+	single := render(t, "--set", "certificates.mode="+mode, "--set", fmt.Sprintf("secrets.enabled=%v", secrets),
+		"--set", fmt.Sprintf("argoRollouts.enabled=%v", rollouts), "--set", fmt.Sprintf("metrics.secure=%v", secure), "--set", "roles.split=false")
+	clusterWide.add("admissionregistration.k8s.io/mutatingwebhookconfigurations", "configstamp", "list", "watch")
+	if mode == "self-signed" {
+		namespaced.add("/secrets", "configstamp-webhook-tls", "get", "update")
+	} else {
+		// --tls-secret: read and watched by name, never written.
+		namespaced.add("/secrets", "configstamp-cert-manager-tls", "get", "list", "watch")
+	}
+	checkGrants(t, "ClusterRole (roles.split=false)", typed[rbacv1.ClusterRole](t, single, "ClusterRole/configstamp").Rules, clusterWide)
+	checkGrants(t, "Role (roles.split=false)", typed[rbacv1.Role](t, single, "Role/configstamp").Rules, namespaced)
 	for key, u := range objs {
 		if strings.HasSuffix(u.GetKind(), "Binding") && u.GetName() != "configstamp" && u.GetName() != "configstamp-webhook" {
 			t.Errorf("%s: the chart binds nothing but configstamp's own roles", key)
