@@ -205,9 +205,9 @@ func checkNamespaced(t *testing.T, secrets, rollouts bool) {
 }
 
 // TestNamespacedInstallWorksUnderItsRoles installs the chart with watchNamespaces with
-// the real helm, then runs configstamp out of cluster with a token of the chart's
-// ServiceAccount (bound by the chart's Roles and nothing of configstamp's cluster-wide)
-// and the flags the chart renders: its start-up permission check passes, and
+// the real helm, then runs configstamp's two roles out of cluster, each with a token of
+// its ServiceAccount (the webhook's configstamp-webhook, the watcher's configstamp; bound
+// by the chart's Roles and nothing cluster-wide) and the flags the chart renders: its start-up permission check passes, and
 // namespaced.Install.Check holds (stamps and re-stamps in a watched namespace without
 // an opt-in label, nothing in one not watched though opted in, no request outside its
 // namespaces in the audit log).
@@ -232,13 +232,16 @@ func TestNamespacedInstallWorksUnderItsRoles(t *testing.T) {
 	// The caBundle as cert-manager's CA injector would set it.
 	port, kubeconfig := repoint(t, ca)
 	install := namespaced.Install{Env: env, User: "system:serviceaccount:" + releaseNS + ":configstamp", Own: releaseNS,
-		Coverage: "configstamp-coverage", Watched: strings.Split(flags["--watch-namespaces"], ","), Mark: namespaced.AuditMark(t, env)}
-	install.Configstamp = env.Start(t, framework.Options{
-		Kubeconfig: kubeconfig, SkipRegistration: true, WebhookPort: port,
-		Args: []string{"--webhook-cert-dir", certDir, "--leader-elect", "--leader-election-namespace", releaseNS, "--debounce", "500ms",
-			"--watch-namespaces=" + flags["--watch-namespaces"], "--coverage-configmap=" + flags["--coverage-configmap"],
-			"--exclude-namespaces=" + flags["--exclude-namespaces"], "--namespace-label=" + flags["--namespace-label"],
-			"--hash-key=" + flags["--hash-key"]},
+		WebhookUser: "system:serviceaccount:" + releaseNS + ":configstamp-webhook",
+		Coverage:    "configstamp-coverage", Watched: strings.Split(flags["--watch-namespaces"], ","), Mark: namespaced.AuditMark(t, env)}
+	common := []string{"--watch-namespaces=" + flags["--watch-namespaces"], "--coverage-configmap=" + flags["--coverage-configmap"],
+		"--exclude-namespaces=" + flags["--exclude-namespaces"], "--namespace-label=" + flags["--namespace-label"], "--hash-key=" + flags["--hash-key"]}
+	// The two roles as the chart runs them, each as its own ServiceAccount.
+	install.Webhook = env.Start(t, framework.Options{
+		Kubeconfig: env.ServiceAccountKubeconfig(t, releaseNS, "configstamp-webhook"), SkipRegistration: true, WebhookPort: port,
+		Args: append([]string{"--role=" + flags["--role"], "--webhook-cert-dir", certDir, "--watcher-user=" + flags["--watcher-user"]}, common...),
 	})
+	install.Configstamp = env.Start(t, framework.Options{Kubeconfig: kubeconfig, NoWebhook: true,
+		Args: append([]string{"--role=watcher", "--leader-elect", "--leader-election-namespace", releaseNS, "--debounce", "500ms"}, common...)})
 	install.Check(t, watched, other)
 }
