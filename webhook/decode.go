@@ -3,6 +3,7 @@ package webhook
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -110,7 +111,7 @@ func (s *Stamper) input(kind *workload.Kind, req admission.Request, obj, old cli
 	marker := stamp.ParseMarker(in.annotations)
 	// Only configstamp's own marker counts: a leftover one (the webhook was down when it
 	// was set), one copied back by rollout undo, or one set by hand is stripped and ignored.
-	ours := marker.Present && (s.Self == "" || in.user == s.Self)
+	ours := marker.Present && s.trusts(in.user)
 	in.marked, in.nudged, in.recording = marker.Present, ours && marker.Nudge, ours && marker.Record
 	in.resumed = old != nil && kind.Paused(old) && !kind.Paused(obj)
 	_, _, in.partial = kind.Behind(obj)
@@ -177,4 +178,10 @@ func decode(kind *workload.Kind, raw []byte) (client.Object, error) {
 		return nil, err
 	}
 	return obj, nil
+}
+
+// trusts reports whether user's markers count: configstamp's own (Self) or its watcher's
+// (Watchers, when the watcher runs as another user); anyone's when Self is unknown.
+func (s *Stamper) trusts(user string) bool {
+	return s.Self == "" || user == s.Self || slices.Contains(s.Watchers, user)
 }

@@ -37,8 +37,8 @@ func (o *options) validateRole() error {
 		}
 		return nil
 	case roleWatcher:
-		if o.devWebhookURL != "" || o.certs.enabled() || o.webhookClientCA != "" {
-			return errors.New("--role watcher serves no webhook: --dev-webhook-url, --self-signed-secret, --tls-secret and --webhook-client-ca-file are the webhook role's")
+		if o.devWebhookURL != "" || o.certs.enabled() || o.webhookClientCA != "" || len(o.watcherUsers) > 0 {
+			return errors.New("--role watcher serves no webhook: --dev-webhook-url, --self-signed-secret, --tls-secret, --webhook-client-ca-file and --watcher-user are the webhook role's")
 		}
 		return nil
 	}

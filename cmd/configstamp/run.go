@@ -33,6 +33,7 @@ type options struct {
 	probeAddr               string
 	pprofAddr               string
 	leaderElect             bool
+	watcherUsers            []string
 	leaderElectionNamespace string
 	leaderElectionID        string
 	debounce                time.Duration
@@ -94,6 +95,14 @@ func bindOptions(fs *flag.FlagSet) *options {
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints; \"0\" disables them.")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "Address of the net/http/pprof endpoints; \"0\" disables them.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one replica runs the watcher (--role watcher or all); with --role all every replica serves admission, and a replica that loses the lease exits.")
+	fs.Func("watcher-user", "A user whose nudge and record markers the webhook honours besides its own (repeated or comma-separated): the watcher's, when it runs as another user, e.g. system:serviceaccount:configstamp-system:configstamp (the chart's split roles set it). Markers of any other user are stripped and ignored.", func(v string) error {
+		for u := range strings.SplitSeq(v, ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				o.watcherUsers = append(o.watcherUsers, u)
+			}
+		}
+		return nil
+	})
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (required out of cluster).")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "configstamp-watcher", "Name of the leader election Lease.")
 	fs.DurationVar(&o.debounce, "debounce", watcher.DefaultDebounce, "How long a ConfigMap or Secret must be quiet before the workloads consuming it are nudged (0: at once).")

@@ -263,7 +263,7 @@ func (s *setup) setupWebhook(ctx context.Context, mgr ctrl.Manager, key *hashkey
 	if err != nil {
 		s.log.Error(err, "Could not tell which user configstamp runs as (SelfSubjectReview); nudge and record markers from any user are honoured")
 	} else {
-		s.log.Info("Running as", "user", self)
+		s.log.Info("Running as", "user", self, "watcherUsers", o.watcherUsers)
 	}
 	// The builtin kinds' and (with --argo-rollouts) the Rollout path are served from the
 	// start, whether or not the CRD exists yet: the API server calls only what exists.
@@ -275,7 +275,7 @@ func (s *setup) setupWebhook(ctx context.Context, mgr ctrl.Manager, key *hashkey
 		return err
 	}
 	webhook.SetupWithManager(mgr, webhook.Options{
-		ReadTimeout: o.readTimeout, Reader: admissionReader, Cache: digests, Self: self,
+		ReadTimeout: o.readTimeout, Reader: admissionReader, Cache: digests, Self: self, Watchers: o.watcherUsers,
 		Kinds: s.kinds, Sources: s.sources, Key: key.Key, FreshKey: key.Fresh, InScope: inScope.InScope,
 		MaxRequestBytes: o.bounds.maxRequestBytes, MaxInFlight: o.bounds.maxInFlight,
 	})

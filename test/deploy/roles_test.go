@@ -34,12 +34,14 @@ import (
 // (a copy whose values.yaml says roles.split: false, which renders the Deployment of the
 // charts before the split: one process, --role all), runs it under the chart's ServiceAccount, and creates stamped
 // Deployments; then helm upgrades to the default split layout and replaces the process
-// as the rollout would: the new webhook process (the args of Deployment configstamp)
-// takes over the Service's traffic, a watcher process (the args of
+// as the rollout would: the new webhook process (the args of Deployment configstamp, under
+// its own ServiceAccount configstamp-webhook, which may patch no workload and list no
+// Secret) takes over the Service's traffic, a watcher process (the args of
 // configstamp-watcher) stands by on the same Lease, and the old process stops, its
 // lease passing to the watcher. Admissions go on throughout, every one stamped; no
-// Deployment's stamp or generation moves; and the watcher, once leading, still rolls a
-// ConfigMap change into each consumer once.
+// Deployment's stamp or generation moves; and the watcher (ServiceAccount configstamp),
+// once leading, still rolls a ConfigMap change into each consumer exactly once: the
+// webhook honours its nudges (--watcher-user).
 func TestChartUpgradeToSplitRollsNothing(t *testing.T) {
 	ctx := context.Background()
 	// The chart before the split, as a chart of its own (a chart whose values.yaml says
@@ -118,10 +120,17 @@ func TestChartUpgradeToSplitRollsNothing(t *testing.T) {
 	if hookFlags["--role"] != "webhook" || watcherFlags["--role"] != "watcher" || watcherFlags["--leader-elect"] != "true" {
 		t.Fatalf("split layout: webhook args %v, watcher args %v", hookFlags, watcherFlags)
 	}
+	// The webhook runs as its own ServiceAccount, honouring the watcher's markers
+	// (--watcher-user); the watcher stays configstamp, the old process's user.
+	if want := "system:serviceaccount:" + releaseNS + ":configstamp"; hookFlags["--watcher-user"] != want {
+		t.Fatalf("the webhook's --watcher-user=%q, want %s", hookFlags["--watcher-user"], want)
+	}
+	hookKubeconfig := env.ServiceAccountKubeconfig(t, releaseNS, "configstamp-webhook")
 	probes := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	mark := bench.MarkAudit(env.Cluster.AuditLog)
-	hook := env.Start(t, framework.Options{Kubeconfig: kubeconfig, SkipRegistration: true, WebhookPort: newPort, WebhookURL: "https://" + px.Addr,
-		Args: append(certArgs, "--role="+hookFlags["--role"], "--hash-key="+hookFlags["--hash-key"], "--health-probe-bind-address="+probes)})
+	hook := env.Start(t, framework.Options{Kubeconfig: hookKubeconfig, SkipRegistration: true, WebhookPort: newPort, WebhookURL: "https://" + px.Addr,
+		Args: append(certArgs, "--role="+hookFlags["--role"], "--hash-key="+hookFlags["--hash-key"], "--health-probe-bind-address="+probes,
+			"--watcher-user="+hookFlags["--watcher-user"])})
 	// The Service sends the new pod traffic once it is ready (its Namespace cache synced).
 	framework.Eventually(t, time.Minute, "the new webhook ready", func() error { return ready(probes) })
 	admit.while(func() { px.Switch(fmt.Sprintf("127.0.0.1:%d", newPort)) })
@@ -151,6 +160,29 @@ func TestChartUpgradeToSplitRollsNothing(t *testing.T) {
 	}
 
 	webhookHeldNoInformer(t, mark, oldFlags["--tls-secret"])
+	// The webhook's ServiceAccount can write no workload and read no Secret but its own
+	// two, whatever its pods are made to send.
+	canIAs(t, "configstamp-webhook", map[string]string{
+		"get configmaps -n " + ns:                                    "yes",
+		"list configmaps -n " + ns:                                   "no",
+		"watch configmaps --all-namespaces":                          "no",
+		"patch deployments -n " + ns:                                 "no",
+		"update deployments -n " + ns:                                "no",
+		"get deployments -n " + ns:                                   "no",
+		"patch statefulsets -n " + ns:                                "no",
+		"patch daemonsets -n " + ns:                                  "no",
+		"list secrets --all-namespaces":                              "no",
+		"list secrets -n " + releaseNS:                               "no",
+		"get secrets -n " + ns:                                       "no",
+		"get secrets/configstamp-hash-key -n " + releaseNS:           "yes",
+		"watch secrets/configstamp-cert-manager-tls -n " + releaseNS: "yes",
+		"create leases -n " + releaseNS:                              "no",
+		"update leases/configstamp-watcher -n " + releaseNS:          "no",
+		"list namespaces":                                            "yes",
+		"patch mutatingwebhookconfigurations/configstamp":            "yes",
+		"patch mutatingwebhookconfigurations/other":                  "no",
+		"create events -n " + ns:                                     "no",
+	})
 
 	// The watcher works: a change rolls each consumer once.
 	if err := env.Client.Patch(ctx, cm, client.RawPatch(types.MergePatchType, []byte(`{"data":{"k":"2"}}`))); err != nil {
@@ -163,6 +195,18 @@ func TestChartUpgradeToSplitRollsNothing(t *testing.T) {
 				return err
 			}
 			if d.Generation != b.Generation+1 || d.Spec.Template.Annotations[stamp.HashAnnotation] == b.Spec.Template.Annotations[stamp.HashAnnotation] {
+				return fmt.Errorf("%s: generation %d (was %d)", name, d.Generation, b.Generation)
+			}
+		}
+		return nil
+	})
+	framework.Consistently(t, 5*time.Second, "each consumer rolled once (the watcher's nudge honoured by the webhook's other user)", func() error {
+		for name, b := range before {
+			var d appsv1.Deployment
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
+				return err
+			}
+			if d.Generation != b.Generation+1 {
 				return fmt.Errorf("%s: generation %d (was %d)", name, d.Generation, b.Generation)
 			}
 		}
@@ -280,13 +324,13 @@ func rollBackToSingle(t *testing.T, ns string, cm *corev1.ConfigMap, oldObjs map
 }
 
 // webhookHeldNoInformer reads the audit log from mark: the webhook role's requests
-// (user agent configstamp-webhook, the chart's ServiceAccount) list or watch only
+// (user agent configstamp-webhook, its own ServiceAccount) list or watch only
 // Namespaces (its scope check), the registration and its TLS Secret (its certificate
 // mode, by name), and touch no Lease and patch no workload.
 func webhookHeldNoInformer(t *testing.T, mark bench.AuditMark, tlsSecret string) {
 	t.Helper()
 	_, secret, _ := strings.Cut(tlsSecret, "/")
-	user := "system:serviceaccount:" + releaseNS + ":configstamp"
+	user := "system:serviceaccount:" + releaseNS + ":configstamp-webhook"
 	var seen int
 	var wrong []string
 	err := bench.ReadAuditStrict(env.Cluster.AuditLog, mark, func(ev *bench.AuditEvent) {

@@ -462,6 +462,7 @@ func TestRenderPodMeetsRestricted(t *testing.T) {
 		tool(t, "kubectl", "label", "namespace", ns, k+"="+v)
 	}
 	tool(t, "kubectl", "--namespace", ns, "create", "serviceaccount", "configstamp")
+	tool(t, "kubectl", "--namespace", ns, "create", "serviceaccount", "configstamp-webhook")
 	podFrom := func(args ...string) string {
 		t.Helper()
 		dep := typed[appsv1.Deployment](t, render(t, append([]string{"--namespace", ns}, args...)...), "Deployment/configstamp")

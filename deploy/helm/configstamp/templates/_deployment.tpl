@@ -50,7 +50,12 @@ spec:
       annotations: {{- include "configstamp.stringMap" . | nindent 8 }}
       {{- end }}
     spec:
-      serviceAccountName: configstamp
+      {{- if eq .role "webhook" }}
+      # The webhook's own ServiceAccount: no write to any workload (rbac-webhook.yaml).
+      serviceAccountName: {{ include "configstamp.webhookServiceAccount" . }}
+      {{- else }}
+      serviceAccountName: {{ include "configstamp.serviceAccount" . }}
+      {{- end }}
       {{- with .Values.imagePullSecrets }}
       imagePullSecrets: {{- toYaml . | nindent 8 }}
       {{- end }}
@@ -133,6 +138,10 @@ spec:
         {{- if ne .role "watcher" }}
         - --shutdown-delay={{ .Values.shutdownDelay }}
         {{- end }}
+        {{- if eq .role "webhook" }}
+        # The watcher runs as another ServiceAccount: its nudges and records count too.
+        - --watcher-user=system:serviceaccount:{{ .Release.Namespace }}:{{ include "configstamp.serviceAccount" . }}
+        {{- end }}
         {{- if .Values.watchNamespaces }}
         - --watch-namespaces={{ include "configstamp.watchedNamespaces" . | fromJsonArray | join "," }}
         - --coverage-configmap={{ .Release.Namespace }}/{{ include "configstamp.coverageConfigMap" . }}
@@ -155,6 +164,11 @@ spec:
         {{- end }}
         {{- range .Values.extraArgs }}
         - {{ include "configstamp.string" . | quote }}
+        {{- end }}
+        {{- if ne .role "webhook" }}
+        {{- range .Values.watcher.extraArgs }}
+        - {{ include "configstamp.string" . | quote }}
+        {{- end }}
         {{- end }}
         env:
         # configstamp sets the Go memory limit to 80% of the container's (unless GOMEMLIMIT

@@ -90,15 +90,15 @@ takes only strings there; values.schema.json lets integers and booleans through)
 {{- range $k, $v := . }}{{ $_ := set $out $k (include "configstamp.string" $v) }}{{ end }}
 {{- toYaml $out }}
 {{- end }}
-{{- /* The value configstamp runs with for a flag that extraArgs may set: (list "name"
-default), e.g. (list "leader-election-id" "configstamp-watcher"). Go's flag package takes
--name=value, --name=value, and -name value or --name value (the value the next argument);
-the last one wins. */ -}}
+{{- /* The value the watcher runs with for a flag that extraArgs or watcher.extraArgs may
+set: (list "name" default), e.g. (list "leader-election-id" "configstamp-watcher"). Go's
+flag package takes -name=value, --name=value, and -name value or --name value (the value
+the next argument); the last one wins. */ -}}
 {{- define "configstamp.flag" -}}
 {{- $name := index .args 0 }}
 {{- $value := index .args 1 }}
 {{- $next := false }}
-{{- range .Values.extraArgs }}
+{{- range concat .Values.extraArgs .Values.watcher.extraArgs }}
 {{- $arg := include "configstamp.string" . }}
 {{- if $next }}{{ $value = $arg }}{{ end }}
 {{- $next = or (eq $arg (printf "-%s" $name)) (eq $arg (printf "--%s" $name)) }}
@@ -181,4 +181,16 @@ Arguments: dict "path" "label" "paused". */ -}}
 {{- $parts = append $parts (printf "(%s && oldObject.%s == true) && !(%s && object.%s == true)" $pOld .paused $pNew .paused) -}}
 {{- end -}}
 {{- join " || " $parts -}}
+{{- end }}
+{{- /* The ServiceAccounts: configstamp runs the watcher (and, with roles.split false, both
+roles: the account of charts before the split, so the workloads' writer keeps its name);
+configstamp-webhook the webhook role (roles.split), which holds no write to any workload.
+The webhook's is rendered in both layouts, so that switching roles.split either way never
+takes the identity from pods still running under it. */ -}}
+{{- define "configstamp.serviceAccount" -}}configstamp{{- end }}
+{{- define "configstamp.webhookServiceAccount" -}}configstamp-webhook{{- end }}
+{{- /* The user names of configstamp's ServiceAccounts (a JSON list): what is keyed on
+configstamp's identity (the self policies) matches both. */ -}}
+{{- define "configstamp.users" -}}
+{{- list (printf "system:serviceaccount:%s:%s" .Release.Namespace (include "configstamp.serviceAccount" .)) (printf "system:serviceaccount:%s:%s" .Release.Namespace (include "configstamp.webhookServiceAccount" .)) | toJson }}
 {{- end }}
