@@ -307,7 +307,7 @@ func (pl *planner) stamp(want stamp.Stamp, rolls, restart bool) {
 	if want.Hash != "" {
 		// Pods its controller keeps (OnDelete, a partition) run what they ran; where
 		// that does not fit, the record of the new template's pods alone.
-		record = in.observedBehind(want.Hash, want.Key, decide.RecordBehind(in.partial, in.old == nil, in.oldRec, in.oldRecValid, in.storedHash, want.Hash))
+		record = in.observedBehind(want.Hash, want.Key, decide.RecordBehind(in.partial, in.old == nil, in.oldRec, in.oldRecValid, in.oldBehind, in.storedHash, want.Hash))
 		if !fits(record) {
 			record = in.observed(want.Hash, want.Key)
 		}
