@@ -55,7 +55,7 @@ func (o Observed) String() string {
 // A record without " key=" (an older version's) parses with Key "".
 func ParseObserved(v string) (o Observed, ok bool) {
 	hash, rest, found := strings.Cut(v, " template=")
-	if !found || len(hash) != 2*sha256.Size || rest == "" {
+	if !found || !isConfigHash(hash) || rest == "" {
 		return Observed{}, false
 	}
 	fields := strings.Split(rest, " ")
@@ -76,7 +76,7 @@ func ParseObserved(v string) (o Observed, ok bool) {
 	}
 	if len(fields) > 0 {
 		behind, isBehind := strings.CutPrefix(fields[0], "behind=")
-		if !isBehind || len(behind) != 2*sha256.Size {
+		if !isBehind || !isConfigHash(behind) {
 			return Observed{}, false
 		}
 		o.Behind, fields = behind, fields[1:]
@@ -85,6 +85,21 @@ func ParseObserved(v string) (o Observed, ok bool) {
 		return Observed{}, false
 	}
 	return o, true
+}
+
+// isConfigHash reports whether s is a config hash as configstamp writes it: lower-case
+// hex SHA-256. Anything else in a record (written by hand while the webhook was
+// bypassed) makes it invalid, so no other value reaches a decision or explain's output.
+func isConfigHash(s string) bool {
+	if len(s) != 2*sha256.Size {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // HasSecrets reports whether any of srcs is a Secret: the Secrets flag a record of them

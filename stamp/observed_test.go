@@ -116,6 +116,11 @@ func TestObservedBehind(t *testing.T) {
 		hash + " template=" + fp + " behind=" + old[:12],
 		hash + " template=" + fp + " behind=" + old + " key=0f4dd1f41f10",
 		hash + " template=" + fp + " behind=" + old + " behind=" + old,
+		// Not a config hash, though of its length: hostile bytes (a terminal escape) or
+		// upper case, never written by configstamp.
+		hash + " template=" + fp + " behind=\x1b[2J" + old[4:],
+		hash + " template=" + fp + " behind=" + strings.ToUpper(old),
+		strings.Repeat("zz", 32) + " template=" + fp,
 	} {
 		if o, ok := ParseObserved(bad); ok {
 			t.Errorf("ParseObserved(%q) accepted: %+v", bad, o)

@@ -119,6 +119,11 @@ func (c *coverage) ofAll(ctx context.Context, keys ...string) ([]time.Time, erro
 	m := entries(ctx, reg)
 	for i, k := range keys {
 		out[i] = decide.CoveredSince(reg.GetCreationTimestamp().Time, m, k)
+		if _, ok := m[k]; !ok && decide.IsCoverageScope(k) && !decide.ScopeSince(m).IsZero() {
+			// Another scope's entry: the scope changed, and the leader has not yet
+			// written since when: not known until it has.
+			return out, fmt.Errorf("the %s's coverage of this scope is not written yet: %w", c.record, decide.ErrUnknown)
+		}
 	}
 	return out, nil
 }
@@ -187,7 +192,7 @@ func (c *coverage) sync(ctx context.Context) (pending bool, err error) {
 		if k == workload.Deployment.Resource {
 			continue // since the registration's creation, always
 		}
-		if !sourceCoverage(k) && !c.record.registers(reg, k) {
+		if !sourceCoverage(k) && !decide.IsCoverageScope(k) && !c.record.registers(reg, k) {
 			pending = true
 			continue // not until the registration sends its admissions
 		}
@@ -196,6 +201,11 @@ func (c *coverage) sync(ctx context.Context) (pending bool, err error) {
 			want[k] = t
 		case !remembered[k].IsZero():
 			want[k] = remembered[k]
+		case decide.IsCoverageScope(k) && decide.ScopeSince(have).IsZero():
+			// No scope recorded (a first install, or an upgrade from a version that
+			// kept none): taken as the scope since the registration's creation, as
+			// before; only a later change of it counts.
+			want[k] = reg.GetCreationTimestamp().UTC()
 		default:
 			if now.IsZero() {
 				if now, err = c.serverNow(ctx); err != nil {

@@ -47,11 +47,11 @@ type workloadEvidence struct {
 // namespace was first watched (decide.CoverageNamespace) stands for its last write.
 func (w workloadEvidence) Coverage() (decide.Coverage, error) {
 	name := w.obj.GetNamespace()
-	since, err := w.e.coverage.ofAll(w.ctx, w.kind.Resource, decide.CoverageSecrets, decide.CoverageNamespace(name))
+	since, err := w.e.coverage.ofAll(w.ctx, w.kind.Resource, decide.CoverageSecrets, decide.CoverageNamespace(name), decide.CoverageScope(w.e.scope.Label, w.e.scope.Excluded))
 	if err != nil {
 		return decide.Coverage{}, err
 	}
-	return decide.Covered(w.obj, w.refs, since[0], since[1], func() (metav1.Object, bool, error) {
+	return decide.Covered(w.obj, w.refs, since[0], since[1], since[3], func() (metav1.Object, bool, error) {
 		if w.e.scope.Namespaced() {
 			if !w.e.scope.Includes(name, nil) {
 				return nil, false, nil

@@ -157,6 +157,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	for _, ns := range opts.Scope.Watched {
 		covered = append(covered, decide.CoverageNamespace(ns))
 	}
+	covered = append(covered, decide.CoverageScope(opts.Scope.Label, opts.Scope.Excluded))
 	// The leader keeps the registration's coverage entries (a kind detected later is
 	// added when it is set up).
 	cov.cover(covered...)

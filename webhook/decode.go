@@ -50,6 +50,9 @@ type input struct {
 	// partial: its controller replaces pods only when deleted or above a partition
 	// (workload.Kind.Behind), so a new template leaves older pods running.
 	partial bool
+	// oldBehind is how many pods the stored object's status shows on older templates
+	// than the stored one (workload.Kind.Behind; 0 on a CREATE).
+	oldBehind int32
 
 	// The rest is set only for a template to stamp (tmpl set, no problem, not skipped).
 	extraProblems []string
@@ -115,6 +118,9 @@ func (s *Stamper) input(kind *workload.Kind, req admission.Request, obj, old cli
 	in.marked, in.nudged, in.recording = marker.Present, ours && marker.Nudge, ours && marker.Record
 	in.resumed = old != nil && kind.Paused(old) && !kind.Paused(obj)
 	_, _, in.partial = kind.Behind(obj)
+	if old != nil {
+		in.oldBehind, _, _ = kind.Behind(old)
+	}
 	if in.nudged {
 		in.nudgeKey = marker.Key
 	}

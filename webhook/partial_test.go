@@ -78,3 +78,88 @@ func TestHandlePartialRecordsBehind(t *testing.T) {
 		}
 	}
 }
+
+// A record with behind= that would take the annotations past the API server's limit,
+// where the record of the new template's pods alone fits: that record is written (the
+// older pods' config left out), not none at all.
+func TestHandlePartialBehindDoesNotFit(t *testing.T) {
+	old, cur := expected(t, "1"), expected(t, "2")
+	d := dep(stamped(old), "img", "cfg")
+	stored := &appsv1.StatefulSet{ObjectMeta: d.ObjectMeta, Spec: appsv1.StatefulSetSpec{Template: d.Spec.Template,
+		UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}}}
+	oldRec := stamp.Observed{Hash: old.Hash, Template: stamp.TemplateFingerprint(&stored.Spec.Template), Key: stamp.KeyFingerprint(testKey())}.String()
+	// Room for a record as long as the stored one (the new one, without behind=), not
+	// for its " behind=<hash>" too.
+	stored.Annotations = full(map[string]string{stamp.ObservedAnnotation: oldRec}, 40)
+	obj := stored.DeepCopy()
+	obj.Annotations[stamp.NudgeAnnotation] = testNudge
+	raw := func(s *appsv1.StatefulSet) runtime.RawExtension {
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return runtime.RawExtension{Raw: b}
+	}
+	resp := stamper(t, cm("cfg", "2")).Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID: "uid", Kind: metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "StatefulSet"},
+		Operation: admissionv1.Update, Namespace: "ns", Name: "app", Object: raw(obj), OldObject: raw(stored)}})
+	var rec stamp.Observed
+	found := false
+	for _, p := range resp.Patches {
+		if v, ok := p.Value.(string); ok {
+			if r, ok := stamp.ParseObserved(v); ok {
+				rec, found = r, true
+			}
+		}
+	}
+	if !found || rec.Hash != cur.Hash || rec.Behind != "" {
+		t.Fatalf("record %+v (found %v) in %+v, want %s without behind", rec, found, resp.Patches, cur.Hash)
+	}
+}
+
+// A nudge of an OnDelete StatefulSet whose record still names older config behind, but
+// whose stored status shows every pod replaced (the watcher had not dropped it yet): the
+// new record names what those pods run, the stored record's config, not the stale one;
+// while a pod is left on an older template, the oldest stays.
+func TestHandlePartialBehindCaughtUp(t *testing.T) {
+	older, old, cur := expected(t, "0"), expected(t, "1"), expected(t, "2")
+	for _, tc := range []struct {
+		name    string
+		updated int32
+		behind  string
+	}{
+		{"every pod replaced", 3, old.Hash},
+		{"a pod left behind", 2, older.Hash},
+	} {
+		d := dep(stamped(old), "img", "cfg")
+		stored := &appsv1.StatefulSet{ObjectMeta: d.ObjectMeta, Spec: appsv1.StatefulSetSpec{Template: d.Spec.Template,
+			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}},
+			Status: appsv1.StatefulSetStatus{Replicas: 3, UpdatedReplicas: tc.updated}}
+		stored.Annotations = map[string]string{stamp.ObservedAnnotation: stamp.Observed{Hash: old.Hash, Template: stamp.TemplateFingerprint(&stored.Spec.Template),
+			Key: stamp.KeyFingerprint(testKey()), Behind: older.Hash}.String()}
+		obj := stored.DeepCopy()
+		obj.Annotations[stamp.NudgeAnnotation] = testNudge
+		raw := func(s *appsv1.StatefulSet) runtime.RawExtension {
+			b, err := json.Marshal(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return runtime.RawExtension{Raw: b}
+		}
+		resp := stamper(t, cm("cfg", "2")).Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+			UID: "uid", Kind: metav1.GroupVersionKind{Group: "apps", Version: "v1", Kind: "StatefulSet"},
+			Operation: admissionv1.Update, Namespace: "ns", Name: "app", Object: raw(obj), OldObject: raw(stored)}})
+		var rec stamp.Observed
+		found := false
+		for _, p := range resp.Patches {
+			if v, ok := p.Value.(string); ok {
+				if r, ok := stamp.ParseObserved(v); ok {
+					rec, found = r, true
+				}
+			}
+		}
+		if !found || rec.Hash != cur.Hash || rec.Behind != tc.behind {
+			t.Errorf("%s: record %+v (found %v) in %+v, want %s behind %s", tc.name, rec, found, resp.Patches, cur.Hash, tc.behind)
+		}
+	}
+}

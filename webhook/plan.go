@@ -300,16 +300,23 @@ func (pl *planner) stamp(want stamp.Stamp, rolls, restart bool) {
 		restartedAt = in.now.UTC().Format(time.RFC3339)
 	}
 	pl.template = stamp.TemplateAnnotations(want.Hash, want.SourcesAnnotation(), restartedAt)
+	fits := func(record string) bool {
+		return stamp.AnnotationsFit(pl.meta, map[string]string{stamp.ObservedAnnotation: record, stamp.NudgeAnnotation: ""})
+	}
 	record := ""
 	if want.Hash != "" {
-		// Pods its controller keeps (OnDelete, a partition) run what they ran.
-		record = in.observedBehind(want.Hash, want.Key, decide.RecordBehind(in.partial, in.old == nil, in.oldRec, in.oldRecValid, in.storedHash, want.Hash))
+		// Pods its controller keeps (OnDelete, a partition) run what they ran; where
+		// that does not fit, the record of the new template's pods alone.
+		record = in.observedBehind(want.Hash, want.Key, decide.RecordBehind(in.partial, in.old == nil, in.oldRec, in.oldRecValid, in.oldBehind, in.storedHash, want.Hash))
+		if !fits(record) {
+			record = in.observed(want.Hash, want.Key)
+		}
 	}
 	pl.metadata = map[string]string{}
 	if rolls && (want.Hash != in.storedHash || restart) {
 		pl.metadata[stamp.ChangeCauseAnnotation] = pl.cause(want, record, restart)
 	}
-	if !stamp.AnnotationsFit(pl.meta, map[string]string{stamp.ObservedAnnotation: record, stamp.NudgeAnnotation: ""}) {
+	if !fits(record) {
 		// The watcher then judges it from its stamp and the times of its pods and config.
 		pl.info("Stamped without a record: it would exceed the annotation size limit", "namespace", in.namespace, "name", in.name,
 			"operation", in.operation, "user", in.user, "limit", stamp.AnnotationSizeLimit)

@@ -1,7 +1,11 @@
 package decide
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"slices"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +23,34 @@ const CoverageSecrets = stamp.CoverageSecrets
 // CoverageNamespace is the coverage key of a namespace of a namespaced install (since
 // when it is watched: it stands for the namespace's opt-in).
 func CoverageNamespace(name string) string { return "namespace/" + name }
+
+// scopePrefix starts the coverage key of configstamp's scope (CoverageScope).
+const scopePrefix = "scope/"
+
+// CoverageScope is the coverage key of configstamp's scope: a fingerprint of its opt-in
+// label and excluded namespaces. A change of either (an upgrade of configstamp that
+// excludes a namespace no longer, or renames the label) includes namespaces without a
+// write of theirs to tell when: the entry's time (ScopeSince) stands for a write of
+// every namespace's opt-in, so their workloads count as installed over then (Covered).
+func CoverageScope(label string, excluded []string) string {
+	sum := sha256.Sum256([]byte(label + "\x00" + strings.Join(slices.Sorted(slices.Values(excluded)), "\x00")))
+	return scopePrefix + hex.EncodeToString(sum[:6])
+}
+
+// IsCoverageScope reports whether key is a CoverageScope key.
+func IsCoverageScope(key string) bool { return strings.HasPrefix(key, scopePrefix) }
+
+// ScopeSince is the time of the scope's entry in entries (the latest, should there be
+// more than one; zero: none).
+func ScopeSince(entries map[string]time.Time) time.Time {
+	var t time.Time
+	for k, v := range entries {
+		if IsCoverageScope(k) && v.After(t) {
+			t = v
+		}
+	}
+	return t
+}
 
 // WatchedNamespace is the namespace Bypassed judges by in a namespaced install, which
 // reads no Namespace: since when it has been watched (its CoverageNamespace entry,

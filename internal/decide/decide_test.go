@@ -296,6 +296,7 @@ func TestCovered(t *testing.T) {
 		obj           metav1.Object
 		refs          []stamp.Source
 		kind, secrets time.Time
+		scope         time.Time
 		ns            metav1.Object
 		included      bool
 		nsErr         error
@@ -319,9 +320,17 @@ func TestCovered(t *testing.T) {
 			want: Coverage{Since: later}, wantNamespace: true},
 		{name: "no namespace", obj: obj(later, time.Time{}), refs: cms, kind: t0, included: true, want: Coverage{Since: later}, wantNamespace: true},
 		{name: "namespace not read", obj: obj(later, time.Time{}), refs: cms, kind: t0, nsErr: boom, wantNamespace: true, wantErr: boom},
+		// configstamp's scope changed (a namespace excluded no longer): no earlier than
+		// that, whatever its namespace's last write; created before it, not bypassed.
+		{name: "included by a change of scope: since the change", obj: obj(t0.Add(-2*time.Hour), time.Time{}), refs: cms, kind: t0, scope: t0.Add(3 * time.Hour), ns: ns, included: true,
+			want: Coverage{Since: t0.Add(3 * time.Hour)}, wantNamespace: true},
+		{name: "created before a change of scope: installed over", obj: obj(later, time.Time{}), refs: cms, kind: t0, scope: t0.Add(time.Hour), ns: ns, included: true,
+			want: Coverage{Since: t0.Add(time.Hour)}, wantNamespace: true},
+		{name: "created after a change of scope: bypassed", obj: obj(t0.Add(2*time.Hour), time.Time{}), refs: cms, kind: t0, scope: t0.Add(time.Hour), ns: ns, included: true,
+			want: Coverage{Bypassed: true, Since: t0.Add(time.Hour)}, wantNamespace: true},
 	} {
 		asked := false
-		got, err := Covered(tc.obj, tc.refs, tc.kind, tc.secrets, func() (metav1.Object, bool, error) {
+		got, err := Covered(tc.obj, tc.refs, tc.kind, tc.secrets, tc.scope, func() (metav1.Object, bool, error) {
 			asked = true
 			return tc.ns, tc.included, tc.nsErr
 		})
@@ -354,5 +363,23 @@ func TestCoveredSince(t *testing.T) {
 		if got := CoveredSince(t0, entries, key); !got.Equal(want) {
 			t.Errorf("%s: got %v, want %v", key, got, want)
 		}
+	}
+}
+
+func TestCoverageScope(t *testing.T) {
+	a := CoverageScope("configstamp.io/inject", []string{"kube-system", "team-a"})
+	switch {
+	case !IsCoverageScope(a) || IsCoverageScope("statefulsets"):
+		t.Errorf("IsCoverageScope(%q)", a)
+	case a != CoverageScope("configstamp.io/inject", []string{"team-a", "kube-system"}):
+		t.Error("the order of the excluded namespaces changes the key")
+	case a == CoverageScope("configstamp.io/inject", []string{"kube-system"}), a == CoverageScope("other/label", []string{"kube-system", "team-a"}):
+		t.Error("another scope, the same key")
+	}
+	if got := ScopeSince(map[string]time.Time{"statefulsets": t0.Add(time.Hour), a: t0}); !got.Equal(t0) {
+		t.Errorf("ScopeSince = %v, want %v", got, t0)
+	}
+	if got := ScopeSince(map[string]time.Time{"statefulsets": t0}); !got.IsZero() {
+		t.Errorf("ScopeSince without a scope entry = %v", got)
 	}
 }

@@ -117,14 +117,17 @@ type Coverage struct {
 
 // Covered is Evidence.Coverage of an unstamped workload obj that consumes refs, from
 // since when its kind (kindSince) and Secrets (secretsSince) are covered (zero: not
-// covered). namespace is read only when it is covered: the workload's namespace (nil:
-// none) and whether it opts in. A workload opted in by its own label alone is never
-// Bypassed: nothing tells when the label was added, so it is taken as installed over.
-func Covered(obj metav1.Object, refs []stamp.Source, kindSince, secretsSince time.Time, namespace func() (ns metav1.Object, included bool, err error)) (Coverage, error) {
+// covered), and since when configstamp's scope is what it is (scopeSince, ScopeSince;
+// zero: not known): a workload is covered no earlier. namespace is read only when it is
+// covered: the workload's namespace (nil: none) and whether it opts in. A workload opted
+// in by its own label alone is never Bypassed: nothing tells when the label was added,
+// so it is taken as installed over.
+func Covered(obj metav1.Object, refs []stamp.Source, kindSince, secretsSince, scopeSince time.Time, namespace func() (ns metav1.Object, included bool, err error)) (Coverage, error) {
 	hasSecrets := stamp.HasSecrets(refs)
 	if kindSince.IsZero() || hasSecrets && secretsSince.IsZero() {
 		return Coverage{}, nil
 	}
+	kindSince = later(kindSince, scopeSince)
 	since := kindSince
 	if hasSecrets && secretsSince.After(since) {
 		since = secretsSince

@@ -42,17 +42,19 @@ func ChangedBack(stored, want string, certain bool, recorded string) bool {
 // record the webhook writes with a new stamp want (stamp.Observed.Behind; "": none). A
 // workload whose controller replaces pods only when they are deleted or above a
 // partition (partial: workload.Kind.Behind) keeps its older pods after a new template,
-// so the record says what they run: the oldest config its record already had behind,
-// else what the stored template's pods run (its record's, old, when valid for the stored
-// template: oldOK; else the stored stamp), unless that is want. None on a CREATE (every
-// pod is new), for other workloads, or when not known (unstamped, no record).
-func RecordBehind(partial, create bool, old stamp.Observed, oldOK bool, storedHash, want string) string {
+// so the record says what they run: the oldest config its record already had behind
+// while the stored object's status still shows pods on older templates (oldBehind,
+// workload.Kind.Behind of it: not CaughtUp), else what the stored template's pods run
+// (its record's, old, when valid for the stored template: oldOK; else the stored stamp),
+// unless that is want. None on a CREATE (every pod is new), for other workloads, or when
+// not known (unstamped, no record).
+func RecordBehind(partial, create bool, old stamp.Observed, oldOK bool, oldBehind int32, storedHash, want string) string {
 	if !partial || create {
 		return ""
 	}
 	ran := storedHash
 	if oldOK {
-		if old.Behind != "" && old.Behind != want {
+		if old.Behind != "" && old.Behind != want && !CaughtUp(old, oldBehind) {
 			return old.Behind
 		}
 		ran = old.Hash

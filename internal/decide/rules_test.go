@@ -105,19 +105,23 @@ func TestRecordBehind(t *testing.T) {
 		partial, create bool
 		old             stamp.Observed
 		oldOK           bool
+		oldBehind       int32
 		stored, want    string
 		behind          string
 	}{
-		{"not partial: every pod is replaced", false, false, rec, true, "a", "b", ""},
-		{"a CREATE: every pod is new", true, true, stamp.Observed{}, false, "", "b", ""},
-		{"partial: its record's config stays behind", true, false, rec, true, "x", "b", "a"},
-		{"partial, no record: its stamp's", true, false, stamp.Observed{}, false, "s", "b", "s"},
-		{"partial, unstamped, no record: not known", true, false, stamp.Observed{}, false, "", "b", ""},
-		{"partial, config unchanged: nothing behind", true, false, rec, true, "a", "a", ""},
-		{"partial, already behind: the oldest stays", true, false, stamp.Observed{Hash: "b", Behind: "a"}, true, "b", "c", "a"},
-		{"partial, back to what the oldest run: the newer behind", true, false, stamp.Observed{Hash: "b", Behind: "a"}, true, "b", "a", "b"},
+		{"not partial: every pod is replaced", false, false, rec, true, 1, "a", "b", ""},
+		{"a CREATE: every pod is new", true, true, stamp.Observed{}, false, 1, "", "b", ""},
+		{"partial: its record's config stays behind", true, false, rec, true, 1, "x", "b", "a"},
+		{"partial, no record: its stamp's", true, false, stamp.Observed{}, false, 1, "s", "b", "s"},
+		{"partial, unstamped, no record: not known", true, false, stamp.Observed{}, false, 1, "", "b", ""},
+		{"partial, config unchanged: nothing behind", true, false, rec, true, 1, "a", "a", ""},
+		{"partial, already behind: the oldest stays", true, false, stamp.Observed{Hash: "b", Behind: "a"}, true, 1, "b", "c", "a"},
+		// Its status showed every pod on the stored template: the record's behind= is
+		// stale (the watcher had not dropped it yet), they all run the record's config.
+		{"partial, already behind but caught up: the stored template's", true, false, stamp.Observed{Hash: "b", Behind: "a"}, true, 0, "b", "c", "b"},
+		{"partial, back to what the oldest run: the newer behind", true, false, stamp.Observed{Hash: "b", Behind: "a"}, true, 1, "b", "a", "b"},
 	} {
-		if got := RecordBehind(tc.partial, tc.create, tc.old, tc.oldOK, tc.stored, tc.want); got != tc.behind {
+		if got := RecordBehind(tc.partial, tc.create, tc.old, tc.oldOK, tc.oldBehind, tc.stored, tc.want); got != tc.behind {
 			t.Errorf("%s: got %q, want %q", tc.name, got, tc.behind)
 		}
 	}

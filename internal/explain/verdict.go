@@ -241,7 +241,7 @@ func (g *gathered) Coverage() (decide.Coverage, error) {
 	if t == nil || t.Coverage == nil {
 		return decide.Coverage{}, decide.ErrUnknown
 	}
-	c, err := decide.Covered(g.in.Object, g.refs, t.Coverage[g.in.Kind.Resource], t.Coverage[decide.CoverageSecrets],
+	c, err := decide.Covered(g.in.Object, g.refs, t.Coverage[g.in.Kind.Resource], t.Coverage[decide.CoverageSecrets], decide.ScopeSince(t.Coverage),
 		func() (metav1.Object, bool, error) {
 			if t.Watched {
 				if !t.NamespaceIncluded {
