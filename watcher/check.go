@@ -250,10 +250,11 @@ func (r *workloadReconciler) act(ctx context.Context, j judged, d decide.Decisio
 // current acts on pods that run the current config: a basis that is not certain (a
 // stamp without a record: made by a version that wrote none, or the record was dropped)
 // is recorded, so later decisions are certain, unless a live change is pending; so is
-// a record whose older pods have all been replaced (caughtUp), without them.
+// a record whose older pods have all been replaced (caughtUp), without them; and so is
+// a record written past the webhook (its record marker stayed): written again through it.
 func (r *workloadReconciler) current(ctx context.Context, j judged) error {
 	r.state.resetBypasses(j.key)
-	if (!j.certain || j.caughtUp) && !r.state.changedSince(j.key) {
+	if (!j.certain || j.caughtUp || stamp.ParseMarker(j.obj.GetAnnotations()).Record) && !r.state.changedSince(j.key) {
 		return r.record(ctx, j.obj, j.tmpl, j.want, stamp.HasSecrets(j.refs))
 	}
 	logf.FromContext(ctx).V(1).Info("Config current", "hash", j.basis)
@@ -332,6 +333,13 @@ func (r *workloadReconciler) record(ctx context.Context, obj client.Object, tmpl
 		}
 		checks.WithLabelValues("error").Inc()
 		return err
+	}
+	if stamp.ParseMarker(obj.GetAnnotations()).Present {
+		// Stored without the webhook (down, or answering past the registration's timeout
+		// under failurePolicy Ignore): a record it did not check, and its marker left in
+		// the metadata. A bypass: retried, and current records again while the marker is
+		// there.
+		return r.bypassed(ctx, obj, stored, want.Hash, "the configstamp webhook did not admit the record write (its marker stayed)")
 	}
 	checks.WithLabelValues("recorded").Inc()
 	logf.FromContext(ctx).Info("Recorded the config the pods run", "hash", want.Hash, "stamp", stored)

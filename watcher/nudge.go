@@ -311,8 +311,9 @@ func (r *workloadReconciler) changedBack(ctx context.Context, obj client.Object,
 	return true
 }
 
-// bypassed reports a nudge the webhook did not stamp and retries it, maxBypassRetries
-// times; then it is left alone until the next event.
+// bypassed reports a nudge the webhook did not stamp, or a record write it did not
+// admit, and retries it, maxBypassRetries times; then it is left alone until the next
+// event.
 func (r *workloadReconciler) bypassed(ctx context.Context, obj client.Object, got, want, why string) error {
 	key := client.ObjectKeyFromObject(obj)
 	bypasses.Inc()
@@ -337,7 +338,7 @@ func (r *workloadReconciler) bypassed(ctx context.Context, obj client.Object, go
 	}
 	checks.WithLabelValues("bypassed").Inc()
 	r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonStampBypassed, "Verify",
-		"Stored config hash %q differs from the expected %q after a nudge: %s; retrying",
+		"Stored config hash %q (expected %q) not admitted by the webhook after configstamp's update: %s; retrying",
 		stamp.ShortHash(got), stamp.ShortHash(want), why)
 	logf.FromContext(ctx).Info("Detected a stamp that bypassed the webhook; retrying", "storedHash", got, "expectedHash", want, "attempt", n)
 	return fmt.Errorf("%s %s: stamp %q, want %q: webhook bypassed", r.kind, key, stamp.ShortHash(got), stamp.ShortHash(want))
