@@ -323,7 +323,9 @@ func (r *workloadReconciler) record(ctx context.Context, obj client.Object, tmpl
 	stored := tmpl.Annotations[stamp.HashAnnotation]
 	patch := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"annotations":{%q:%q,%q:%q}}}`, obj.GetResourceVersion(),
 		stamp.ObservedAnnotation, rec.String(), stamp.NudgeAnnotation, stamp.NudgeRecord)
-	if err := r.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+	if err := r.throughWebhook(ctx, func() error {
+		return r.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)))
+	}); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}

@@ -73,7 +73,7 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 		n.storedHash = tmpl.Annotations[stamp.HashAnnotation]
 	}
 	pctx, warned := collectWarnings(ctx)
-	if err := r.client.Patch(pctx, obj, nudgePatch(want.Key)); err != nil {
+	if err := r.throughWebhook(pctx, func() error { return r.client.Patch(pctx, obj, nudgePatch(want.Key)) }); err != nil {
 		if apierrors.IsNotFound(err) {
 			return reconcile.Result{}, nil
 		}
