@@ -323,8 +323,9 @@ func (r *workloadReconciler) record(ctx context.Context, obj client.Object, tmpl
 	stored := tmpl.Annotations[stamp.HashAnnotation]
 	patch := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"annotations":{%q:%q,%q:%q}}}`, obj.GetResourceVersion(),
 		stamp.ObservedAnnotation, rec.String(), stamp.NudgeAnnotation, stamp.NudgeRecord)
-	if err := r.throughWebhook(ctx, func() error {
-		return r.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)))
+	pctx, warned := collectWarnings(ctx)
+	if err := r.throughWebhook(pctx, func() error {
+		return r.client.Patch(pctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)))
 	}); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -337,10 +338,15 @@ func (r *workloadReconciler) record(ctx context.Context, obj client.Object, tmpl
 		return err
 	}
 	if stamp.ParseMarker(obj.GetAnnotations()).Present {
-		// Stored without the webhook (down, or answering past the registration's timeout
-		// under failurePolicy Ignore): a record it did not check, and its marker left in
-		// the metadata. A bypass: retried, and current records again while the marker is
-		// there.
+		// Stored without the webhook's say: a record it did not check, and its marker left
+		// in the metadata. current records again while the marker is there.
+		if warned.has(stamp.WarningScopeUnknown) {
+			// A replica whose namespace cache lags: no bypass, retried with backoff.
+			checks.WithLabelValues("unread").Inc()
+			return fmt.Errorf("record observed config of %s %s/%s: the webhook replica could not place its namespace yet; retrying", r.kind, obj.GetNamespace(), obj.GetName())
+		}
+		// The webhook was not called (down, or answering past the registration's timeout,
+		// failurePolicy Ignore): a bypass, retried.
 		return r.bypassed(ctx, obj, stored, want.Hash, "the configstamp webhook did not admit the record write (its marker stayed)")
 	}
 	checks.WithLabelValues("recorded").Inc()
