@@ -250,10 +250,11 @@ func (r *workloadReconciler) act(ctx context.Context, j judged, d decide.Decisio
 // current acts on pods that run the current config: a basis that is not certain (a
 // stamp without a record: made by a version that wrote none, or the record was dropped)
 // is recorded, so later decisions are certain, unless a live change is pending; so is
-// a record whose older pods have all been replaced (caughtUp), without them.
+// a record whose older pods have all been replaced (caughtUp), without them; and so is
+// a record written past the webhook (its record marker stayed): written again through it.
 func (r *workloadReconciler) current(ctx context.Context, j judged) error {
 	r.state.resetBypasses(j.key)
-	if (!j.certain || j.caughtUp) && !r.state.changedSince(j.key) {
+	if (!j.certain || j.caughtUp || stamp.ParseMarker(j.obj.GetAnnotations()).Record) && !r.state.changedSince(j.key) {
 		return r.record(ctx, j.obj, j.tmpl, j.want, stamp.HasSecrets(j.refs))
 	}
 	logf.FromContext(ctx).V(1).Info("Config current", "hash", j.basis)
@@ -322,7 +323,10 @@ func (r *workloadReconciler) record(ctx context.Context, obj client.Object, tmpl
 	stored := tmpl.Annotations[stamp.HashAnnotation]
 	patch := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"annotations":{%q:%q,%q:%q}}}`, obj.GetResourceVersion(),
 		stamp.ObservedAnnotation, rec.String(), stamp.NudgeAnnotation, stamp.NudgeRecord)
-	if err := r.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+	pctx, warned := collectWarnings(ctx)
+	if err := r.throughWebhook(pctx, func() error {
+		return r.client.Patch(pctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)))
+	}); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -332,6 +336,18 @@ func (r *workloadReconciler) record(ctx context.Context, obj client.Object, tmpl
 		}
 		checks.WithLabelValues("error").Inc()
 		return err
+	}
+	if stamp.ParseMarker(obj.GetAnnotations()).Present {
+		// Stored without the webhook's say: a record it did not check, and its marker left
+		// in the metadata. current records again while the marker is there.
+		if warned.has(stamp.WarningScopeUnknown) {
+			// A replica whose namespace cache lags: no bypass, retried with backoff.
+			checks.WithLabelValues("unread").Inc()
+			return fmt.Errorf("record observed config of %s %s/%s: the webhook replica could not place its namespace yet; retrying", r.kind, obj.GetNamespace(), obj.GetName())
+		}
+		// The webhook was not called (down, or answering past the registration's timeout,
+		// failurePolicy Ignore): a bypass, retried.
+		return r.bypassed(ctx, obj, stored, want.Hash, "the configstamp webhook did not admit the record write (its marker stayed)")
 	}
 	checks.WithLabelValues("recorded").Inc()
 	logf.FromContext(ctx).Info("Recorded the config the pods run", "hash", want.Hash, "stamp", stored)

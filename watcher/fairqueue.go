@@ -21,16 +21,21 @@ const fairTiers = 8
 // deduplicates, delays, rate-limits retries and exports the workqueue metrics), with
 // every item's priority set by how many items its namespace has queued before it. So
 // checks are served round-robin across namespaces, up to fairTiers deep: an item queued
-// behind d of its namespace's own waits behind at most min(d, fairTiers-1)+1 items of
-// any other namespace, however many that one has queued (a flood, a fan-out of
-// thousands). Namespaces deeper than that share the lowest priority, first come first
+// behind d of its namespace's own waits behind at most min(d, fairTiers-1)+1 of the items
+// any other namespace has queued by then, however many (a flood, a fan-out of
+// thousands). Priorities do not age: items queued later at a higher tier go first. Namespaces deeper than that share the lowest priority, first come first
 // served. Every add goes through it (handlers, hand-offs, the re-check, the
 // controller's retries); the count is kept beside the queue, which holds keys only.
+// The controller's own retries are not counted: one waiting (backoff, a RequeueAfter of
+// minutes) takes its namespace's tier of the moment but does not deepen it, so a
+// namespace with many workloads waiting on slow retries (unreadable config, retried
+// every few minutes, for ever) does not have its live events put last. Events are
+// counted, debounced ones (AddAfter) included: they are work about to be done.
 type fairQueue struct {
 	priorityqueue.PriorityQueue[reconcile.Request]
 
 	mu sync.Mutex
-	// queued are the items counted in depth: added, not yet handed out.
+	// queued are the items counted in depth: added (not as a retry), not yet handed out.
 	queued map[reconcile.Request]struct{}
 	// depth is how many items each namespace has queued (no entry: none).
 	depth map[string]int
@@ -64,21 +69,24 @@ func (q *fairQueue) AddWithOpts(o priorityqueue.AddOpts, items ...reconcile.Requ
 	if o.Priority != nil && *o.Priority <= handler.LowPriority {
 		band = handler.LowPriority
 	}
+	// The controller retries with the priority it took the item at and a delay (backoff,
+	// RequeueAfter); every other add (handlers, hand-offs, the re-check) names none.
+	retry := o.Priority != nil && (o.After > 0 || o.RateLimited)
 	for _, item := range items {
-		o.Priority = new(band + q.count(item))
+		o.Priority = new(band + q.count(item, !retry))
 		q.PriorityQueue.AddWithOpts(o, item)
 	}
 }
 
-// count counts item in its namespace's depth, unless it is counted already, and returns
-// its priority.
-func (q *fairQueue) count(item reconcile.Request) int {
+// count counts item in its namespace's depth (when counted: not a retry), unless it is
+// counted already, and returns its priority.
+func (q *fairQueue) count(item reconcile.Request, counted bool) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	d := q.depth[item.Namespace]
 	if _, ok := q.queued[item]; ok {
 		d-- // queued already: behind d-1 of its own
-	} else {
+	} else if counted {
 		q.queued[item] = struct{}{}
 		q.depth[item.Namespace]++
 	}

@@ -3,6 +3,7 @@ package watcher
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
@@ -72,18 +73,18 @@ func TestFairQueueServesNamespacesInTurn(t *testing.T) {
 }
 
 // TestFairQueueRetriesAtTheirNamespacesTier: the controller's retries go through the
-// count as well: a retry of the flood's is counted in its namespace's depth and waits
-// behind the small namespace's new item.
+// count as well: a retry of the flood's takes its namespace's tier (it does not deepen it
+// while it waits) and waits behind the small namespace's new item.
 func TestFairQueueRetriesAtTheirNamespacesTier(t *testing.T) {
 	q := testQueue(t)
 	for i := range 100 {
 		q.Add(req("flood", i))
 	}
-	item, _ := q.Get()
-	q.AddRateLimited(item) // retried: behind 99 of its own
+	item, p, _ := q.GetWithPriority()
+	q.AddWithOpts(priorityqueue.AddOpts{RateLimited: true, Priority: new(p)}, item) // the controller's retry: behind 99 of its own
 	q.Done(item)
-	if _, deepest := q.stats(); deepest != 100 {
-		t.Fatalf("deepest %d after the retry, want 100", deepest)
+	if _, deepest := q.stats(); deepest != 99 {
+		t.Fatalf("deepest %d after the retry, want 99 (a waiting retry is not counted)", deepest)
 	}
 	q.Add(req("small", 0))
 	if first, _ := q.Get(); first != req("small", 0) {
@@ -113,5 +114,32 @@ func TestFairQueueKeepsLowPriorityBehind(t *testing.T) {
 	q.Add(req("deep", 99))
 	if first, _ := q.Get(); first != req("deep", 99) {
 		t.Fatalf("served %v first, want the retried low-priority item behind", first)
+	}
+}
+
+// TestFairQueueWaitingItemsDoNotDemote: a namespace's items the controller retries later
+// (here an hour away, as unreadable config retried every few minutes for ever) do not
+// count in its depth: its live event is served at the top tier, first come first served
+// with another namespace's, not behind that one's whole backlog. Debounced events
+// (AddAfter) do count.
+func TestFairQueueWaitingItemsDoNotDemote(t *testing.T) {
+	q := testQueue(t)
+	for i := range 20 {
+		q.AddWithOpts(priorityqueue.AddOpts{After: time.Hour, Priority: new(-3)}, req("waiting", i)) // RequeueAfter
+	}
+	q.AddAfter(req("debounced", 0), time.Hour)
+	if _, deepest := q.stats(); deepest != 1 {
+		t.Errorf("deepest %d with retries and one debounced event queued, want 1 (the event)", deepest)
+	}
+	q.Add(req("waiting", 100))
+	for i := range 5 {
+		q.Add(req("other", i))
+	}
+	_, deepest := q.stats()
+	if first, _ := q.Get(); first != req("waiting", 100) {
+		t.Errorf("served %v first, want the live event of the namespace with retries waiting", first)
+	}
+	if deepest != 5 {
+		t.Errorf("deepest %d, want 5 (the other namespace's ready items)", deepest)
 	}
 }

@@ -83,7 +83,7 @@ var queueDepth = &queueDepthCollector{
 		"Namespaces with checks (or source events) queued, by controller; the queue serves them in turn.",
 		[]string{"controller"}, nil),
 	deepest: prometheus.NewDesc("configstamp_queue_deepest_namespace",
-		"Most items one namespace has queued, by controller: a namespace far deeper than the rest is a flood or a large fan-out, which the fair queue keeps from delaying the others.",
+		"Most items one namespace has queued ready (retries waiting not counted), by controller: a namespace far deeper than the rest is a flood or a large fan-out, which the fair queue keeps from delaying the others.",
 		[]string{"controller"}, nil),
 	stats: map[string]func() (int, int){},
 }

@@ -73,7 +73,7 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 		n.storedHash = tmpl.Annotations[stamp.HashAnnotation]
 	}
 	pctx, warned := collectWarnings(ctx)
-	if err := r.client.Patch(pctx, obj, nudgePatch(want.Key)); err != nil {
+	if err := r.throughWebhook(pctx, func() error { return r.client.Patch(pctx, obj, nudgePatch(want.Key)) }); err != nil {
 		if apierrors.IsNotFound(err) {
 			return reconcile.Result{}, nil
 		}
@@ -231,7 +231,9 @@ func owedRetry(ctx context.Context, n int, l owedLines, report func()) (reconcil
 // slow API server): retried with backoff maxBypassRetries times, then reported once (a
 // ConfigReadTimeout Event, configstamp_read_timeouts_total) and left alone until its next
 // event, or the re-check's next pass, which tries it once more, quietly. So a workload
-// that cannot be read in time spends the shared read budget in bounded amounts.
+// that cannot be read in time spends the shared read budget in bounded amounts. Without
+// the re-check nothing would try it again, and a change it owes would never roll: it is
+// retried about every unreadRetry instead, as unread config is.
 func (r *workloadReconciler) readTimedOut(ctx context.Context, obj client.Object, sources int, err error) (reconcile.Result, error) {
 	key := client.ObjectKeyFromObject(obj)
 	checks.WithLabelValues("read_timeout").Inc()
@@ -241,18 +243,30 @@ func (r *workloadReconciler) readTimedOut(ctx context.Context, obj client.Object
 		return reconcile.Result{}, nil
 	}
 	n := r.state.countTimeout(key)
-	return owedRetry(ctx, n, owedLines{
+	l := owedLines{
 		retrying: "Config reads ran past their deadline; retrying",
-		later:    "Config reads still run past their deadline; left alone until its next event or the re-check",
+		later:    "Config reads still run past their deadline; retrying later",
 		err:      fmt.Errorf("%s %s: %w", r.kind, key, err),
 		kv:       []any{"sources", sources},
-		leave:    func() { r.state.abandon(key) },
-	}, func() {
+	}
+	if r.recheck {
+		l.later = "Config reads still run past their deadline; left alone until its next event or the re-check"
+		l.leave = func() { r.state.abandon(key) }
+	}
+	return owedRetry(ctx, n, l, func() {
 		readTimeouts.Inc()
 		r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonConfigReadTimeout, "Check",
-			"Not checked after %d tries: reading its %d sources ran past --read-timeout each time (too many, or missing, for the watcher's client budget, or a slow API server); tried again at its next event or re-check",
-			n, sources)
+			"Not checked after %d tries: reading its %d sources ran past --read-timeout each time (too many, or missing, for the watcher's client budget, or a slow API server); tried again %s",
+			n, sources, r.timeoutRetry())
 	})
+}
+
+// timeoutRetry says when a check whose reads keep timing out is tried again.
+func (r *workloadReconciler) timeoutRetry() string {
+	if r.recheck {
+		return "at its next event or re-check"
+	}
+	return "about every " + unreadRetry.String() + " (the re-check is off)"
 }
 
 // keyMismatch handles a check that met another hash key than the watcher's (why says
@@ -311,8 +325,9 @@ func (r *workloadReconciler) changedBack(ctx context.Context, obj client.Object,
 	return true
 }
 
-// bypassed reports a nudge the webhook did not stamp and retries it, maxBypassRetries
-// times; then it is left alone until the next event.
+// bypassed reports a nudge the webhook did not stamp, or a record write it did not
+// admit, and retries it, maxBypassRetries times; then it is left alone until the next
+// event.
 func (r *workloadReconciler) bypassed(ctx context.Context, obj client.Object, got, want, why string) error {
 	key := client.ObjectKeyFromObject(obj)
 	bypasses.Inc()
@@ -337,7 +352,7 @@ func (r *workloadReconciler) bypassed(ctx context.Context, obj client.Object, go
 	}
 	checks.WithLabelValues("bypassed").Inc()
 	r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonStampBypassed, "Verify",
-		"Stored config hash %q differs from the expected %q after a nudge: %s; retrying",
+		"Stored config hash %q (expected %q) not admitted by the webhook after configstamp's update: %s; retrying",
 		stamp.ShortHash(got), stamp.ShortHash(want), why)
 	logf.FromContext(ctx).Info("Detected a stamp that bypassed the webhook; retrying", "storedHash", got, "expectedHash", want, "attempt", n)
 	return fmt.Errorf("%s %s: stamp %q, want %q: webhook bypassed", r.kind, key, stamp.ShortHash(got), stamp.ShortHash(want))

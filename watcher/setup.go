@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/semaphore"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
@@ -37,6 +38,12 @@ type Options struct {
 	ReadTimeout time.Duration
 	// Concurrency is how many workloads of each kind are checked and nudged at once.
 	Concurrency int
+	// MaxAdmissionsInFlight bounds the watcher's writes that go through the webhook
+	// (nudges, records) in flight at once, all kinds together: below one webhook
+	// replica's --webhook-max-in-flight, so that the Service may send them all to one
+	// replica and users' admissions still find slots there (default
+	// DefaultMaxAdmissionsInFlight).
+	MaxAdmissionsInFlight int
 	// RetryBase and RetryMax bound the exponential backoff of a failed check or a
 	// stamp that bypassed the webhook.
 	RetryBase, RetryMax time.Duration
@@ -75,11 +82,14 @@ type Options struct {
 
 // Defaults for Options.
 const (
-	DefaultDebounce           = 2 * time.Second
-	DefaultDebounceMax        = 30 * time.Second
-	DefaultConcurrency        = 4
-	DefaultMinRolloutInterval = 10 * time.Second
-	DefaultRecheckInterval    = 10 * time.Minute
+	DefaultDebounce    = 2 * time.Second
+	DefaultDebounceMax = 30 * time.Second
+	DefaultConcurrency = 4
+	// DefaultMaxAdmissionsInFlight is half the webhook's default slots per replica
+	// (webhook.DefaultMaxInFlight).
+	DefaultMaxAdmissionsInFlight = 4
+	DefaultMinRolloutInterval    = 10 * time.Second
+	DefaultRecheckInterval       = 10 * time.Minute
 )
 
 func (o *Options) defaults() {
@@ -88,6 +98,9 @@ func (o *Options) defaults() {
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = DefaultConcurrency
+	}
+	if o.MaxAdmissionsInFlight <= 0 {
+		o.MaxAdmissionsInFlight = DefaultMaxAdmissionsInFlight
 	}
 	if o.ReadTimeout == 0 {
 		o.ReadTimeout = 5 * time.Second
@@ -131,7 +144,8 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		record = configMapRecord(opts.CoverageConfigMap)
 	}
 	cov := newCoverage(mgr.GetAPIReader(), mgr.GetClient(), record, clock)
-	w := &watcher{mgr: mgr, opts: opts, sources: map[string]*sourceReconciler{}, coverage: cov}
+	w := &watcher{mgr: mgr, opts: opts, sources: map[string]*sourceReconciler{}, coverage: cov,
+		admissions: semaphore.NewWeighted(int64(opts.MaxAdmissionsInFlight))}
 	replay := &replayWindow{serverNow: clock}
 	for _, k := range sourceKinds {
 		kind := k.Name
@@ -214,6 +228,9 @@ type watcher struct {
 	opts     Options
 	sources  map[string]*sourceReconciler
 	coverage *coverage
+	// admissions are the slots of the watcher's writes through the webhook, shared by
+	// every kind (Options.MaxAdmissionsInFlight).
+	admissions *semaphore.Weighted
 }
 
 // pending reports whether a source is in a burst (or handing its dependents on).
@@ -240,7 +257,7 @@ func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 		freshKey: opts.FreshKey, sources: opts.Sources, scope: opts.Scope,
 		evidence:  &evidence{cache: mgr.GetClient(), live: mgr.GetAPIReader(), scope: opts.Scope, coverage: w.coverage},
 		rollStale: opts.RollStaleAtInstall, minInterval: opts.MinRolloutInterval, pending: w.pending,
-		recheck: opts.RecheckInterval > 0,
+		recheck: opts.RecheckInterval > 0, admissions: w.admissions,
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(name).

@@ -36,6 +36,7 @@ func TestReadTimeoutsAreBounded(t *testing.T) {
 	})
 	c := interceptor.NewClient(base, withWebhook(t, &webhook.Stamper{Reader: base, Key: testKey}))
 	r, rec := newTestReconciler(t, c)
+	r.recheck = true
 	r.config = &configread.Reader{Client: reads, Key: testKey, Timeout: 10 * time.Millisecond}
 	check := func(tr trigger) (reconcile.Result, error) {
 		r.state.addTrigger(appKey, tr)
@@ -77,6 +78,48 @@ func TestReadTimeoutsAreBounded(t *testing.T) {
 	slow = false
 	if res, err := check(trigger{recheck: true}); err != nil || res.RequeueAfter != 0 {
 		t.Fatalf("reads answering: %v %+v", err, res)
+	}
+	if got := getDep(t, c, appKey).Spec.Template.Annotations[stamp.HashAnnotation]; got == staleStamp {
+		t.Fatal("not rolled once its config could be read")
+	}
+}
+
+// TestReadTimeoutsRetriedWithoutRecheck: with the re-check off (--recheck-interval 0)
+// nothing would queue a workload left alone again, and the change it owes would wait for
+// an event that may never come: past its retries with backoff it is retried about every
+// unreadRetry, never left alone; once the reads answer, it rolls.
+func TestReadTimeoutsRetriedWithoutRecheck(t *testing.T) {
+	ctx := context.Background()
+	base := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(optedInNamespace(), cfgMap("2"), staleDeployment()).Build()
+	slow := true
+	reads := interceptor.NewClient(base, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if slow && key.Name == "cfg" {
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	c := interceptor.NewClient(base, withWebhook(t, &webhook.Stamper{Reader: base, Key: testKey}))
+	r, _ := newTestReconciler(t, c)
+	r.config = &configread.Reader{Client: reads, Key: testKey, Timeout: 10 * time.Millisecond}
+	r.state.addTrigger(appKey, trigger{event: true})
+	for i := 1; i <= maxBypassRetries+3; i++ {
+		res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: appKey})
+		if i <= maxBypassRetries {
+			if err == nil {
+				t.Fatalf("try %d: no error, want a retry with backoff", i)
+			}
+			continue
+		}
+		if err != nil || res.RequeueAfter < unreadRetry || r.state.isAbandoned(appKey) {
+			t.Fatalf("try %d: %v %+v, abandoned %v: want a retry in about %s, never left alone", i, err, res, r.state.isAbandoned(appKey), unreadRetry)
+		}
+	}
+	slow = false
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: appKey}); err != nil {
+		t.Fatalf("reads answering: %v", err)
 	}
 	if got := getDep(t, c, appKey).Spec.Template.Annotations[stamp.HashAnnotation]; got == staleStamp {
 		t.Fatal("not rolled once its config could be read")

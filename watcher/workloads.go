@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"golang.org/x/sync/semaphore"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
@@ -64,8 +65,24 @@ type workloadReconciler struct {
 
 	// recheck: the periodic re-check runs (RecheckInterval): checks keep what it compares.
 	recheck bool
+	// admissions bounds the writes through the webhook in flight (shared by every kind;
+	// nil: unbounded, unit tests).
+	admissions *semaphore.Weighted
 
 	// state is what is kept of each workload between checks; the workloads' events,
 	// their namespaces' events and the sources' hand-offs share it.
 	state workloadStates
+}
+
+// throughWebhook makes a write that the webhook admits (a nudge, a record) in one of the
+// watcher's admission slots: however many workers check at once, it never takes more of
+// a webhook replica's --webhook-max-in-flight than its share.
+func (r *workloadReconciler) throughWebhook(ctx context.Context, write func() error) error {
+	if r.admissions != nil {
+		if err := r.admissions.Acquire(ctx, 1); err != nil {
+			return err
+		}
+		defer r.admissions.Release(1)
+	}
+	return write()
 }

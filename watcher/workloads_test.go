@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -212,7 +213,7 @@ func TestRecordConflictDecidedAgainLive(t *testing.T) {
 						return c.Patch(ctx, obj, patch, opts...)
 					}
 					if records++; records > conflicts {
-						return c.Patch(ctx, obj, patch, opts...)
+						return stripMarker(ctx, c, obj, patch, opts...)
 					}
 					// A competing writer got in first: the resourceVersion moves on.
 					d := getDep(t, c, appKey)
@@ -247,6 +248,72 @@ func TestRecordConflictDecidedAgainLive(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRecordPastTheWebhookIsWrittenAgain: a record write the webhook did not admit (down,
+// or answering past the registration's timeout, failurePolicy Ignore) keeps its marker.
+// That is a bypass: the check fails (a retry), and the retry writes the record again,
+// through the webhook, even though the record stored already names the current config.
+func TestRecordPastTheWebhookIsWrittenAgain(t *testing.T) {
+	cm := cfgMap("1")
+	current, err := (&configread.Reader{Client: fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(cm).Build(), Key: testKey}).Stamp(
+		context.Background(), "ns", stamp.Consumed(nil, &cfgDeployment().Spec.Template.Spec, stamp.Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stamped with the current config, without a record: one is due.
+	dep := cfgDeployment()
+	dep.Spec.Template.Annotations = map[string]string{stamp.HashAnnotation: current.Hash, stamp.SourcesAnnotation: current.SourcesAnnotation()}
+	base := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(optedInNamespace(), cm, dep).Build()
+	webhookUp, lagging, records := false, true, 0
+	c := interceptor.NewClient(base, interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			records++
+			if webhookUp {
+				return stripMarker(ctx, c, obj, patch, opts...)
+			}
+			if lagging { // a replica that cannot place the namespace yet: the marker stays, with a warning
+				addWarning(ctx, stamp.WarningScopeUnknown+" (test)")
+			}
+			return c.Patch(ctx, obj, patch, opts...) // not admitted: the marker stays
+		},
+	})
+	r, rec := newTestReconciler(t, c)
+	r.state.addTrigger(appKey, trigger{event: true})
+	bypassesBefore := counterValue(bypasses)
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: appKey}); err == nil {
+		t.Fatal("a record write a lagging replica did not admit taken as done: no retry")
+	}
+	if len(rec.Events) > 0 || counterValue(bypasses) != bypassesBefore {
+		t.Fatalf("a lagging replica's answer reported as a bypass (%d Events)", len(rec.Events))
+	}
+	lagging = false
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: appKey}); err == nil {
+		t.Fatal("a record write past the webhook taken as done: no retry")
+	}
+	if a := getDep(t, c, appKey).Annotations; a[stamp.NudgeAnnotation] != stamp.NudgeRecord || a[stamp.ObservedAnnotation] == "" {
+		t.Fatalf("setup: want the record and its marker stored past the webhook, got %v", a)
+	}
+	if e := <-rec.Events; !strings.Contains(e, ReasonStampBypassed) || !strings.Contains(e, "record write") {
+		t.Errorf("Event %q: want a StampBypassed Event about the record write", e)
+	}
+	webhookUp = true
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: appKey}); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	a := getDep(t, c, appKey).Annotations
+	if _, marked := a[stamp.NudgeAnnotation]; marked || records != 3 {
+		t.Fatalf("after the retry: %d record writes, annotations %v: want the record written again through the webhook, its marker gone", records, a)
+	}
+}
+
+// counterValue reads a counter.
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
 }
 
 // checksCounted reads configstamp_checks_total for one result (prometheus/testutil

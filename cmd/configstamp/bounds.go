@@ -17,8 +17,10 @@ type boundsOptions struct {
 	maxSources      int
 	maxRequestBytes int64
 	maxInFlight     int
-	webhookQPS      float64
-	webhookBurst    int
+	// maxNudges bounds the watcher's writes through the webhook (0: half maxInFlight).
+	maxNudges    int
+	webhookQPS   float64
+	webhookBurst int
 }
 
 // Default client-side budget of the webhook's reads, apart from the watcher's
@@ -36,6 +38,7 @@ func (b *boundsOptions) bind(fs *flag.FlagSet) {
 	fs.IntVar(&b.maxSources, "max-sources", stamp.DefaultMaxSources, "Most ConfigMaps and Secrets one workload may consume and be stamped. Past it the webhook reads nothing and keeps the stored stamp (a warning), and the watcher reports it (Event TooManySources).")
 	fs.Int64Var(&b.maxRequestBytes, "webhook-max-request-bytes", webhook.DefaultMaxRequestBytes, "Largest admission request body read; a larger one is answered 413 unread, and the API server admits it unstamped (failurePolicy Ignore). Default 4 MiB: a review of two objects at etcd's 1.5 MiB limit.")
 	fs.IntVar(&b.maxInFlight, "webhook-max-in-flight", webhook.DefaultMaxInFlight, "Most admission requests read or handled at once per replica; one that finds no slot within a second is answered 429 unread, and the API server admits it unstamped.")
+	fs.IntVar(&b.maxNudges, "max-nudges-in-flight", 0, "Most of the watcher's writes through the webhook (nudges and records) in flight at once, all workload kinds together; 0: half of --webhook-max-in-flight. Keep it below --webhook-max-in-flight: the Service may send them all to one replica, whose admissions without a slot are answered 429 and admitted unstamped.")
 	fs.Float64Var(&b.webhookQPS, "webhook-api-qps", defaultWebhookQPS, "Client-side rate limit of the webhook's reads, per second, apart from --kube-api-qps.")
 	fs.IntVar(&b.webhookBurst, "webhook-api-burst", defaultWebhookBurst, "Client-side burst of the webhook's reads.")
 }
@@ -62,4 +65,13 @@ func setMemoryLimit(log logr.Logger) {
 	}
 	debug.SetMemoryLimit(limit / 10 * 8)
 	log.Info("Set the Go memory limit", "bytes", limit/10*8, "containerLimit", limit)
+}
+
+// nudgesInFlight is the watcher's bound on its writes through the webhook: half a
+// replica's slots unless set, so users' admissions find the other half free.
+func (b *boundsOptions) nudgesInFlight() int {
+	if b.maxNudges > 0 {
+		return b.maxNudges
+	}
+	return max(1, b.maxInFlight/2)
 }

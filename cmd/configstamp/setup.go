@@ -241,7 +241,8 @@ func (s *setup) setupControllers(ctx context.Context, mgr ctrl.Manager) error {
 	}
 	return watcher.SetupWithManager(ctx, mgr, watcher.Options{
 		Debounce: o.debounce, DebounceMax: o.debounceMax, ReadTimeout: o.readTimeout, Concurrency: o.concurrency,
-		Scope: s.scope, Registration: s.registrationName, CoverageConfigMap: s.coverageConfigMap(), MinRolloutInterval: o.minRolloutInterval,
+		MaxAdmissionsInFlight: o.bounds.nudgesInFlight(),
+		Scope:                 s.scope, Registration: s.registrationName, CoverageConfigMap: s.coverageConfigMap(), MinRolloutInterval: o.minRolloutInterval,
 		RollStaleAtInstall: o.rollStaleAtInstall, RecheckInterval: o.recheckInterval, Cache: digests,
 		ArgoRollouts: o.argoRollouts, Sources: s.sources, Key: key.Key, FreshKey: key.Fresh,
 	})

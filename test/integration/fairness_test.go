@@ -187,3 +187,88 @@ func cleanUp(t *testing.T, namespaces ...string) {
 		}
 	})
 }
+
+// TestFanOutLeavesAdmissionSlots: a fan-out at --concurrency 32 whose nudges the webhook
+// answers slowly (its reads of the shared ConfigMap take a second, a proxy) while users
+// create Deployments elsewhere. The watcher's writes through the webhook stay within
+// --max-nudges-in-flight (half the replica's --webhook-max-in-flight 8), so no admission,
+// a nudge or a user's, is answered 429 (busy) and let through unstamped, and every user's
+// Deployment is stamped at creation. Unbounded, 24 nudges at once take all 8 slots.
+func TestFanOutLeavesAdmissionSlots(t *testing.T) {
+	const consumers = 24
+	fp := framework.NewFaultProxy(t, env.Cluster)
+	metricsAddr := freeAddr(t)
+	fan, users := env.NewNamespace(t, true), env.NewNamespace(t, true)
+	cleanUp(t, fan, users)
+	env.Start(t, framework.Options{Kubeconfig: fp.Kubeconfig, Args: []string{"--metrics-bind-address", metricsAddr,
+		"--concurrency", "32", "--webhook-max-in-flight", "8", "--kube-api-qps", "1000", "--kube-api-burst", "2000"}})
+	create(t, configMap(fan, "shared", map[string]string{"k": "1"}))
+	create(t, configMap(users, "own", map[string]string{"k": "1"}))
+	createAll(t, fan, "app", consumers, podWithVolumes("shared"))
+	const queued = `configstamp_queue_namespaces{controller="deployment"}`
+	framework.Eventually(t, 2*time.Minute, "creation checks done", func() error {
+		if n, ok := scrape(t, metricsAddr)[queued]; !ok || n != 0 {
+			return fmt.Errorf("%s = %v (exported: %v)", queued, n, ok)
+		}
+		return nil
+	})
+
+	fp.Slow(framework.ConfigMapGetsIn(fan), time.Second)
+	setData(t, fan, "shared", "k", "2")
+	want := docHash(t, fan, docSource{name: "shared"})
+	userHash := docHash(t, users, docSource{name: "own"})
+	// Users create Deployments, one at a time, all through the fan-out.
+	done := make(chan struct{})
+	var created []*appsv1.Deployment
+	var createErr error
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			d := deployment(fmt.Sprintf("user-%03d", i), podWithVolumes("own"))
+			d.Namespace = users
+			if createErr = k8s.Create(bg, d); createErr != nil {
+				return
+			}
+			created = append(created, d)
+			if n, err := rolled(fan, want); err == nil && n == consumers {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Minute):
+		n, err := rolled(fan, want)
+		t.Fatalf("the fan-out not done in 3 minutes: %d of %d rolled (%v)", n, consumers, err)
+	}
+	if createErr != nil {
+		t.Fatalf("a user's create: %v", createErr)
+	}
+	unstamped := 0
+	for _, d := range created {
+		if hashOf(d) != userHash {
+			unstamped++
+		}
+	}
+	busy := scrape(t, metricsAddr)[`configstamp_admission_requests_total{result="busy"}`]
+	t.Logf("%d user Deployments created during the fan-out, %d unstamped; %v admissions answered busy", len(created), unstamped, busy)
+	if busy != 0 || unstamped != 0 {
+		t.Errorf("%v admissions answered 429 (busy), %d of %d users' Deployments admitted unstamped: want none", busy, unstamped, len(created))
+	}
+}
+
+// rolled counts the Deployments in ns stamped want.
+func rolled(ns, want string) (int, error) {
+	var list appsv1.DeploymentList
+	if err := k8s.List(bg, &list, client.InNamespace(ns)); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, d := range list.Items {
+		if hashOf(&d) == want {
+			n++
+		}
+	}
+	return n, nil
+}
