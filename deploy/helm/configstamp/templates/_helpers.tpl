@@ -160,3 +160,13 @@ Arguments: dict "path" "label" "paused". */ -}}
 {{- end -}}
 {{- join " || " $parts -}}
 {{- end }}
+{{- /* The ServiceAccounts configstamp's processes run as, in the release namespace (a JSON
+list): the FlowSchema matches these. */ -}}
+{{- define "configstamp.serviceAccountNames" -}}
+{{- list "configstamp" | toJson }}
+{{- end }}
+{{- /* Non-empty when the API Priority and Fairness objects render: flowControl.enabled,
+and an API server that serves flowcontrol.apiserver.k8s.io/v1 (Kubernetes 1.29 and later). */ -}}
+{{- define "configstamp.flowControl" -}}
+{{- if and .Values.flowControl.enabled (.Capabilities.APIVersions.Has "flowcontrol.apiserver.k8s.io/v1") }}true{{ end }}
+{{- end }}
