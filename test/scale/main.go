@@ -3,7 +3,9 @@
 // and with large Secrets (created plainly and as client-side `kubectl apply` writes
 // them), admission overhead through the API server, change-to-stamp latency, fan-out
 // (to Deployments, and to a mix of Deployments, StatefulSets and DaemonSets), API
-// requests per change, cold start and restart cost. See BENCHMARKS.md for the method.
+// requests per change, cold start and restart cost, and beside Stakater Reloader:
+// change to new generation and a fan-out with real rollouts. See BENCHMARKS.md for the
+// method.
 //
 //	make bench-scale            (SCALE_FLAGS="-quick" for a smaller run)
 package main
