@@ -27,10 +27,16 @@ type Observed struct {
 	// Key is the KeyFingerprint of the key the hash was computed under; "" in a record
 	// made before records carried it (unknown key).
 	Key string
+	// Behind is the config hash pods of older templates still run ("": none): a
+	// workload whose controller replaces pods only on their deletion or below a
+	// partition (decide.RecordBehind) keeps them after a new template; Hash is what
+	// the current template's pods run.
+	Behind string
 }
 
 // String renders the annotation value, "<config hash> template=<fingerprint>", with
-// " secrets" when the hash covers Secrets and " key=<key fingerprint>" at the end.
+// " secrets" when the hash covers Secrets, " key=<key fingerprint>" and
+// " behind=<config hash>" at the end.
 func (o Observed) String() string {
 	s := o.Hash + " template=" + o.Template
 	if o.Secrets {
@@ -38,6 +44,9 @@ func (o Observed) String() string {
 	}
 	if o.Key != "" {
 		s += " key=" + o.Key
+	}
+	if o.Behind != "" {
+		s += " behind=" + o.Behind
 	}
 	return s
 }
@@ -58,12 +67,19 @@ func ParseObserved(v string) (o Observed, ok bool) {
 	if len(fields) > 0 && fields[0] == "secrets" {
 		o.Secrets, fields = true, fields[1:]
 	}
-	if len(fields) > 0 {
+	if len(fields) > 0 && !strings.HasPrefix(fields[0], "behind=") {
 		key, isKey := strings.CutPrefix(fields[0], "key=")
 		if !isKey || !IsKeyFingerprint(key) {
 			return Observed{}, false
 		}
 		o.Key, fields = key, fields[1:]
+	}
+	if len(fields) > 0 {
+		behind, isBehind := strings.CutPrefix(fields[0], "behind=")
+		if !isBehind || len(behind) != 2*sha256.Size {
+			return Observed{}, false
+		}
+		o.Behind, fields = behind, fields[1:]
 	}
 	if len(fields) > 0 {
 		return Observed{}, false

@@ -96,3 +96,29 @@ func TestObservedKey(t *testing.T) {
 		}
 	}
 }
+
+// A record of a workload whose older pods stay (OnDelete, a partition) names the config
+// they run after everything else; without a key too; a malformed one is invalid.
+func TestObservedBehind(t *testing.T) {
+	hash, old, fp := strings.Repeat("ab", 32), strings.Repeat("cd", 32), "0123456789abcdef"
+	for _, o := range []Observed{
+		{Hash: hash, Template: fp, Key: "0f4dd1f41f10", Behind: old},
+		{Hash: hash, Template: fp, Behind: old},
+		{Hash: hash, Template: fp, Secrets: true, Behind: old},
+	} {
+		got, ok := ParseObserved(o.String())
+		if !ok || got != o || !strings.HasSuffix(o.String(), " behind="+old) {
+			t.Errorf("round trip %q: %+v %v", o.String(), got, ok)
+		}
+	}
+	for _, bad := range []string{
+		hash + " template=" + fp + " behind=",
+		hash + " template=" + fp + " behind=" + old[:12],
+		hash + " template=" + fp + " behind=" + old + " key=0f4dd1f41f10",
+		hash + " template=" + fp + " behind=" + old + " behind=" + old,
+	} {
+		if o, ok := ParseObserved(bad); ok {
+			t.Errorf("ParseObserved(%q) accepted: %+v", bad, o)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/configstamp/configstamp/internal/configread"
 	"github.com/configstamp/configstamp/internal/decide"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
@@ -95,6 +96,9 @@ type judged struct {
 	want          stamp.Stamp
 	tr            trigger
 	live          bool
+	// caughtUp: its record names config older pods still run, and its controller shows
+	// none left (decide.CaughtUp).
+	caughtUp bool
 }
 
 // judge decides for one workload. live tells that obj was read from the API server
@@ -112,6 +116,8 @@ func (r *workloadReconciler) judge(ctx context.Context, obj client.Object, tr tr
 		storedSources: tmpl.Annotations[stamp.SourcesAnnotation], tr: tr, live: live}
 	rec, recValid := stamp.ObservedFor(obj.GetAnnotations(), tmpl)
 	j.basis, j.certain = decide.Basis(tmpl.Annotations[stamp.HashAnnotation], rec, recValid, refs)
+	behind, _, _ := r.kind.Behind(obj)
+	j.caughtUp = recValid && decide.CaughtUp(rec, behind)
 	if !j.certain && !live {
 		fresh := r.kind.New()
 		if err := r.live.Get(ctx, j.key, fresh); err != nil {
@@ -122,6 +128,9 @@ func (r *workloadReconciler) judge(ctx context.Context, obj client.Object, tr tr
 		}
 	}
 	if j.want, err = r.expected(ctx, obj, refs); err != nil {
+		if errors.Is(err, configread.ErrTimeout) {
+			return r.readTimedOut(ctx, obj, len(refs), err)
+		}
 		checks.WithLabelValues("error").Inc()
 		return reconcile.Result{}, err
 	}
@@ -240,10 +249,11 @@ func (r *workloadReconciler) act(ctx context.Context, j judged, d decide.Decisio
 
 // current acts on pods that run the current config: a basis that is not certain (a
 // stamp without a record: made by a version that wrote none, or the record was dropped)
-// is recorded, so later decisions are certain, unless a live change is pending.
+// is recorded, so later decisions are certain, unless a live change is pending; so is
+// a record whose older pods have all been replaced (caughtUp), without them.
 func (r *workloadReconciler) current(ctx context.Context, j judged) error {
 	r.state.resetBypasses(j.key)
-	if !j.certain && !r.state.changedSince(j.key) {
+	if (!j.certain || j.caughtUp) && !r.state.changedSince(j.key) {
 		return r.record(ctx, j.obj, j.tmpl, j.want, stamp.HasSecrets(j.refs))
 	}
 	logf.FromContext(ctx).V(1).Info("Config current", "hash", j.basis)

@@ -42,16 +42,16 @@ type workloadEvidence struct {
 	refs []stamp.Source
 }
 
-// Bypassed is decide.Bypassed, with the coverage read from the registration (live) and
+// Coverage is decide.Covered, with the coverage read from the registration (live) and
 // the namespace from the cache. A namespaced install reads no Namespace: the time its
 // namespace was first watched (decide.CoverageNamespace) stands for its last write.
-func (w workloadEvidence) Bypassed() (bool, error) {
+func (w workloadEvidence) Coverage() (decide.Coverage, error) {
 	name := w.obj.GetNamespace()
 	since, err := w.e.coverage.ofAll(w.ctx, w.kind.Resource, decide.CoverageSecrets, decide.CoverageNamespace(name))
 	if err != nil {
-		return false, err
+		return decide.Coverage{}, err
 	}
-	return decide.Bypassed(w.obj.GetCreationTimestamp().Time, w.refs, since[0], since[1], func() (metav1.Object, bool, error) {
+	return decide.Covered(w.obj, w.refs, since[0], since[1], func() (metav1.Object, bool, error) {
 		if w.e.scope.Namespaced() {
 			if !w.e.scope.Includes(name, nil) {
 				return nil, false, nil

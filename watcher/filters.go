@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/configstamp/configstamp/internal/decide"
 	"github.com/configstamp/configstamp/stamp"
 )
 
@@ -58,6 +59,11 @@ func (r *workloadReconciler) events(quiet time.Duration) handler.Funcs {
 				// Opted in by its own label: its record, at once.
 				r.state.addTrigger(key, trigger{})
 				q.Add(reconcile.Request{NamespacedName: key})
+			case r.caughtUp(e.ObjectOld, e.ObjectNew):
+				// Its controller replaced the last pod on an older template: its record
+				// drops the config they ran.
+				r.state.addTrigger(key, trigger{})
+				q.Add(reconcile.Request{NamespacedName: key})
 			case r.mayHaveBypassed(e.ObjectOld, e.ObjectNew):
 				r.state.addTrigger(key, trigger{event: true})
 				q.AddAfter(reconcile.Request{NamespacedName: key}, quiet)
@@ -86,4 +92,14 @@ func (r *workloadReconciler) mayHaveBypassed(old, obj client.Object) bool {
 	dropped := oldTmpl != nil && oldTmpl.Annotations[stamp.HashAnnotation] != "" && tmpl.Annotations[stamp.HashAnnotation] == "" ||
 		oldAnn[stamp.ObservedAnnotation] != "" && ann[stamp.ObservedAnnotation] == ""
 	return dropped || oldTmpl == nil || !stamp.SameTemplate(oldTmpl, tmpl) || oldAnn[stamp.ExtraSourcesAnnotation] != ann[stamp.ExtraSourcesAnnotation]
+}
+
+// caughtUp reports whether an update (of its status) shows the last of a workload's pods
+// on an older template replaced, while its record still names the config they ran
+// (decide.CaughtUp).
+func (r *workloadReconciler) caughtUp(old, obj client.Object) bool {
+	rec, ok := stamp.ParseObserved(obj.GetAnnotations()[stamp.ObservedAnnotation])
+	before, _, _ := r.kind.Behind(old)
+	now, _, _ := r.kind.Behind(obj)
+	return ok && before > 0 && decide.CaughtUp(rec, now)
 }

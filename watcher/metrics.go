@@ -15,7 +15,7 @@ var (
 	})
 	checks = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configstamp_checks_total",
-		Help: "Workload stamp checks by the watcher, by result: current, recorded, nudged, held, paused, deferred, bypassed, bypass_abandoned, unread (the webhook could not read config), key_mismatch (another hash key met), too_large, too_many_sources, error.",
+		Help: "Workload stamp checks by the watcher, by result: current, recorded, nudged, held, paused, deferred, bypassed, bypass_abandoned, unread (the webhook could not read config), read_timeout (its own reads ran past --read-timeout), key_mismatch (another hash key met), too_large, too_many_sources, error.",
 	}, []string{"result"})
 	bypasses = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "configstamp_bypasses_detected_total",
@@ -32,6 +32,10 @@ var (
 	keyMismatches = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "configstamp_hash_key_mismatches_total",
 		Help: "Workloads left unrolled after repeated checks because the watcher and the record or the webhook replica disagreed on the hash key (each also got a HashKeyMismatch Event); still retried.",
+	})
+	readTimeouts = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "configstamp_read_timeouts_total",
+		Help: "Workloads whose check's config reads ran past --read-timeout on every retry (each also got a ConfigReadTimeout Event): left alone until their next event or the periodic re-check.",
 	})
 	debouncePending = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "configstamp_debounce_pending",
@@ -71,8 +75,49 @@ func (c *burstAgeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// queueDepth exports, per controller (a workload or source kind: bounded), how many
+// namespaces have items in its fair queue and the most items one namespace has there,
+// read at scrape time. No namespace label: a deep namespace is found in the logs.
+var queueDepth = &queueDepthCollector{
+	namespaces: prometheus.NewDesc("configstamp_queue_namespaces",
+		"Namespaces with checks (or source events) queued, by controller; the queue serves them in turn.",
+		[]string{"controller"}, nil),
+	deepest: prometheus.NewDesc("configstamp_queue_deepest_namespace",
+		"Most items one namespace has queued, by controller: a namespace far deeper than the rest is a flood or a large fan-out, which the fair queue keeps from delaying the others.",
+		[]string{"controller"}, nil),
+	stats: map[string]func() (int, int){},
+}
+
+type queueDepthCollector struct {
+	namespaces, deepest *prometheus.Desc
+	mu                  sync.Mutex
+	stats               map[string]func() (namespaces, deepest int)
+}
+
+// set makes stats the controller's reading (its running queue).
+func (c *queueDepthCollector) set(controller string, stats func() (int, int)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stats[controller] = stats
+}
+
+func (c *queueDepthCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.namespaces
+	ch <- c.deepest
+}
+
+func (c *queueDepthCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, stats := range c.stats {
+		n, d := stats()
+		ch <- prometheus.MustNewConstMetric(c.namespaces, prometheus.GaugeValue, float64(n), name)
+		ch <- prometheus.MustNewConstMetric(c.deepest, prometheus.GaugeValue, float64(d), name)
+	}
+}
+
 func init() {
-	metrics.Registry.MustRegister(nudges, checks, bypasses, keyMismatches, recheckQueued, recheckFound, debouncePending, burstAge)
+	metrics.Registry.MustRegister(nudges, checks, bypasses, keyMismatches, readTimeouts, recheckQueued, recheckFound, debouncePending, burstAge, queueDepth)
 	// Exported at 0 from the start, so the first errors are an increase to alerts, and
 	// the alerts' label value is on /metrics for the monitoring integration test.
 	checks.WithLabelValues("error")

@@ -196,12 +196,17 @@ type owedLines struct {
 	retrying, later string
 	err             error
 	kv              []any
+	// leave, when set, leaves the workload alone once the retries ran out (it marks it
+	// so), until its next event or the re-check's next pass, instead of retrying it
+	// every unreadRetry.
+	leave func()
 }
 
-// owedRetry schedules the n-th retry of a change owed but held up outside the check (the
-// webhook cannot read config; the hash keys disagree): the first maxBypassRetries with
-// backoff (an error), then, after report once, about every unreadRetry, spread out: many
-// workloads may be waiting on one failing API server.
+// owedRetry schedules the n-th retry of a change owed but held up (the webhook cannot
+// read config; the hash keys disagree; the check's own reads time out): the first
+// maxBypassRetries with backoff (an error), then, after report once, about every
+// unreadRetry, spread out: many workloads may be waiting on one failing API server; or,
+// with l.leave, not until an event or the re-check queues it again.
 func owedRetry(ctx context.Context, n int, l owedLines, report func()) (reconcile.Result, error) {
 	log := logf.FromContext(ctx)
 	if n <= maxBypassRetries {
@@ -211,9 +216,43 @@ func owedRetry(ctx context.Context, n int, l owedLines, report func()) (reconcil
 	if n == maxBypassRetries+1 {
 		report()
 	}
+	if l.leave != nil {
+		log.Info(l.later, append(l.kv, "attempt", n)...)
+		l.leave()
+		return reconcile.Result{}, nil
+	}
 	after := unreadRetry + rand.N(unreadRetry/5)
 	log.Info(l.later, append(l.kv, "attempt", n, "after", after.String())...)
 	return reconcile.Result{RequeueAfter: after}, nil
+}
+
+// readTimedOut handles a check whose own reads of config ran past --read-timeout (more
+// sources, missing ones included, than the watcher's client budget reads in time, or a
+// slow API server): retried with backoff maxBypassRetries times, then reported once (a
+// ConfigReadTimeout Event, configstamp_read_timeouts_total) and left alone until its next
+// event, or the re-check's next pass, which tries it once more, quietly. So a workload
+// that cannot be read in time spends the shared read budget in bounded amounts.
+func (r *workloadReconciler) readTimedOut(ctx context.Context, obj client.Object, sources int, err error) (reconcile.Result, error) {
+	key := client.ObjectKeyFromObject(obj)
+	checks.WithLabelValues("read_timeout").Inc()
+	if r.state.quietRetry(key) {
+		logf.FromContext(ctx).V(1).Info("Re-check: config reads still run past their deadline; left alone until the next pass", "sources", sources)
+		r.state.abandon(key)
+		return reconcile.Result{}, nil
+	}
+	n := r.state.countTimeout(key)
+	return owedRetry(ctx, n, owedLines{
+		retrying: "Config reads ran past their deadline; retrying",
+		later:    "Config reads still run past their deadline; left alone until its next event or the re-check",
+		err:      fmt.Errorf("%s %s: %w", r.kind, key, err),
+		kv:       []any{"sources", sources},
+		leave:    func() { r.state.abandon(key) },
+	}, func() {
+		readTimeouts.Inc()
+		r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, ReasonConfigReadTimeout, "Check",
+			"Not checked after %d tries: reading its %d sources ran past --read-timeout each time (too many, or missing, for the watcher's client budget, or a slow API server); tried again at its next event or re-check",
+			n, sources)
+	})
 }
 
 // keyMismatch handles a check that met another hash key than the watcher's (why says

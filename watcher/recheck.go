@@ -11,9 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/configstamp/configstamp/internal/configread"
 	"github.com/configstamp/configstamp/stamp"
@@ -32,7 +32,7 @@ const recheckJitter = 0.2
 // server. What a pass finds and rolls is counted (configstamp_recheck_found_total).
 type recheck struct {
 	rec      *workloadReconciler
-	queue    chan<- event.GenericEvent
+	queue    *fairQueue
 	interval time.Duration
 }
 
@@ -75,12 +75,8 @@ func (p *recheck) pass(ctx context.Context) {
 			continue
 		}
 		r.state.addTrigger(key, trigger{recheck: true})
-		select {
-		case p.queue <- event.GenericEvent{Object: r.kind.Ref(key)}:
-			queued++
-		case <-ctx.Done():
-			return
-		}
+		p.queue.Add(reconcile.Request{NamespacedName: key})
+		queued++
 	}
 	recheckQueued.WithLabelValues(r.kind.Kind).Add(float64(queued))
 	log.V(1).Info("Re-check pass", "workloads", len(items), "queued", queued)

@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/configstamp/configstamp/stamp"
@@ -25,16 +24,17 @@ func TestRecheckQueuesWhatMoved(t *testing.T) {
 	r.recheck = true
 	// Stamped and recorded on cfg's current content: a check finds it current.
 	stampCurrent(ctx, t, c, r)
-	queue := make(chan event.GenericEvent, 10)
+	queue := testQueue(t)
 	p := &recheck{rec: r, queue: queue}
 	passQueues := func(step string, want int) {
 		t.Helper()
 		p.pass(ctx)
-		if got := len(queue); got != want {
+		if got := queue.Len(); got != want {
 			t.Fatalf("%s: %d queued, want %d", step, got, want)
 		}
 		for range want {
-			<-queue
+			item, _ := queue.Get()
+			queue.Done(item)
 			if tr := r.state.takeTrigger(appKey); !tr.recheck || tr.event || tr.changed {
 				t.Fatalf("%s: trigger %+v, want a re-check only", step, tr)
 			}
@@ -92,14 +92,18 @@ func TestRecheckRetriesAnAbandonedBypass(t *testing.T) {
 	for len(rec.Events) > 0 {
 		<-rec.Events
 	}
-	queue := make(chan event.GenericEvent, 10)
+	queue := testQueue(t)
 	p := &recheck{rec: r, queue: queue}
+	take := func() {
+		item, _ := queue.Get()
+		queue.Done(item)
+	}
 	for pass := 1; pass <= 2; pass++ {
 		p.pass(ctx)
-		if len(queue) != 1 {
-			t.Fatalf("pass %d: %d queued, want the abandoned workload", pass, len(queue))
+		if n := queue.Len(); n != 1 {
+			t.Fatalf("pass %d: %d queued, want the abandoned workload", pass, n)
 		}
-		<-queue
+		take()
 		if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: appKey}); err != nil {
 			t.Fatalf("pass %d: the quiet retry returned %v", pass, err)
 		}
@@ -111,12 +115,12 @@ func TestRecheckRetriesAnAbandonedBypass(t *testing.T) {
 	// current, and it is done with.
 	stampCurrent(ctx, t, c, r)
 	p.pass(ctx)
-	<-queue
+	take()
 	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: appKey}); err != nil {
 		t.Fatal(err)
 	}
 	p.pass(ctx)
-	if len(queue) != 0 {
+	if queue.Len() != 0 {
 		t.Fatal("queued again once current")
 	}
 }

@@ -18,10 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/configstamp/configstamp/internal/configread"
 	"github.com/configstamp/configstamp/internal/decide"
@@ -171,7 +168,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		err := ctrl.NewControllerManagedBy(mgr).
 			Named(k.Name).
 			WatchesMetadata(k.New(), src.events()).
-			WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
+			WithOptions(controller.Options{MaxConcurrentReconciles: 2, NewQueue: func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+				return newFairQueue(name, rl, mgr.GetLogger().WithValues("controller", name))
+			}}).
 			Complete(src)
 		if err != nil {
 			return fmt.Errorf("set up %s controller: %w", k.Name, err)
@@ -242,7 +241,11 @@ func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, k.New(), SourceIndex, indexSources(k, opts.Sources)); err != nil {
 		return fmt.Errorf("index %s by source: %w", k.Resource, err)
 	}
-	queue := make(chan event.GenericEvent, 1024)
+	// Sources hand their dependents straight to this queue: unbounded, deduplicating,
+	// fair across namespaces; an add never blocks.
+	name := strings.ToLower(k.Kind)
+	queue := newFairQueue(name, workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](opts.RetryBase, opts.RetryMax),
+		mgr.GetLogger().WithValues("controller", name))
 	rec := &workloadReconciler{
 		kind: k, client: mgr.GetClient(), live: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder("configstamp"),
 		config:   &configread.Reader{Client: mgr.GetAPIReader(), Cache: opts.Cache, Key: opts.Key, Timeout: opts.ReadTimeout, Seen: w.seen},
@@ -252,16 +255,15 @@ func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 		recheck: opts.RecheckInterval > 0,
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
-		Named(strings.ToLower(k.Kind)).
-		Watches(k.New(), rec.events(opts.Debounce)).
-		WatchesRawSource(source.Channel(queue, &handler.EnqueueRequestForObject{}))
+		Named(name).
+		Watches(k.New(), rec.events(opts.Debounce))
 	if !opts.Scope.Namespaced() {
 		// A namespace that opts in; a namespaced install watches no Namespace.
 		b = b.WatchesMetadata(&corev1.Namespace{}, namespaceEvents(opts.Scope, mgr.GetClient(), k, &rec.state))
 	}
 	err := b.WithOptions(controller.Options{
 		MaxConcurrentReconciles: opts.Concurrency,
-		RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](opts.RetryBase, opts.RetryMax),
+		NewQueue:                queue.newQueue,
 	}).Complete(rec)
 	if err != nil {
 		return fmt.Errorf("set up %s controller: %w", k.Resource, err)

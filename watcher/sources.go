@@ -21,10 +21,11 @@ import (
 )
 
 // dependentsOf is where a source hands on the workloads of one kind that consume it:
-// the kind's controller, through its channel, and the triggers in its workload state.
+// the kind's controller, through its queue (an add never blocks), and the triggers in
+// its workload state.
 type dependentsOf struct {
 	kind  *workload.Kind
-	queue chan<- event.GenericEvent
+	queue *fairQueue
 	state *workloadStates
 }
 
@@ -139,11 +140,7 @@ func (r *sourceReconciler) fanOut(ctx context.Context, req reconcile.Request, ch
 			}
 			key := client.ObjectKeyFromObject(obj)
 			d.state.addTrigger(key, trigger{changed: changed, handoff: true})
-			select {
-			case d.queue <- event.GenericEvent{Object: d.kind.Ref(key)}:
-			case <-ctx.Done():
-				return reconcile.Result{}, ctx.Err()
-			}
+			d.queue.Add(reconcile.Request{NamespacedName: key})
 		}
 	}
 	return reconcile.Result{}, nil

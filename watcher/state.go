@@ -38,6 +38,8 @@ type workloadState struct {
 	// keyMismatches counts its checks that met another hash key than the watcher's
 	// (a record, or the webhook's answer to a nudge) and could not go on.
 	keyMismatches int
+	// timeouts counts its checks whose config reads ran past their deadline.
+	timeouts int
 	// oversize, when not zero, marks it left alone because configstamp's annotations
 	// would take its own past the API server's size limit: an update of its annotations
 	// is checked (it may have made room). The value tells the checks apart: a check
@@ -60,7 +62,7 @@ type workloadState struct {
 }
 
 func (s *workloadState) empty() bool {
-	return s.trigger == (trigger{}) && s.lastRoll.IsZero() && s.bypasses == 0 && s.unreads == 0 && s.keyMismatches == 0 && s.oversize == 0 &&
+	return s.trigger == (trigger{}) && s.lastRoll.IsZero() && s.bypasses == 0 && s.unreads == 0 && s.keyMismatches == 0 && s.timeouts == 0 && s.oversize == 0 &&
 		!s.checkedSet && s.rolls == 0 && s.tooManyAt.IsZero() && !s.abandoned && !s.quiet
 }
 
@@ -250,12 +252,22 @@ func (s *workloadStates) countKeyMismatch(key types.NamespacedName) int {
 	return st.keyMismatches
 }
 
+// countTimeout counts one more check of key whose config reads ran past their
+// deadline, and returns the count.
+func (s *workloadStates) countTimeout(key types.NamespacedName) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.get(key)
+	st.timeouts++
+	return st.timeouts
+}
+
 // resetBypasses starts key's counts of nudges that did not roll afresh.
 func (s *workloadStates) resetBypasses(key types.NamespacedName) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if st, ok := s.m[key]; ok {
-		st.bypasses, st.unreads, st.keyMismatches = 0, 0, 0
+		st.bypasses, st.unreads, st.keyMismatches, st.timeouts = 0, 0, 0, 0
 		s.tidy(key)
 	}
 }

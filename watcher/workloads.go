@@ -31,6 +31,9 @@ const (
 	// ReasonHashKeyMismatch: the replicas have not agreed on the hash key for
 	// maxBypassRetries checks (a record or a nudge under another key); still retried.
 	ReasonHashKeyMismatch = "HashKeyMismatch"
+	// ReasonConfigReadTimeout: the watcher's own reads of its config ran past
+	// --read-timeout at every retry; tried again at its next event or re-check.
+	ReasonConfigReadTimeout = "ConfigReadTimeout"
 )
 
 // workloadReconciler checks one workload's config against the evidence of the config its

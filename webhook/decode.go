@@ -3,6 +3,7 @@ package webhook
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -46,6 +47,9 @@ type input struct {
 	resumed bool
 	// nudgeKey is the key fingerprint a nudge names ("": none).
 	nudgeKey string
+	// partial: its controller replaces pods only when deleted or above a partition
+	// (workload.Kind.Behind), so a new template leaves older pods running.
+	partial bool
 
 	// The rest is set only for a template to stamp (tmpl set, no problem, not skipped).
 	extraProblems []string
@@ -64,7 +68,10 @@ type input struct {
 	record   map[string]string
 	rec      stamp.Observed
 	recValid bool
-	srcs     []stamp.Source
+	// oldRec is the stored record when valid for the stored template (oldRecValid).
+	oldRec      stamp.Observed
+	oldRecValid bool
+	srcs        []stamp.Source
 	// basis is what the pods are judged to run; certain: it is the record's.
 	basis   string
 	certain bool
@@ -104,9 +111,10 @@ func (s *Stamper) input(kind *workload.Kind, req admission.Request, obj, old cli
 	marker := stamp.ParseMarker(in.annotations)
 	// Only configstamp's own marker counts: a leftover one (the webhook was down when it
 	// was set), one copied back by rollout undo, or one set by hand is stripped and ignored.
-	ours := marker.Present && (s.Self == "" || in.user == s.Self)
+	ours := marker.Present && s.trusts(in.user)
 	in.marked, in.nudged, in.recording = marker.Present, ours && marker.Nudge, ours && marker.Record
 	in.resumed = old != nil && kind.Paused(old) && !kind.Paused(obj)
+	_, _, in.partial = kind.Behind(obj)
 	if in.nudged {
 		in.nudgeKey = marker.Key
 	}
@@ -135,6 +143,7 @@ func (in *input) consumed(opts stamp.Options) {
 		in.templateChanged = !stamp.SameTemplate(oldTmpl, in.tmpl) ||
 			in.old.GetAnnotations()[stamp.ExtraSourcesAnnotation] != in.annotations[stamp.ExtraSourcesAnnotation]
 		in.record = in.old.GetAnnotations()
+		in.oldRec, in.oldRecValid = stamp.ObservedFor(in.record, oldTmpl)
 	}
 	if in.recording {
 		in.record = in.annotations
@@ -152,7 +161,12 @@ func (in *input) consumed(opts stamp.Options) {
 // observed is the record of hash, computed under the key whose fingerprint is key, for
 // the incoming template.
 func (in *input) observed(hash, key string) string {
-	return stamp.Observed{Hash: hash, Template: stamp.TemplateFingerprint(in.tmpl), Secrets: stamp.HasSecrets(in.srcs), Key: key}.String()
+	return in.observedBehind(hash, key, "")
+}
+
+// observedBehind is observed, with the config older pods still run (behind; "": none).
+func (in *input) observedBehind(hash, key, behind string) string {
+	return stamp.Observed{Hash: hash, Template: stamp.TemplateFingerprint(in.tmpl), Secrets: stamp.HasSecrets(in.srcs), Key: key, Behind: behind}.String()
 }
 
 func decode(kind *workload.Kind, raw []byte) (client.Object, error) {
@@ -164,4 +178,10 @@ func decode(kind *workload.Kind, raw []byte) (client.Object, error) {
 		return nil, err
 	}
 	return obj, nil
+}
+
+// trusts reports whether user's markers count: configstamp's own (Self) or its watcher's
+// (Watchers, when the watcher runs as another user); anyone's when Self is unknown.
+func (s *Stamper) trusts(user string) bool {
+	return s.Self == "" || user == s.Self || slices.Contains(s.Watchers, user)
 }

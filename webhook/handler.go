@@ -60,6 +60,9 @@ type Stamper struct {
 	// Self is the user configstamp's watcher runs as: only its requests may nudge or
 	// write a record. Empty: anyone's marker counts.
 	Self string
+	// Watchers are the users configstamp's watcher runs as when not Self (the chart's
+	// split roles, one ServiceAccount each): their markers count too.
+	Watchers []string
 	// InScope tells whether a review is in configstamp's scope; one outside is answered
 	// with nothing read. Nil: every namespace (unit tests).
 	InScope ScopeFunc

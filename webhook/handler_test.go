@@ -371,6 +371,16 @@ func TestHandleMarkerFromAnotherUser(t *testing.T) {
 	if resp := s.Handle(context.Background(), req); len(resp.Patches) != 1 {
 		t.Fatalf("configstamp's own record update: %+v", resp.Patches)
 	}
+	// Split roles: the watcher's user (Watchers) counts too; anyone else still does not.
+	s.Watchers = []string{"system:serviceaccount:configstamp-system:configstamp-watcher"}
+	req.UserInfo.Username = s.Watchers[0]
+	if resp := s.Handle(context.Background(), req); len(resp.Patches) != 1 {
+		t.Fatalf("the watcher's record update: %+v", resp.Patches)
+	}
+	req.UserInfo.Username = "alice"
+	if resp := s.Handle(context.Background(), req); len(resp.Patches) != 2 {
+		t.Fatalf("alice's marker honoured with Watchers set: %+v", resp.Patches)
+	}
 }
 
 func TestHandleReplaceKeepsTheRestartAnnotation(t *testing.T) {

@@ -302,7 +302,8 @@ func (pl *planner) stamp(want stamp.Stamp, rolls, restart bool) {
 	pl.template = stamp.TemplateAnnotations(want.Hash, want.SourcesAnnotation(), restartedAt)
 	record := ""
 	if want.Hash != "" {
-		record = in.observed(want.Hash, want.Key)
+		// Pods its controller keeps (OnDelete, a partition) run what they ran.
+		record = in.observedBehind(want.Hash, want.Key, decide.RecordBehind(in.partial, in.old == nil, in.oldRec, in.oldRecValid, in.storedHash, want.Hash))
 	}
 	pl.metadata = map[string]string{}
 	if rolls && (want.Hash != in.storedHash || restart) {

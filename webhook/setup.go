@@ -30,8 +30,10 @@ type Options struct {
 	MaxInFlight     int
 	// Cache of source digests shared with the watcher (optional).
 	Cache *configread.DigestCache
-	// Self is the user configstamp runs as: only its nudges and records count.
-	Self string
+	// Self is the user configstamp runs as: only its nudges and records count, and
+	// those of Watchers (the watcher's users, when it runs as another).
+	Self     string
+	Watchers []string
 	// Kinds are the workload kinds to stamp (default: workload.Builtin()).
 	Kinds []*workload.Kind
 	// Sources says which sources count; Key returns the installation's hash key (every digest is keyed).
@@ -52,7 +54,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) {
 	}
 	st := &Stamper{
 		Kinds: opts.Kinds, Sources: opts.Sources, Key: opts.Key, FreshKey: opts.FreshKey,
-		Reader: opts.Reader, ReadTimeout: opts.ReadTimeout, Cache: opts.Cache, Self: opts.Self, InScope: opts.InScope,
+		Reader: opts.Reader, ReadTimeout: opts.ReadTimeout, Cache: opts.Cache, Self: opts.Self, Watchers: opts.Watchers, InScope: opts.InScope,
 	}
 	wh := &admission.Webhook{
 		Handler: st,

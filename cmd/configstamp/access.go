@@ -57,6 +57,35 @@ func needed(kinds []*workload.Kind, sources stamp.Options, metricsSecure bool, r
 	return out
 }
 
+// neededByWebhook is what the webhook role alone needs: get of the sources that count
+// (its live reads), the hash key Secret, and (cluster-wide) list and watch of Namespaces
+// for its scope check; nothing of workloads, and no list or watch of sources. In a
+// namespaced install (watched set) the sources are read in those namespaces only and no
+// Namespace is read.
+func neededByWebhook(sources stamp.Options, metricsSecure bool, watched []string, hashKey types.NamespacedName) []access {
+	out := keyAccess(hashKey)
+	var get []access
+	for _, a := range append(sourceAccess(sources, false), sourceAccess(sources, true)...) {
+		if a.verb == "get" {
+			get = append(get, a)
+		}
+	}
+	if len(watched) == 0 {
+		out = append(out, get...)
+		out = append(out, access{"", "namespaces", "list", "", ""}, access{"", "namespaces", "watch", "", ""})
+	}
+	for _, ns := range watched {
+		for _, a := range get {
+			a.namespace = ns
+			out = append(out, a)
+		}
+	}
+	if metricsSecure {
+		out = append(out, access{"authentication.k8s.io", "tokenreviews", "create", "", ""}, access{"authorization.k8s.io", "subjectaccessreviews", "create", "", ""})
+	}
+	return out
+}
+
 // keyAccess is what keeping the hash key Secret needs: get, and update to fill it when
 // the chart created it empty.
 func keyAccess(hashKey types.NamespacedName) []access {

@@ -32,3 +32,22 @@ func TestNeeded(t *testing.T) {
 		t.Errorf("with Secrets:\n got %s\nwant %s", got, want)
 	}
 }
+
+// TestNeededByWebhook: the webhook role asks for no workload, no list or watch of a
+// source and nothing of the registration; a namespaced one no Namespace.
+func TestNeededByWebhook(t *testing.T) {
+	key := types.NamespacedName{Namespace: "cs", Name: "key"}
+	list := func(watched []string) string {
+		var out []string
+		for _, a := range neededByWebhook(stamp.Options{Secrets: true}, false, watched, key) {
+			out = append(out, a.String())
+		}
+		return strings.Join(out, ", ")
+	}
+	if got, want := list(nil), "get secrets/key in namespace cs, update secrets/key in namespace cs, get configmaps, get secrets, list namespaces, watch namespaces"; got != want {
+		t.Errorf("cluster-wide:\n got %s\nwant %s", got, want)
+	}
+	if got, want := list([]string{"a"}), "get secrets/key in namespace cs, update secrets/key in namespace cs, get configmaps in namespace a, get secrets in namespace a"; got != want {
+		t.Errorf("namespaced:\n got %s\nwant %s", got, want)
+	}
+}

@@ -93,3 +93,32 @@ func TestVersion(t *testing.T) {
 		t.Fatal("no version without ldflags")
 	}
 }
+
+// TestFlagsRole: --role is all by default, takes webhook and watcher, and refuses the
+// flags of the other role.
+func TestFlagsRole(t *testing.T) {
+	if o, err := parse(); err != nil || o.role != "all" || !o.serves() || !o.watches() {
+		t.Errorf("default: %+v %v", o, err)
+	}
+	if o, err := parse("--role", "webhook", "--tls-secret", "cs/tls"); err != nil || !o.serves() || o.watches() {
+		t.Errorf("webhook: %+v %v", o, err)
+	}
+	if o, err := parse("--role", "webhook", "--watcher-user", "a, b", "--watcher-user=c"); err != nil || strings.Join(o.watcherUsers, " ") != "a b c" {
+		t.Errorf("--watcher-user repeated and comma-separated: %+v %v", o, err)
+	}
+	if o, err := parse("--role", "watcher", "--leader-elect"); err != nil || o.serves() || !o.watches() {
+		t.Errorf("watcher: %+v %v", o, err)
+	}
+	for _, args := range [][]string{
+		{"--role", "both"},
+		{"--role", "webhook", "--leader-elect"},
+		{"--role", "watcher", "--self-signed-secret", "cs/s", "--self-signed-hosts", "h"},
+		{"--role", "watcher", "--dev-webhook-url", "https://127.0.0.1:9443"},
+		{"--role", "watcher", "--webhook-client-ca-file", "/ca.pem"},
+		{"--role", "watcher", "--watcher-user", "system:serviceaccount:cs:configstamp"},
+	} {
+		if _, err := parse(args...); err == nil || !strings.Contains(err.Error(), "--role") {
+			t.Errorf("%v: %v, want an error naming --role", args, err)
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 )
 
 type options struct {
+	role                    string
 	devWebhookURL           string
 	devRegistrationName     string
 	devKeepRegistration     bool
@@ -32,6 +33,7 @@ type options struct {
 	probeAddr               string
 	pprofAddr               string
 	leaderElect             bool
+	watcherUsers            []string
 	leaderElectionNamespace string
 	leaderElectionID        string
 	debounce                time.Duration
@@ -79,6 +81,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 // server's parser, which the command-line tools also read an install's args with.
 func bindOptions(fs *flag.FlagSet) *options {
 	o := &options{}
+	fs.StringVar(&o.role, "role", roleAll, "What this process runs: webhook (serves admission on every replica, no leader election, no workload or source informers: scale it out), watcher (the leader-elected controllers that nudge workloads when their config changes; no webhook server) or all (both in one process: dev mode, a single-Deployment install).")
 	fs.StringVar(&o.devWebhookURL, "dev-webhook-url", "", "Run against a cluster outside it (local use, tests): generate a CA and serving certificate, and register this URL (e.g. https://127.0.0.1:9443) in the MutatingWebhookConfiguration --dev-registration-name, deleted again on a clean exit. An installed chart's registration is never touched. Empty in a cluster, where the chart registers the webhook.")
 	fs.StringVar(&o.devRegistrationName, "dev-registration-name", webhook.DevConfigurationName, "Dev mode: name of the MutatingWebhookConfiguration it creates (refused if one of that name exists that dev mode did not make).")
 	fs.BoolVar(&o.devKeepRegistration, "dev-keep-registration", false, "Dev mode: leave the registration in place on exit (so that a restart behaves like an installed webhook's).")
@@ -91,7 +94,15 @@ func bindOptions(fs *flag.FlagSet) *options {
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; \"0\" disables it.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints; \"0\" disables them.")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "Address of the net/http/pprof endpoints; \"0\" disables them.")
-	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one replica runs the watcher; every replica serves admission.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one replica runs the watcher (--role watcher or all); with --role all every replica serves admission, and a replica that loses the lease exits.")
+	fs.Func("watcher-user", "A user whose nudge and record markers the webhook honours besides its own (repeated or comma-separated): the watcher's, when it runs as another user, e.g. system:serviceaccount:configstamp-system:configstamp (the chart's split roles set it). Markers of any other user are stripped and ignored.", func(v string) error {
+		for u := range strings.SplitSeq(v, ",") {
+			if u = strings.TrimSpace(u); u != "" {
+				o.watcherUsers = append(o.watcherUsers, u)
+			}
+		}
+		return nil
+	})
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease (required out of cluster).")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "configstamp-watcher", "Name of the leader election Lease.")
 	fs.DurationVar(&o.debounce, "debounce", watcher.DefaultDebounce, "How long a ConfigMap or Secret must be quiet before the workloads consuming it are nudged (0: at once).")
@@ -125,6 +136,9 @@ func bindOptions(fs *flag.FlagSet) *options {
 func (o *options) validate() error {
 	if o.debounce < 0 || o.debounceMax < 0 || o.minRolloutInterval < 0 || o.shutdownDelay < 0 || o.recheckInterval < 0 {
 		return errors.New("--debounce, --debounce-max, --min-rollout-interval, --recheck-interval and --shutdown-delay must not be negative")
+	}
+	if err := o.validateRole(); err != nil {
+		return err
 	}
 	if o.hashKeyRefresh <= 0 {
 		return errors.New("--hash-key-refresh must be positive")
@@ -198,7 +212,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 
-	s.log.Info("Starting configstamp", "version", buildVersion(), "debounce", o.debounce.String(), "leaderElect", o.leaderElect, "devWebhookURL", o.devWebhookURL,
+	s.log.Info("Starting configstamp", "version", buildVersion(), "role", o.role, "debounce", o.debounce.String(), "leaderElect", o.leaderElect, "devWebhookURL", o.devWebhookURL,
 		"watchNamespaces", s.scope.Watched, "secrets", o.secrets, "argoRollouts", o.argoRollouts, "registration", s.registrationName, "metricsSecure", o.metricsSecure, "webhookClientCA", o.webhookClientCA, "shutdownDelay", o.shutdownDelay.String())
 	return mgr.Start(mgrCtx)
 }

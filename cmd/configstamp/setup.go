@@ -35,6 +35,11 @@ import (
 // digestCacheSize bounds the digest cache: about 150 bytes an entry.
 const digestCacheSize = 16384
 
+// fieldOwner is the field manager of configstamp's writes (nudges, records, the
+// registration's caBundle and coverage) in every role: the API server would otherwise
+// take it from the user agent, which names the role.
+const fieldOwner = "configstamp"
+
 // setup is what run's steps share.
 type setup struct {
 	o       *options
@@ -68,7 +73,12 @@ func newSetup(o *options) (*setup, error) {
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
 	s.cfg.QPS, s.cfg.Burst = float32(o.qps), o.burst
+	// Each role's requests tell apart in the audit log (both run as one identity: the
+	// webhook honours the nudges and records of its own user only).
 	s.cfg.UserAgent = "configstamp"
+	if o.role != roleAll {
+		s.cfg.UserAgent = "configstamp-" + o.role
+	}
 	// The webhook's warnings on the watcher's nudges tell why one was not stamped.
 	s.cfg.WarningHandler, s.cfg.WarningHandlerWithContext = nil, watcher.WarningHandler()
 	if o.devWebhookURL != "" {
@@ -118,19 +128,22 @@ func (s *setup) connect() error {
 		return err
 	}
 	var err error
-	if s.direct, err = client.New(s.cfg, client.Options{Scheme: s.scheme}); err != nil {
+	if s.direct, err = client.New(s.cfg, client.Options{Scheme: s.scheme, FieldOwner: fieldOwner}); err != nil {
 		return fmt.Errorf("create client: %w", err)
 	}
 	return nil
 }
 
 // checkAccess fails start-up with the missing permissions named rather than serve
-// admission with a watcher whose caches never sync.
+// admission with a watcher whose caches never sync. It checks what the role needs.
 func (s *setup) checkAccess(ctx context.Context) error {
 	o := s.o
 	keyRef, _ := hashkey.ParseRef(o.hashKey)
 	want := needed(s.kinds, s.sources, o.metricsSecure, s.registrationName, keyRef)
-	if s.scope.Namespaced() {
+	switch {
+	case !o.watches():
+		want = neededByWebhook(s.sources, o.metricsSecure, s.scope.Watched, keyRef)
+	case s.scope.Namespaced():
 		want = neededIn(s.kinds, s.sources, o.metricsSecure, s.scope.Watched, s.coverageConfigMap(), keyRef)
 	}
 	if o.certs.enabled() {
@@ -178,6 +191,7 @@ func (s *setup) newManager() (ctrl.Manager, error) {
 	}
 	mgr, err := ctrl.NewManager(s.cfg, ctrl.Options{
 		Scheme:                  s.scheme,
+		Client:                  client.Options{FieldOwner: fieldOwner},
 		Metrics:                 metricsOptions(o.metricsAddr, o.metricsSecure, o.enableHTTP2),
 		HealthProbeBindAddress:  o.probeAddr,
 		PprofBindAddress:        o.pprofAddr,
@@ -207,8 +221,35 @@ func (s *setup) newManager() (ctrl.Manager, error) {
 	return mgr, nil
 }
 
-// setupControllers registers the webhook and the watcher with mgr.
+// setupControllers registers the webhook and the watcher, as the role has them, with mgr.
 func (s *setup) setupControllers(ctx context.Context, mgr ctrl.Manager) error {
+	o := s.o
+	key, err := s.hashKey(ctx, mgr)
+	if err != nil {
+		return err
+	}
+	// Digests of unchanged ConfigMaps are remembered by resourceVersion, so a check
+	// reads metadata only; 32 bytes each, bounded.
+	digests := configread.NewDigestCache(digestCacheSize)
+	if o.serves() {
+		if err := s.setupWebhook(ctx, mgr, key, digests); err != nil {
+			return err
+		}
+	}
+	if !o.watches() {
+		return nil
+	}
+	return watcher.SetupWithManager(ctx, mgr, watcher.Options{
+		Debounce: o.debounce, DebounceMax: o.debounceMax, ReadTimeout: o.readTimeout, Concurrency: o.concurrency,
+		Scope: s.scope, Registration: s.registrationName, CoverageConfigMap: s.coverageConfigMap(), MinRolloutInterval: o.minRolloutInterval,
+		RollStaleAtInstall: o.rollStaleAtInstall, RecheckInterval: o.recheckInterval, Cache: digests,
+		ArgoRollouts: o.argoRollouts, Sources: s.sources, Key: key.Key, FreshKey: key.Fresh,
+	})
+}
+
+// setupWebhook registers the admission webhook, with the metadata-only Namespace
+// informer its scope check reads: the one informer of the webhook role.
+func (s *setup) setupWebhook(ctx context.Context, mgr ctrl.Manager, key *hashkey.Keeper, digests *configread.DigestCache) error {
 	o := s.o
 	// Admission reads get a client and a budget of their own: they never wait behind
 	// the watcher's reads, and a flood of reviews cannot spend the watcher's budget.
@@ -218,18 +259,11 @@ func (s *setup) setupControllers(ctx context.Context, mgr ctrl.Manager) error {
 	if err != nil {
 		return fmt.Errorf("create admission client: %w", err)
 	}
-	// Digests of unchanged ConfigMaps are remembered by resourceVersion, so a check
-	// reads metadata only; 32 bytes each, bounded.
-	digests := configread.NewDigestCache(digestCacheSize)
 	self, err := whoAmI(ctx, admissionCfg, s.scheme)
 	if err != nil {
 		s.log.Error(err, "Could not tell which user configstamp runs as (SelfSubjectReview); nudge and record markers from any user are honoured")
 	} else {
-		s.log.Info("Running as", "user", self)
-	}
-	key, err := s.hashKey(ctx, mgr)
-	if err != nil {
-		return err
+		s.log.Info("Running as", "user", self, "watcherUsers", o.watcherUsers)
 	}
 	// The builtin kinds' and (with --argo-rollouts) the Rollout path are served from the
 	// start, whether or not the CRD exists yet: the API server calls only what exists.
@@ -241,16 +275,11 @@ func (s *setup) setupControllers(ctx context.Context, mgr ctrl.Manager) error {
 		return err
 	}
 	webhook.SetupWithManager(mgr, webhook.Options{
-		ReadTimeout: o.readTimeout, Reader: admissionReader, Cache: digests, Self: self,
+		ReadTimeout: o.readTimeout, Reader: admissionReader, Cache: digests, Self: self, Watchers: o.watcherUsers,
 		Kinds: s.kinds, Sources: s.sources, Key: key.Key, FreshKey: key.Fresh, InScope: inScope.InScope,
 		MaxRequestBytes: o.bounds.maxRequestBytes, MaxInFlight: o.bounds.maxInFlight,
 	})
-	return watcher.SetupWithManager(ctx, mgr, watcher.Options{
-		Debounce: o.debounce, DebounceMax: o.debounceMax, ReadTimeout: o.readTimeout, Concurrency: o.concurrency,
-		Scope: s.scope, Registration: s.registrationName, CoverageConfigMap: s.coverageConfigMap(), MinRolloutInterval: o.minRolloutInterval,
-		RollStaleAtInstall: o.rollStaleAtInstall, RecheckInterval: o.recheckInterval, Cache: digests,
-		ArgoRollouts: o.argoRollouts, Sources: s.sources, Key: key.Key, FreshKey: key.Fresh,
-	})
+	return nil
 }
 
 // hashKey is the installation's key, under which every digest is keyed. Every replica
@@ -284,6 +313,10 @@ func (s *setup) addRunnables(mgr ctrl.Manager, keeper ensurer, registration *adm
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
+	}
+	if !s.o.serves() {
+		// The watcher role has no webhook server (asking the manager for it would start one).
+		return mgr.AddReadyzCheck("caches", cacheSynced(mgr.GetCache()))
 	}
 	return mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker())
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"strconv"
@@ -146,6 +147,18 @@ func cacheKey(namespace string, src stamp.Source, hmacKey []byte) string {
 	return b.String()
 }
 
+// ErrTimeout marks a stamp whose reads ran past the Reader's Timeout: too many sources
+// for the client's budget, or a slow API server.
+var ErrTimeout = errors.New("config reads ran past their deadline")
+
+// timedOut reports whether err ended reads under ctx's deadline: it passed, or the
+// client's rate limiter refused to wait past it (golang.org/x/time/rate says so in
+// words only, and before the deadline).
+func timedOut(ctx context.Context, err error) bool {
+	return errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) ||
+		strings.Contains(err.Error(), "would exceed context deadline")
+}
+
 // maxParallelReads bounds the concurrent reads of one stamp computation.
 const maxParallelReads = 8
 
@@ -193,6 +206,9 @@ func compute(ctx context.Context, r reads, key []byte, namespace string, srcs []
 		})
 	}
 	if err := g.Wait(); err != nil {
+		if timeout > 0 && timedOut(ctx, err) {
+			return stamp.Stamp{}, fmt.Errorf("%w (%s, %d sources): %w", ErrTimeout, timeout, len(srcs), err)
+		}
 		return stamp.Stamp{}, err
 	}
 	kept := make([]stamp.Digest, 0, len(srcs))

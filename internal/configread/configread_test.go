@@ -6,9 +6,11 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -249,5 +251,35 @@ func TestStampReadsAMovedSourceAtOnce(t *testing.T) {
 	// And it is remembered: held at that resourceVersion now, it is read metadata-only.
 	if stampNow(); metaReads.Load() != 1 || contentReads.Load() != 0 {
 		t.Errorf("again: %d metadata and %d content reads, want 1 and 0", metaReads.Load(), contentReads.Load())
+	}
+}
+
+// TestStampTimeout: reads that run past the Reader's Timeout end in an error that says
+// so (ErrTimeout), whether the read itself failed on the deadline or the client's rate
+// limiter refused to wait past it; another read error does not.
+func TestStampTimeout(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	for _, tc := range []struct {
+		name    string
+		get     func(ctx context.Context) error
+		timeout bool
+	}{
+		{"deadline", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }, true},
+		{"rate limiter", func(context.Context) error {
+			return errors.New("client rate limiter Wait returned an error: rate: Wait(n=1) would exceed context deadline")
+		}, true},
+		{"other", func(context.Context) error { return errors.New("connection refused") }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(interceptor.Funcs{
+				Get: func(ctx context.Context, _ client.WithWatch, _ client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
+					return tc.get(ctx)
+				}}).Build()
+			_, err := (&Reader{Client: c, Key: testKey, Timeout: 50 * time.Millisecond}).Stamp(context.Background(), "ns", stamp.References(spec("a", "b")))
+			if err == nil || errors.Is(err, ErrTimeout) != tc.timeout {
+				t.Fatalf("error %v: ErrTimeout %v, want %v", err, errors.Is(err, ErrTimeout), tc.timeout)
+			}
+		})
 	}
 }

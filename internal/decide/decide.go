@@ -51,8 +51,14 @@ const (
 	// WhyLive: the change was seen live (its pods cannot have read it).
 	WhyLive Why = "live"
 	// WhyInstalledOver: unstamped and created before configstamp covered it (or opted
-	// in by its own label): installing configstamp rolls nothing.
+	// in by its own label), and no source written since it was covered: installing
+	// configstamp rolls nothing.
 	WhyInstalledOver Why = "installed-over"
+	// WhyOwed: installed over, but a source was written after configstamp began to
+	// cover it and after its pods began to be created: the watcher saw (or should have
+	// seen) that change live, and owed it a rollout it may not have made (a leader
+	// change while the check was queued).
+	WhyOwed Why = "owed"
 	// WhyPodsPending: its controller has not taken the current template in: its pods
 	// are still to be created and will read the config as it is.
 	WhyPodsPending Why = "pods-pending"
@@ -66,7 +72,7 @@ const (
 
 // Evidence names, in Decision.Unknown.
 const (
-	EvidenceCoverage = "coverage" // Evidence.Bypassed
+	EvidenceCoverage = "coverage" // Evidence.Coverage
 	EvidencePods     = "pods"     // Evidence.PodsSince
 	EvidenceConfig   = "config"   // Evidence.ConfigNewer
 )
@@ -93,11 +99,13 @@ type Input struct {
 }
 
 // Evidence is what the decision reads, only when the basis is not certain and only as
-// far as it needs: each method is called at most once.
+// far as it needs: Coverage and PodsSince are called at most once, ConfigNewer at most
+// twice (an installed-over workload: after its coverage, then after its pods started).
 type Evidence interface {
-	// Bypassed reports whether an unstamped workload was created while the webhook
-	// covered it (it should have been stamped then): see CreatedCovered.
-	Bypassed() (bool, error)
+	// Coverage tells whether an unstamped workload was created while the webhook
+	// covered it (it should have been stamped then), and since when it is covered: see
+	// Covered.
+	Coverage() (Coverage, error)
 	// PodsSince is when the pods of its current template began to be created; ok is
 	// false when its controller has not taken the template in yet
 	// (workload.Kind.PodsSince).
@@ -146,8 +154,18 @@ func Decide(in Input, ev Evidence) (Decision, error) {
 // ShouldRoll decides, for a workload whose basis differs from its config, whether its
 // pods run older config (Roll) or already run it (Record). A certain basis or a change
 // seen live always rolls. Otherwise the times decide: config written at or after its
-// current pods began to be created rolls. An unstamped workload that predates
-// configstamp is only recorded, unless RollStale.
+// current pods began to be created rolls.
+//
+// An unstamped workload that predates configstamp's coverage (installed over) is only
+// recorded, unless RollStale, or unless a source was written after it was covered
+// (Coverage.Since; a tie counts as before) as well as at or after its pods began: that
+// write happened while configstamp watched the workload, so a watcher that ran then saw
+// it live and owed it a rollout (WhyOwed). Such a check can be lost: adoption of a large
+// install takes minutes, and a leader change drops the changes queued behind it; the new
+// leader, which did not see them live, would otherwise record the new config as what the
+// pods run. The rule keeps no state of its own (nothing to persist, nothing to lose with
+// the lease), and a write before the coverage still rolls nothing, so installing
+// configstamp still rolls nothing.
 func ShouldRoll(in Input, ev Evidence) (Decision, error) {
 	switch {
 	case in.Certain:
@@ -157,14 +175,16 @@ func ShouldRoll(in Input, ev Evidence) (Decision, error) {
 	}
 	var unknown []string
 	if in.Basis == "" && !in.RollStale {
-		bypassed, err := ev.Bypassed()
+		c, err := ev.Coverage()
 		switch {
 		case errors.Is(err, ErrUnknown):
 			unknown = append(unknown, EvidenceCoverage)
 		case err != nil:
 			return Decision{}, err
-		case !bypassed:
+		case !c.Bypassed && c.Since.IsZero():
 			return Decision{Action: Record, Why: WhyInstalledOver}, nil
+		case !c.Bypassed:
+			return installedOver(ev, WrittenAfter(c.Since))
 		}
 	}
 	since, ok, err := ev.PodsSince()
@@ -189,6 +209,44 @@ func ShouldRoll(in Input, ev Evidence) (Decision, error) {
 		return Decision{Action: Unknown, Why: WhyConfigNewer, Unknown: unknown}, nil
 	}
 	return Decision{Action: Roll, Why: WhyConfigNewer}, nil
+}
+
+// installedOver decides for an installed-over workload covered since before cut (the
+// first second after its coverage): it rolls when a source was written at or after cut
+// and at or after its pods began to be created. The sources are read first: in the
+// common case (nothing written since the coverage) its pods are not looked up.
+func installedOver(ev Evidence, cut time.Time) (Decision, error) {
+	newer, err := ev.ConfigNewer(cut)
+	switch {
+	case errors.Is(err, ErrUnknown):
+		return Decision{Action: Unknown, Unknown: []string{EvidenceConfig}}, nil
+	case err != nil:
+		return Decision{}, err
+	case !newer:
+		return Decision{Action: Record, Why: WhyInstalledOver}, nil
+	}
+	since, ok, err := ev.PodsSince()
+	switch {
+	case errors.Is(err, ErrUnknown):
+		return Decision{Action: Unknown, Unknown: []string{EvidencePods}}, nil
+	case err != nil:
+		return Decision{}, err
+	case !ok:
+		return Decision{Action: Record, Why: WhyPodsPending}, nil
+	}
+	if since.After(cut) {
+		// Written after the coverage, but maybe only before its pods began.
+		newer, err = ev.ConfigNewer(since)
+		switch {
+		case errors.Is(err, ErrUnknown):
+			return Decision{Action: Unknown, Unknown: []string{EvidenceConfig}}, nil
+		case err != nil:
+			return Decision{}, err
+		case !newer:
+			return Decision{Action: Record, Why: WhyConfigOlder}, nil
+		}
+	}
+	return Decision{Action: Roll, Why: WhyOwed}, nil
 }
 
 // RestartPlaceholder stands for the restart time the webhook would set (same length).

@@ -18,18 +18,20 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // fakeEvidence answers from fields and counts what was asked.
 type fakeEvidence struct {
 	bypassed    bool
+	coveredAt   time.Time // Coverage.Since
 	bypassedErr error
 	since       time.Time
 	podsOK      bool
 	podsErr     error
 	newer       bool
+	written     time.Time // when set, the last write (ConfigNewer of any time)
 	newerErr    error
 	asked       []string
 }
 
-func (f *fakeEvidence) Bypassed() (bool, error) {
+func (f *fakeEvidence) Coverage() (Coverage, error) {
 	f.asked = append(f.asked, EvidenceCoverage)
-	return f.bypassed, f.bypassedErr
+	return Coverage{Bypassed: f.bypassed, Since: f.coveredAt}, f.bypassedErr
 }
 
 func (f *fakeEvidence) PodsSince() (time.Time, bool, error) {
@@ -39,6 +41,9 @@ func (f *fakeEvidence) PodsSince() (time.Time, bool, error) {
 
 func (f *fakeEvidence) ConfigNewer(since time.Time) (bool, error) {
 	f.asked = append(f.asked, EvidenceConfig)
+	if !f.written.IsZero() {
+		return !f.written.Before(since), f.newerErr
+	}
 	if !since.Equal(f.since) {
 		return false, errors.New("asked about another time than PodsSince's")
 	}
@@ -79,6 +84,34 @@ func TestDecide(t *testing.T) {
 			action: Record, why: WhyPodsPending, asked: []string{EvidencePods}},
 		{name: "unstamped installed over: nothing else read", in: Input{Template: tmpl, Want: want("new")}, ev: fakeEvidence{since: t0, podsOK: true, newer: true},
 			action: Record, why: WhyInstalledOver, asked: []string{EvidenceCoverage}},
+		// Installed over (covered since t0): a source written after the coverage and at
+		// or after its pods began rolls; anything else records.
+		{name: "installed over, written before coverage: pods not read", in: Input{Template: tmpl, Want: want("new")},
+			ev:     fakeEvidence{coveredAt: t0, since: t0.Add(-time.Hour), podsOK: true, written: t0.Add(-time.Minute)},
+			action: Record, why: WhyInstalledOver, asked: []string{EvidenceCoverage, EvidenceConfig}},
+		{name: "installed over, written in the coverage's second: before it", in: Input{Template: tmpl, Want: want("new")},
+			ev:     fakeEvidence{coveredAt: t0.Add(300 * time.Millisecond), since: t0.Add(-time.Hour), podsOK: true, written: t0},
+			action: Record, why: WhyInstalledOver, asked: []string{EvidenceCoverage, EvidenceConfig}},
+		{name: "installed over, written after coverage and pods: owed", in: Input{Template: tmpl, Want: want("new")},
+			ev:     fakeEvidence{coveredAt: t0, since: t0.Add(-time.Hour), podsOK: true, written: t0.Add(time.Second)},
+			action: Roll, why: WhyOwed, asked: []string{EvidenceCoverage, EvidenceConfig, EvidencePods}},
+		{name: "installed over, written after coverage, pods later still", in: Input{Template: tmpl, Want: want("new")},
+			ev:     fakeEvidence{coveredAt: t0, since: t0.Add(time.Minute), podsOK: true, written: t0.Add(time.Second)},
+			action: Record, why: WhyConfigOlder, asked: []string{EvidenceCoverage, EvidenceConfig, EvidencePods, EvidenceConfig}},
+		{name: "installed over, written after coverage, at pods' second", in: Input{Template: tmpl, Want: want("new")},
+			ev:     fakeEvidence{coveredAt: t0, since: t0.Add(time.Minute), podsOK: true, written: t0.Add(time.Minute)},
+			action: Roll, why: WhyOwed, asked: []string{EvidenceCoverage, EvidenceConfig, EvidencePods, EvidenceConfig}},
+		{name: "installed over, written after coverage, pods pending", in: Input{Template: tmpl, Want: want("new")},
+			ev:     fakeEvidence{coveredAt: t0, written: t0.Add(time.Second)},
+			action: Record, why: WhyPodsPending, asked: []string{EvidenceCoverage, EvidenceConfig, EvidencePods}},
+		{name: "installed over, config unknown", in: Input{Template: tmpl, Want: want("new")},
+			ev:     fakeEvidence{coveredAt: t0, written: t0.Add(time.Second), newerErr: ErrUnknown},
+			action: Unknown, unknown: []string{EvidenceConfig}, asked: []string{EvidenceCoverage, EvidenceConfig}},
+		{name: "installed over, pods unknown", in: Input{Template: tmpl, Want: want("new")},
+			ev:     fakeEvidence{coveredAt: t0, written: t0.Add(time.Second), podsErr: ErrUnknown},
+			action: Unknown, unknown: []string{EvidencePods}, asked: []string{EvidenceCoverage, EvidenceConfig, EvidencePods}},
+		{name: "installed over, config read error", in: Input{Template: tmpl, Want: want("new")},
+			ev: fakeEvidence{coveredAt: t0, written: t0.Add(time.Second), newerErr: boom}, err: true, asked: []string{EvidenceCoverage, EvidenceConfig}},
 		{name: "unstamped bypassed, config newer", in: Input{Template: tmpl, Want: want("new")}, ev: fakeEvidence{bypassed: true, since: t0, podsOK: true, newer: true},
 			action: Roll, why: WhyConfigNewer, asked: []string{EvidenceCoverage, EvidencePods, EvidenceConfig}},
 		{name: "unstamped, roll stale: coverage not read", in: Input{Template: tmpl, Want: want("new"), RollStale: true}, ev: fakeEvidence{since: t0, podsOK: true, newer: true},
@@ -243,40 +276,68 @@ func TestCreatedCovered(t *testing.T) {
 	}
 }
 
-func TestBypassed(t *testing.T) {
+func TestCovered(t *testing.T) {
 	boom := errors.New("boom")
 	cms := []stamp.Source{{Kind: stamp.KindConfigMap, Name: "app"}}
 	withSecret := append(slices.Clone(cms), stamp.Source{Kind: stamp.KindSecret, Name: "db"})
 	ns := &metav1.ObjectMeta{Name: "ns", CreationTimestamp: metav1.NewTime(t0)}
 	later := t0.Add(time.Minute)
+	nsLabelled := &metav1.ObjectMeta{Name: "ns", CreationTimestamp: metav1.NewTime(t0.Add(-time.Hour)),
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Time: &metav1.Time{Time: t0.Add(time.Hour)}}}}
+	obj := func(created, written time.Time) metav1.Object {
+		m := &metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(created)}
+		if !written.IsZero() {
+			m.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", Time: &metav1.Time{Time: written}}}
+		}
+		return m
+	}
 	for _, tc := range []struct {
-		name                string
-		created             time.Time
-		refs                []stamp.Source
-		kind, secrets       time.Time
-		ns                  metav1.Object
-		included            bool
-		nsErr               error
-		want, wantNamespace bool
-		wantErr             error
+		name          string
+		obj           metav1.Object
+		refs          []stamp.Source
+		kind, secrets time.Time
+		ns            metav1.Object
+		included      bool
+		nsErr         error
+		want          Coverage
+		wantNamespace bool
+		wantErr       error
 	}{
-		{name: "created after coverage and its namespace's opt-in", created: later, refs: cms, kind: t0, ns: ns, included: true, want: true, wantNamespace: true},
-		{name: "kind not covered: known without the namespace", created: later, refs: cms, nsErr: boom},
-		{name: "a Secret, Secrets not covered: known without the namespace", created: later, refs: withSecret, kind: t0, nsErr: boom},
-		{name: "a Secret, Secrets covered", created: later, refs: withSecret, kind: t0, secrets: t0, ns: ns, included: true, want: true, wantNamespace: true},
-		{name: "a Secret, created before Secrets were covered", created: later, refs: withSecret, kind: t0, secrets: t0.Add(time.Hour), ns: ns, included: true, wantNamespace: true},
-		{name: "created before coverage", created: t0.Add(-time.Minute), refs: cms, kind: t0, ns: ns, included: true, wantNamespace: true},
-		{name: "opted in by its own label alone", created: later, refs: cms, kind: t0, ns: ns, wantNamespace: true},
-		{name: "no namespace", created: later, refs: cms, kind: t0, included: true, wantNamespace: true},
-		{name: "namespace not read", created: later, refs: cms, kind: t0, nsErr: boom, wantNamespace: true, wantErr: boom},
+		{name: "created after coverage and its namespace's opt-in", obj: obj(later, time.Time{}), refs: cms, kind: t0, ns: ns, included: true,
+			want: Coverage{Bypassed: true, Since: t0}, wantNamespace: true},
+		{name: "kind not covered: known without the namespace", obj: obj(later, time.Time{}), refs: cms, nsErr: boom},
+		{name: "a Secret, Secrets not covered: known without the namespace", obj: obj(later, time.Time{}), refs: withSecret, kind: t0, nsErr: boom},
+		{name: "a Secret, Secrets covered", obj: obj(later, time.Time{}), refs: withSecret, kind: t0, secrets: t0, ns: ns, included: true,
+			want: Coverage{Bypassed: true, Since: t0}, wantNamespace: true},
+		{name: "a Secret, created before Secrets were covered", obj: obj(later, time.Time{}), refs: withSecret, kind: t0, secrets: t0.Add(time.Hour), ns: ns, included: true,
+			want: Coverage{Since: t0.Add(time.Hour)}, wantNamespace: true},
+		{name: "created before coverage", obj: obj(t0.Add(-time.Minute), time.Time{}), refs: cms, kind: t0, ns: ns, included: true,
+			want: Coverage{Since: t0}, wantNamespace: true},
+		{name: "namespace opted in after coverage: since its last write", obj: obj(t0.Add(-2*time.Hour), time.Time{}), refs: cms, kind: t0, ns: nsLabelled, included: true,
+			want: Coverage{Since: t0.Add(time.Hour)}, wantNamespace: true},
+		{name: "opted in by its own label alone: since its own last write", obj: obj(t0.Add(-time.Hour), later), refs: cms, kind: t0, ns: ns,
+			want: Coverage{Since: later}, wantNamespace: true},
+		{name: "no namespace", obj: obj(later, time.Time{}), refs: cms, kind: t0, included: true, want: Coverage{Since: later}, wantNamespace: true},
+		{name: "namespace not read", obj: obj(later, time.Time{}), refs: cms, kind: t0, nsErr: boom, wantNamespace: true, wantErr: boom},
 	} {
 		asked := false
-		got, err := Bypassed(tc.created, tc.refs, tc.kind, tc.secrets, func() (metav1.Object, bool, error) {
+		got, err := Covered(tc.obj, tc.refs, tc.kind, tc.secrets, func() (metav1.Object, bool, error) {
 			asked = true
 			return tc.ns, tc.included, tc.nsErr
 		})
-		if got != tc.want || !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) || asked != tc.wantNamespace {
-			t.Errorf("%s: %v, %v (namespace read %v), want %v, %v (%v)", tc.name, got, err, asked, tc.want, tc.wantErr, tc.wantNamespace)
+		if got.Bypassed != tc.want.Bypassed || !got.Since.Equal(tc.want.Since) || !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) || asked != tc.wantNamespace {
+			t.Errorf("%s: %+v, %v (namespace read %v), want %+v, %v (%v)", tc.name, got, err, asked, tc.want, tc.wantErr, tc.wantNamespace)
+		}
+	}
+}
+
+func TestWrittenAfter(t *testing.T) {
+	for at, want := range map[time.Time]time.Time{
+		t0:                             t0.Add(time.Second),
+		t0.Add(999 * time.Millisecond): t0.Add(time.Second),
+	} {
+		if got := WrittenAfter(at); !got.Equal(want) {
+			t.Errorf("WrittenAfter(%v) = %v, want %v", at, got, want)
 		}
 	}
 }

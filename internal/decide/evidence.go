@@ -101,22 +101,61 @@ func CreatedCovered(created, kindSince, secretsSince time.Time, hasSecrets bool,
 	return created.After(covered) && !created.Before(nsWritten)
 }
 
-// Bypassed is Evidence.Bypassed of an unstamped workload created at created that
-// consumes refs, from since when its kind (kindSince) and Secrets (secretsSince) are
-// covered (zero: not covered): whether it was created while configstamp covered it
-// (CreatedCovered). namespace is read only when it is covered: the workload's namespace
-// (nil: none) and whether it opts in. A workload opted in by its own label alone never
-// counts: nothing tells when the label was added, so it is taken as installed over.
-func Bypassed(created time.Time, refs []stamp.Source, kindSince, secretsSince time.Time, namespace func() (ns metav1.Object, included bool, err error)) (bool, error) {
+// Coverage is what the registration and the namespace tell of an unstamped workload.
+type Coverage struct {
+	// Bypassed: it was created while configstamp covered it (CreatedCovered), so it
+	// should have been stamped at creation.
+	Bypassed bool
+	// Since is when configstamp began to cover it, as far as the times tell (zero: not
+	// covered): the latest of its kind's coverage, Secrets' (when it consumes one) and
+	// its namespace's last write (the opt-in label); for a workload opted in by its own
+	// label, its own last write instead of the namespace's (the label's time is not
+	// known; its last write is no earlier). A source written after Since was written
+	// while configstamp watched the workload.
+	Since time.Time
+}
+
+// Covered is Evidence.Coverage of an unstamped workload obj that consumes refs, from
+// since when its kind (kindSince) and Secrets (secretsSince) are covered (zero: not
+// covered). namespace is read only when it is covered: the workload's namespace (nil:
+// none) and whether it opts in. A workload opted in by its own label alone is never
+// Bypassed: nothing tells when the label was added, so it is taken as installed over.
+func Covered(obj metav1.Object, refs []stamp.Source, kindSince, secretsSince time.Time, namespace func() (ns metav1.Object, included bool, err error)) (Coverage, error) {
 	hasSecrets := stamp.HasSecrets(refs)
 	if kindSince.IsZero() || hasSecrets && secretsSince.IsZero() {
-		return false, nil
+		return Coverage{}, nil
+	}
+	since := kindSince
+	if hasSecrets && secretsSince.After(since) {
+		since = secretsSince
 	}
 	ns, included, err := namespace()
-	if err != nil || ns == nil || !included {
-		return false, err
+	if err != nil {
+		return Coverage{}, err
 	}
-	return CreatedCovered(created, kindSince, secretsSince, hasSecrets, workload.LastWrite(ns)), nil
+	if ns == nil || !included {
+		return Coverage{Since: later(since, workload.LastWrite(obj))}, nil
+	}
+	nsWritten := workload.LastWrite(ns)
+	created := obj.GetCreationTimestamp().Time
+	return Coverage{
+		Bypassed: CreatedCovered(created, kindSince, secretsSince, hasSecrets, nsWritten),
+		Since:    later(since, nsWritten),
+	}, nil
+}
+
+// WrittenAfter is the time Evidence.ConfigNewer is asked about for config written after
+// t: the next second (the API server's times have one-second resolution; a write in
+// the same second as t counts as before it).
+func WrittenAfter(t time.Time) time.Time {
+	return t.Truncate(time.Second).Add(time.Second)
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // oneContentSince reports whether src, whose metadata is m and last write last, is

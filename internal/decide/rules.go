@@ -37,3 +37,33 @@ func StampFits(annotations map[string]string, want stamp.Stamp, restart bool) bo
 func ChangedBack(stored, want string, certain bool, recorded string) bool {
 	return certain && want == recorded && want != stored
 }
+
+// RecordBehind is the config a workload's pods not yet replaced keep running, for the
+// record the webhook writes with a new stamp want (stamp.Observed.Behind; "": none). A
+// workload whose controller replaces pods only when they are deleted or above a
+// partition (partial: workload.Kind.Behind) keeps its older pods after a new template,
+// so the record says what they run: the oldest config its record already had behind,
+// else what the stored template's pods run (its record's, old, when valid for the stored
+// template: oldOK; else the stored stamp), unless that is want. None on a CREATE (every
+// pod is new), for other workloads, or when not known (unstamped, no record).
+func RecordBehind(partial, create bool, old stamp.Observed, oldOK bool, storedHash, want string) string {
+	if !partial || create {
+		return ""
+	}
+	ran := storedHash
+	if oldOK {
+		if old.Behind != "" && old.Behind != want {
+			return old.Behind
+		}
+		ran = old.Hash
+	}
+	if ran == want {
+		return ""
+	}
+	return ran
+}
+
+// CaughtUp reports whether a record's Behind can go: its controller's status shows no
+// pod on an older template (behind, workload.Kind.Behind, is 0). The watcher then writes
+// the record without it.
+func CaughtUp(rec stamp.Observed, behind int32) bool { return rec.Behind != "" && behind == 0 }

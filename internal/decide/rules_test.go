@@ -97,3 +97,40 @@ func TestChangedBack(t *testing.T) {
 		}
 	}
 }
+
+func TestRecordBehind(t *testing.T) {
+	rec := stamp.Observed{Hash: "a"}
+	for _, tc := range []struct {
+		name            string
+		partial, create bool
+		old             stamp.Observed
+		oldOK           bool
+		stored, want    string
+		behind          string
+	}{
+		{"not partial: every pod is replaced", false, false, rec, true, "a", "b", ""},
+		{"a CREATE: every pod is new", true, true, stamp.Observed{}, false, "", "b", ""},
+		{"partial: its record's config stays behind", true, false, rec, true, "x", "b", "a"},
+		{"partial, no record: its stamp's", true, false, stamp.Observed{}, false, "s", "b", "s"},
+		{"partial, unstamped, no record: not known", true, false, stamp.Observed{}, false, "", "b", ""},
+		{"partial, config unchanged: nothing behind", true, false, rec, true, "a", "a", ""},
+		{"partial, already behind: the oldest stays", true, false, stamp.Observed{Hash: "b", Behind: "a"}, true, "b", "c", "a"},
+		{"partial, back to what the oldest run: the newer behind", true, false, stamp.Observed{Hash: "b", Behind: "a"}, true, "b", "a", "b"},
+	} {
+		if got := RecordBehind(tc.partial, tc.create, tc.old, tc.oldOK, tc.stored, tc.want); got != tc.behind {
+			t.Errorf("%s: got %q, want %q", tc.name, got, tc.behind)
+		}
+	}
+}
+
+func TestCaughtUp(t *testing.T) {
+	behind := stamp.Observed{Hash: "b", Behind: "a"}
+	switch {
+	case !CaughtUp(behind, 0):
+		t.Error("no pod left behind: caught up")
+	case CaughtUp(behind, 1):
+		t.Error("a pod left behind: not caught up")
+	case CaughtUp(stamp.Observed{Hash: "b"}, 0):
+		t.Error("nothing behind in the record: nothing to catch up")
+	}
+}

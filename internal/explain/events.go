@@ -9,7 +9,7 @@ import (
 )
 
 // Reasons of the Events configstamp records on workloads (watcher's Reason*).
-var eventReasons = []string{"ConfigChanged", "StampBypassed", "ConfigMissing", "StampTooLarge", "ConfigUnreadable"}
+var eventReasons = []string{"ConfigChanged", "StampBypassed", "ConfigMissing", "StampTooLarge", "ConfigUnreadable", "ConfigReadTimeout"}
 
 // maxEvents is how many of the latest Events a report shows.
 const maxEvents = 10

@@ -133,12 +133,15 @@ type Report struct {
 // the current template began to be created (PodsSince), when the config was last
 // written (ConfigWritten: a source written at or after PodsSince, or deleted since the
 // stamp, rolls), and, for an unstamped workload, whether it was created after
-// configstamp covered it (CreatedCovered; nil: not known). Unset times are not known.
+// configstamp covered it (CreatedCovered; nil: not known) and since when it is covered
+// (CoveredSince: an installed-over one rolls on config written after then, and at or
+// after PodsSince). Unset times are not known.
 type Evidence struct {
 	PodsSince      *time.Time `json:"podsSince,omitempty"`
 	ConfigWritten  *time.Time `json:"configWritten,omitempty"`
 	ConfigDeleted  bool       `json:"configDeleted,omitempty"`
 	CreatedCovered *bool      `json:"createdCovered,omitempty"`
+	CoveredSince   *time.Time `json:"coveredSince,omitempty"`
 	// podsErr is why PodsSince could not be read.
 	podsErr string
 }

@@ -48,6 +48,9 @@ func WriteReport(w io.Writer, r Report) error {
 		if e.CreatedCovered != nil {
 			printf(tw, "Created after coverage:\t%s\n", yesNo(*e.CreatedCovered))
 		}
+		if e.CoveredSince != nil {
+			printf(tw, "Covered since:\t%s\n", at(e.CoveredSince))
+		}
 	}
 	for _, p := range r.Problems {
 		printf(tw, "Ignored:\t%s: %s\n", stamp.ExtraSourcesAnnotation, p)

@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/configstamp/configstamp/internal/decide"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
@@ -36,6 +38,7 @@ func TestVerdictFromTimes(t *testing.T) {
 	now := map[string]*corev1.ConfigMap{"configmap/app": newApp, "configmap/files": files}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", CreationTimestamp: metav1.NewTime(t0)}}
 	coverage := map[string]time.Time{"deployments": t0.Add(time.Minute)}
+	lateCoverage := map[string]time.Time{"deployments": t0.Add(2 * time.Hour)}
 	for _, tc := range []struct {
 		name      string
 		stamp     bool
@@ -44,6 +47,7 @@ func TestVerdictFromTimes(t *testing.T) {
 		coverage  map[string]time.Time
 		rollStale bool
 		verdict   string
+		reason    string
 		roll      bool
 	}{
 		// A stamp made for another template: the pods started before the config was
@@ -51,9 +55,13 @@ func TestVerdictFromTimes(t *testing.T) {
 		{name: "stamp, config newer", stamp: true, pods: t0.Add(30 * time.Minute), coverage: coverage, verdict: VerdictWouldRoll, roll: true},
 		{name: "stamp, pods newer", stamp: true, pods: t0.Add(2 * time.Hour), coverage: coverage, verdict: VerdictUpToDate},
 		{name: "stamp, tie rolls", stamp: true, pods: t0.Add(time.Hour), coverage: coverage, verdict: VerdictWouldRoll, roll: true},
-		// Unstamped, predating configstamp's coverage: recorded even if config is newer.
-		{name: "unstamped, installed over", created: t0, pods: t0.Add(30 * time.Minute), coverage: coverage, verdict: VerdictNotStamped},
-		{name: "unstamped, installed over, roll stale", created: t0, pods: t0.Add(30 * time.Minute), coverage: coverage, rollStale: true, verdict: VerdictWouldRoll, roll: true},
+		// Unstamped, predating configstamp's coverage: recorded even if config is newer
+		// than its pods, unless that config was written after the coverage too (owed).
+		{name: "unstamped, installed over", created: t0, pods: t0.Add(30 * time.Minute), coverage: lateCoverage, verdict: VerdictNotStamped},
+		{name: "unstamped, installed over, roll stale", created: t0, pods: t0.Add(30 * time.Minute), coverage: lateCoverage, rollStale: true, verdict: VerdictWouldRoll, roll: true},
+		{name: "unstamped, installed over, config written since coverage and pods", created: t0, pods: t0.Add(30 * time.Minute), coverage: coverage,
+			verdict: VerdictWouldRoll, roll: true, reason: "owed a rollout"},
+		{name: "unstamped, installed over, config written since coverage, pods later", created: t0, pods: t0.Add(2 * time.Hour), coverage: coverage, verdict: VerdictNotStamped},
 		{name: "unstamped, bypassed the webhook", created: t0.Add(10 * time.Minute), pods: t0.Add(30 * time.Minute), coverage: coverage, verdict: VerdictWouldRoll, roll: true},
 		{name: "unstamped, bypassed, pods newer", created: t0.Add(10 * time.Minute), pods: t0.Add(2 * time.Hour), coverage: coverage, verdict: VerdictNotStamped},
 		{name: "unstamped, registration unreadable", created: t0.Add(10 * time.Minute), pods: t0.Add(30 * time.Minute), verdict: VerdictDependsOnTimes},
@@ -69,6 +77,9 @@ func TestVerdictFromTimes(t *testing.T) {
 			r := Explain(Input{Kind: workload.Deployment, Object: d, InScope: true, Live: live(t, d, now), Times: times, RollStale: tc.rollStale})
 			if r.Verdict != tc.verdict || r.Roll != tc.roll {
 				t.Errorf("got %s %q roll=%v, want %s roll=%v", r.Verdict, r.Reason, r.Roll, tc.verdict, tc.roll)
+			}
+			if !strings.Contains(r.Reason, tc.reason) {
+				t.Errorf("reason %q, want it to say %q", r.Reason, tc.reason)
 			}
 			if r.Evidence == nil || r.Evidence.PodsSince == nil && tc.verdict != VerdictNotStamped {
 				t.Errorf("evidence not shown: %+v", r.Evidence)
@@ -157,5 +168,39 @@ func TestImpactBinaryKey(t *testing.T) {
 	r := Impact(stamp.KindConfigMap, "ns", "app", "a", false, true, stamp.Options{}, cands)
 	if r.Workloads[0].Roll {
 		t.Errorf("binaryData key via env: %+v", r.Workloads[0])
+	}
+}
+
+// An installed-over workload whose sources could not all be read is decided before its
+// pods' time is read: the words say so, without that time.
+func TestVerdictInstalledOverConfigUnknown(t *testing.T) {
+	for _, d := range []decide.Decision{
+		{Action: decide.Unknown, Unknown: []string{decide.EvidenceConfig}},
+		{Action: decide.Unknown, Unknown: []string{decide.EvidencePods}},
+	} {
+		for _, ev := range []*Evidence{nil, {}} {
+			code, reason, roll := byTimes(d, &Report{Evidence: ev})
+			if code != VerdictDependsOnTimes || roll || reason == "" {
+				t.Errorf("%v, evidence %v: got %s %q roll=%v", d.Unknown, ev, code, reason, roll)
+			}
+		}
+	}
+}
+
+// A workload whose controller keeps its older pods (OnDelete) says how many still run
+// the old config, and which, from its record.
+func TestPodsBehind(t *testing.T) {
+	old := strings.Repeat("ab", 32)
+	s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Generation: 2},
+		Spec:   appsv1.StatefulSetSpec{UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}},
+		Status: appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 1}}
+	s.Annotations = map[string]string{stamp.ObservedAnnotation: stamp.Observed{Hash: strings.Repeat("cd", 32),
+		Template: stamp.TemplateFingerprint(&s.Spec.Template), Behind: old}.String()}
+	if got := podsBehind(Input{Kind: workload.StatefulSet, Object: s}); !strings.Contains(got, "2 of 3 pods still on the old config ("+stamp.ShortHash(old)+")") {
+		t.Errorf("got %q", got)
+	}
+	s.Status.UpdatedReplicas = 3
+	if got := podsBehind(Input{Kind: workload.StatefulSet, Object: s}); got != "" {
+		t.Errorf("all replaced: got %q", got)
 	}
 }

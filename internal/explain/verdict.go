@@ -85,6 +85,9 @@ func verdict(in Input, r *Report, refs []stamp.Source) (code, reason string, rol
 		case r.Stamp.Hash == "":
 			return VerdictNotStamped, "not stamped yet (created before configstamp; adopted, not rolled): its pods run the current config", false
 		}
+		if note := podsBehind(in); note != "" {
+			return VerdictUpToDate, "template stamped with the current config, " + note, false
+		}
 		if since := r.ids(""); len(since) > 0 {
 			return VerdictUpToDate, "up to date: " + strings.Join(since, ", ") + " changed since its pods started, but none of the keys they see did", false
 		}
@@ -170,33 +173,48 @@ func byTimes(d decide.Decision, r *Report) (code, reason string, roll bool) {
 		kept, keptReason = VerdictNotStamped, "not stamped yet"
 	}
 	ev := r.Evidence
-	at := func(t *time.Time) string { return t.UTC().Format(time.RFC3339) }
+	if ev == nil {
+		ev = &Evidence{}
+	}
+	at := func(t *time.Time) string {
+		if t == nil {
+			return "not read"
+		}
+		return t.UTC().Format(time.RFC3339)
+	}
 	switch d.Action {
 	case decide.Roll:
+		if d.Why == decide.WhyOwed {
+			return VerdictWouldRoll, fmt.Sprintf("not stamped yet (installed over), but config written (%s) after configstamp began to cover it (%s) and at or after its pods started (%s): a change made while configstamp watched it, owed a rollout (its check may have been lost with a leader change): the watcher rolls it",
+				at(ev.ConfigWritten), at(ev.CoveredSince), at(ev.PodsSince)), true
+		}
 		return VerdictWouldRoll, fmt.Sprintf("config written at or after its pods started (%s), and no certain record of what they run: the watcher rolls it", at(ev.PodsSince)), true
 	case decide.Record:
 		switch d.Why {
 		case decide.WhyInstalledOver:
-			return kept, keptReason + " (created before configstamp covered it, or opted in by its own label): adopted, not rolled; the watcher records the config as the one its pods run (--roll-stale-at-install rolls it when the config was written after its pods started; a change the watcher sees while it runs rolls it)", false
+			return kept, keptReason + " (created before configstamp covered it, or opted in by its own label): adopted, not rolled; the watcher records the config as the one its pods run (--roll-stale-at-install rolls it when the config was written after its pods started; a source written after configstamp began to cover it and after its pods started rolls it)", false
 		case decide.WhyPodsPending:
 			return kept, keptReason + ": its controller has not taken the current template in yet, so its pods will read the config as it is; the watcher records it, no rollout", false
 		}
 		return kept, fmt.Sprintf("%s: its pods started (%s) after the config was last written: they run it; the watcher records it, no rollout", keptReason, at(ev.PodsSince)), false
 	}
 	covered := ""
+	if ev != nil && ev.CoveredSince != nil && ev.CreatedCovered != nil && !*ev.CreatedCovered {
+		covered = fmt.Sprintf(" (installed over: and after configstamp began to cover it, %s)", at(ev.CoveredSince))
+	}
 	if slices.Contains(d.Unknown, decide.EvidenceCoverage) {
 		covered = fmt.Sprintf(" (and only if it was created after configstamp began to cover its kind, registration's %s, and after its namespace's last write: the registration or the namespace could not be read)",
 			stamp.CoverageAnnotation)
 	}
 	switch {
-	case slices.Contains(d.Unknown, decide.EvidencePods) && r.Evidence.podsErr == "":
+	case slices.Contains(d.Unknown, decide.EvidencePods) && ev.podsErr == "":
 		return VerdictDependsOnTimes, keptReason + ": the watcher decides from times, not read here: it rolls if the config was written at or after its pods started" + covered + ", else records the config as the one they run", false
 	case slices.Contains(d.Unknown, decide.EvidencePods):
-		return VerdictDependsOnTimes, keptReason + ": when its pods started can't be read (" + r.Evidence.podsErr + "): the watcher rolls it if the config was written at or after then" + covered + ", else records it", false
+		return VerdictDependsOnTimes, keptReason + ": when its pods started can't be read (" + ev.podsErr + "): the watcher rolls it if the config was written at or after then" + covered + ", else records it", false
 	case slices.Contains(d.Unknown, decide.EvidenceConfig):
 		return VerdictDependsOnTimes, fmt.Sprintf("%s: the watcher rolls it if a source was written at or after its pods started (%s)%s, else records it; some sources could not be read", keptReason, at(ev.PodsSince), covered), false
 	}
-	return VerdictDependsOnTimes, fmt.Sprintf("not stamped yet, config written at or after its pods started (%s): the watcher rolls it if it was created after configstamp began to cover its kind (registration's %s) and after its namespace's last write, else records it (the registration or the namespace could not be read)",
+	return VerdictDependsOnTimes, fmt.Sprintf("not stamped yet, config written at or after its pods started (%s): the watcher rolls it if it was created after configstamp began to cover its kind (registration's %s) and after its namespace's last write, or if that config was written after then, else records it (the registration or the namespace could not be read)",
 		at(ev.PodsSince), stamp.CoverageAnnotation), false
 }
 
@@ -216,14 +234,14 @@ func (g *gathered) evidence() *Evidence {
 	return g.r.Evidence
 }
 
-// Bypassed is decide.Bypassed, with the registration's coverage and the namespace
+// Coverage is decide.Covered, with the registration's coverage and the namespace
 // Gather read; not known when either could not be read.
-func (g *gathered) Bypassed() (bool, error) {
+func (g *gathered) Coverage() (decide.Coverage, error) {
 	ev, t := g.evidence(), g.in.Times
 	if t == nil || t.Coverage == nil {
-		return false, decide.ErrUnknown
+		return decide.Coverage{}, decide.ErrUnknown
 	}
-	b, err := decide.Bypassed(g.in.Object.GetCreationTimestamp().Time, g.refs, t.Coverage[g.in.Kind.Resource], t.Coverage[decide.CoverageSecrets],
+	c, err := decide.Covered(g.in.Object, g.refs, t.Coverage[g.in.Kind.Resource], t.Coverage[decide.CoverageSecrets],
 		func() (metav1.Object, bool, error) {
 			if t.Watched {
 				if !t.NamespaceIncluded {
@@ -237,9 +255,12 @@ func (g *gathered) Bypassed() (bool, error) {
 			return t.Namespace, t.NamespaceIncluded, nil
 		})
 	if err == nil {
-		ev.CreatedCovered = &b
+		ev.CreatedCovered = &c.Bypassed
+		if !c.Since.IsZero() {
+			ev.CoveredSince = &c.Since
+		}
 	}
-	return b, err
+	return c, err
 }
 
 func (g *gathered) PodsSince() (time.Time, bool, error) {
@@ -277,4 +298,19 @@ func (g *gathered) ConfigNewer(since time.Time) (bool, error) {
 	}
 	ev.ConfigDeleted = w.Deleted
 	return w.Newer, err
+}
+
+// podsBehind says how many pods of a workload whose controller replaces them only when
+// deleted or above a partition still run an older template, and the config they run
+// when its record names it (stamp.Observed.Behind); "" when none.
+func podsBehind(in Input) string {
+	behind, total, partial := in.Kind.Behind(in.Object)
+	if !partial || behind == 0 {
+		return ""
+	}
+	config := "the old config"
+	if rec, ok := stamp.ObservedFor(in.Object.GetAnnotations(), in.Kind.Template(in.Object)); ok && rec.Behind != "" {
+		config = "the old config (" + stamp.ShortHash(rec.Behind) + ")"
+	}
+	return fmt.Sprintf("%d of %d pods still on %s: its controller replaces them only when they are deleted (updateStrategy OnDelete) or above its partition", behind, total, config)
 }

@@ -56,6 +56,10 @@ type Kind struct {
 	// pausedPath is that boolean's JSON pointer.
 	paused     func(client.Object) bool
 	pausedPath string
+	// behind, when set, tells for a workload whose controller replaces pods only when
+	// they are deleted or above a partition (partial) how many pods (of total) its
+	// status shows on older templates.
+	behind func(client.Object) (behind, total int32, partial bool)
 }
 
 // GVK is the kind's GroupVersionKind.
@@ -115,6 +119,19 @@ func (k *Kind) Problem(obj client.Object) string {
 // spec.paused); false for kinds that cannot be paused.
 func (k *Kind) Paused(obj client.Object) bool { return k.paused != nil && k.paused(obj) }
 
+// Behind reports, for a workload whose controller replaces its pods only when they are
+// deleted (updateStrategy OnDelete) or above a partition (a StatefulSet's
+// rollingUpdate.partition) — partial — how many of its pods (of total) its controller's
+// status shows on an older template than the current one: all of them while the
+// controller has not seen the current generation. Other workloads (their controller
+// replaces every pod; false for their kinds) give 0, 0, false.
+func (k *Kind) Behind(obj client.Object) (behind, total int32, partial bool) {
+	if k.behind == nil {
+		return 0, 0, false
+	}
+	return k.behind(obj)
+}
+
 // PausedPath is the JSON pointer of the boolean Paused reads ("" for kinds that cannot be
 // paused).
 func (k *Kind) PausedPath() string { return k.pausedPath }
@@ -172,6 +189,18 @@ var (
 		selector: func(o client.Object) *metav1.LabelSelector { return o.(*appsv1.StatefulSet).Spec.Selector },
 		observed: func(o client.Object) int64 { return o.(*appsv1.StatefulSet).Status.ObservedGeneration },
 		revision: func(o client.Object) string { return o.(*appsv1.StatefulSet).Status.UpdateRevision },
+		behind: func(o client.Object) (int32, int32, bool) {
+			s, ok := o.(*appsv1.StatefulSet)
+			if !ok {
+				return 0, 0, false
+			}
+			u := s.Spec.UpdateStrategy
+			partial := u.Type == appsv1.OnDeleteStatefulSetStrategyType ||
+				u.RollingUpdate != nil && u.RollingUpdate.Partition != nil && *u.RollingUpdate.Partition > 0
+			// OnDelete never moves currentRevision: updatedReplicas counts the pods on
+			// updateRevision.
+			return behindOf(s.Status.ObservedGeneration < s.Generation, s.Status.Replicas, s.Status.UpdatedReplicas, partial)
+		},
 	}
 	DaemonSet = &Kind{
 		Group: "apps", Version: "v1", Kind: "DaemonSet", Resource: "daemonsets", ShortNames: []string{"ds"},
@@ -186,8 +215,28 @@ var (
 		},
 		selector: func(o client.Object) *metav1.LabelSelector { return o.(*appsv1.DaemonSet).Spec.Selector },
 		observed: func(o client.Object) int64 { return o.(*appsv1.DaemonSet).Status.ObservedGeneration },
+		behind: func(o client.Object) (int32, int32, bool) {
+			d, ok := o.(*appsv1.DaemonSet)
+			if !ok {
+				return 0, 0, false
+			}
+			partial := d.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType
+			return behindOf(d.Status.ObservedGeneration < d.Generation, d.Status.DesiredNumberScheduled, d.Status.UpdatedNumberScheduled, partial)
+		},
 	}
 )
+
+// behindOf is Kind.Behind from a controller's status: total pods, updated of them on
+// the current template; unobserved: the controller has not seen the current generation.
+func behindOf(unobserved bool, total, updated int32, partial bool) (int32, int32, bool) {
+	switch {
+	case unobserved:
+		return total, total, partial
+	case updated >= total:
+		return 0, total, partial
+	}
+	return total - updated, total, partial
+}
 
 // Builtin are the kinds every cluster has.
 func Builtin() []*Kind { return []*Kind{Deployment, StatefulSet, DaemonSet} }

@@ -176,3 +176,42 @@ func TestNamesUnique(t *testing.T) {
 		t.Errorf("%d names, want 12 (kind, resource and one short name for each of 4 kinds): %v", len(seen), seen)
 	}
 }
+
+func TestBehind(t *testing.T) {
+	onDelete := appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}
+	partition := func(p int32) appsv1.StatefulSetUpdateStrategy {
+		return appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
+			RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: &p}}
+	}
+	sts := func(u appsv1.StatefulSetUpdateStrategy, gen, observed int64, replicas, updated int32) client.Object {
+		return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Generation: gen}, Spec: appsv1.StatefulSetSpec{UpdateStrategy: u},
+			Status: appsv1.StatefulSetStatus{ObservedGeneration: observed, Replicas: replicas, UpdatedReplicas: updated}}
+	}
+	ds := func(u appsv1.DaemonSetUpdateStrategyType, desired, updated int32) client.Object {
+		return &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Generation: 1}, Spec: appsv1.DaemonSetSpec{UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: u}},
+			Status: appsv1.DaemonSetStatus{ObservedGeneration: 1, DesiredNumberScheduled: desired, UpdatedNumberScheduled: updated}}
+	}
+	for _, tc := range []struct {
+		name          string
+		kind          *Kind
+		obj           client.Object
+		behind, total int32
+		partial       bool
+	}{
+		{"StatefulSet OnDelete, none replaced", StatefulSet, sts(onDelete, 2, 2, 3, 0), 3, 3, true},
+		{"StatefulSet OnDelete, one replaced", StatefulSet, sts(onDelete, 2, 2, 3, 1), 2, 3, true},
+		{"StatefulSet OnDelete, all replaced", StatefulSet, sts(onDelete, 2, 2, 3, 3), 0, 3, true},
+		{"StatefulSet OnDelete, generation not seen", StatefulSet, sts(onDelete, 3, 2, 3, 3), 3, 3, true},
+		{"StatefulSet partition", StatefulSet, sts(partition(2), 2, 2, 3, 1), 2, 3, true},
+		{"StatefulSet partition 0: not partial", StatefulSet, sts(partition(0), 2, 2, 3, 1), 2, 3, false},
+		{"StatefulSet rolling update", StatefulSet, sts(appsv1.StatefulSetUpdateStrategy{}, 2, 2, 3, 3), 0, 3, false},
+		{"DaemonSet OnDelete", DaemonSet, ds(appsv1.OnDeleteDaemonSetStrategyType, 3, 1), 2, 3, true},
+		{"DaemonSet rolling update", DaemonSet, ds(appsv1.RollingUpdateDaemonSetStrategyType, 3, 3), 0, 3, false},
+		{"Deployment", Deployment, &appsv1.Deployment{}, 0, 0, false},
+	} {
+		behind, total, partial := tc.kind.Behind(tc.obj)
+		if behind != tc.behind || total != tc.total || partial != tc.partial {
+			t.Errorf("%s: got %d of %d (partial %v), want %d of %d (partial %v)", tc.name, behind, total, partial, tc.behind, tc.total, tc.partial)
+		}
+	}
+}

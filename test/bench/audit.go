@@ -54,6 +54,7 @@ type AuditEvent struct {
 	Stage     string
 	Verb      string
 	User      struct{ Username string }
+	UserAgent string
 	ObjectRef struct{ Resource, Namespace, Name string }
 	// ResponseStatus is absent on events logged before the response.
 	ResponseStatus *struct{ Code int }

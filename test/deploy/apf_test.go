@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +19,8 @@ import (
 )
 
 // TestRenderFlowControl: by default the chart renders configstamp's priority level and the
-// FlowSchema that sends its ServiceAccount (and no other) there, flows told apart by user;
+// FlowSchema that sends its ServiceAccounts (the watcher's and the webhook's, no other)
+// there, flows told apart by user;
 // flowControl.enabled=false renders neither.
 func TestRenderFlowControl(t *testing.T) {
 	objs := render(t)
@@ -32,10 +34,18 @@ func TestRenderFlowControl(t *testing.T) {
 		fs.Spec.DistinguisherMethod.Type != flowcontrolv1.FlowDistinguisherMethodByUserType {
 		t.Errorf("flow schema %+v: want level %s, ByUser", fs.Spec, pl.Name)
 	}
-	if len(fs.Spec.Rules) != 1 || len(fs.Spec.Rules[0].Subjects) != 1 ||
-		fs.Spec.Rules[0].Subjects[0].ServiceAccount == nil ||
-		*fs.Spec.Rules[0].Subjects[0].ServiceAccount != (flowcontrolv1.ServiceAccountSubject{Namespace: releaseNS, Name: "configstamp"}) {
-		t.Errorf("flow schema rules %+v: want configstamp's ServiceAccount only", fs.Spec.Rules)
+	var subjects []flowcontrolv1.ServiceAccountSubject
+	for _, r := range fs.Spec.Rules {
+		for _, sub := range r.Subjects {
+			if sub.Kind != flowcontrolv1.SubjectKindServiceAccount || sub.ServiceAccount == nil {
+				t.Errorf("flow schema subject %+v: want ServiceAccounts only", sub)
+				continue
+			}
+			subjects = append(subjects, *sub.ServiceAccount)
+		}
+	}
+	if want := []flowcontrolv1.ServiceAccountSubject{{Namespace: releaseNS, Name: "configstamp"}, {Namespace: releaseNS, Name: "configstamp-webhook"}}; !slices.Equal(subjects, want) {
+		t.Errorf("flow schema matches %+v: want configstamp's ServiceAccounts %+v only", subjects, want)
 	}
 	for key := range render(t, "--set", "flowControl.enabled=false") {
 		if strings.HasPrefix(key, "FlowSchema/") || strings.HasPrefix(key, "PriorityLevelConfiguration/") {
@@ -47,7 +57,7 @@ func TestRenderFlowControl(t *testing.T) {
 // TestChartClassifiesConfigstampIntoItsLevel installs the chart with the real helm: the
 // API server accepts its FlowSchema (not dangling: its level exists), ranks it after
 // every built-in schema but the catch-alls for ServiceAccounts and everyone, and
-// classifies a request made with a token of configstamp's ServiceAccount into
+// classifies a request made with a token of either of configstamp's ServiceAccounts into
 // configstamp's level (the X-Kubernetes-PF-* response headers), while another
 // ServiceAccount of the same namespace stays where it was.
 func TestChartClassifiesConfigstampIntoItsLevel(t *testing.T) {
@@ -93,16 +103,18 @@ func TestChartClassifiesConfigstampIntoItsLevel(t *testing.T) {
 
 	tool(t, "kubectl", "--namespace", releaseNS, "create", "serviceaccount", "apf-other")
 	t.Cleanup(func() { _, _ = toolErr("kubectl", "--namespace", releaseNS, "delete", "serviceaccount", "apf-other") })
-	framework.Eventually(t, time.Minute, "configstamp's requests classified into its level", func() error {
-		schema, level, err := classified(t, "configstamp")
-		if err != nil {
-			return err
-		}
-		if schema != fs.UID || level != pl.UID {
-			return fmt.Errorf("flow schema %s, priority level %s; configstamp's are %s, %s", schema, level, fs.UID, pl.UID)
-		}
-		return nil
-	})
+	for _, sa := range []string{"configstamp", "configstamp-webhook"} {
+		framework.Eventually(t, time.Minute, sa+"'s requests classified into configstamp's level", func() error {
+			schema, level, err := classified(t, sa)
+			if err != nil {
+				return err
+			}
+			if schema != fs.UID || level != pl.UID {
+				return fmt.Errorf("flow schema %s, priority level %s; configstamp's are %s, %s", schema, level, fs.UID, pl.UID)
+			}
+			return nil
+		})
+	}
 	schema, level, err := classified(t, "apf-other")
 	if err != nil {
 		t.Fatal(err)

@@ -96,6 +96,12 @@ func repoint(t *testing.T, caBundle []byte) (port int, kubeconfig string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return port, repointAt(t, caBundle, port)
+}
+
+// repointAt is repoint to a given port.
+func repointAt(t *testing.T, caBundle []byte, port int) (kubeconfig string) {
+	t.Helper()
 	var mwc admissionregistrationv1.MutatingWebhookConfiguration
 	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: "configstamp"}, &mwc); err != nil {
 		t.Fatal(err)
@@ -114,7 +120,7 @@ func repoint(t *testing.T, caBundle []byte) (port int, kubeconfig string) {
 	}
 	tool(t, "kubectl", "patch", "mutatingwebhookconfiguration", "configstamp", "--type=json", "-p", "["+strings.Join(ops, ",")+"]")
 
-	return port, env.ServiceAccountKubeconfig(t, releaseNS, "configstamp")
+	return env.ServiceAccountKubeconfig(t, releaseNS, "configstamp")
 }
 
 // certManagerMode plays cert-manager for the chart's cert-manager mode (no cert-manager
@@ -210,7 +216,13 @@ func wipeAndRepair(t *testing.T, want []byte) {
 // arguments and the answer wanted.
 func canI(t *testing.T, cases map[string]string) {
 	t.Helper()
-	sa := "system:serviceaccount:" + releaseNS + ":configstamp"
+	canIAs(t, "configstamp", cases)
+}
+
+// canIAs is canI for the chart's ServiceAccount name.
+func canIAs(t *testing.T, name string, cases map[string]string) {
+	t.Helper()
+	sa := "system:serviceaccount:" + releaseNS + ":" + name
 	for _, args := range slices.Sorted(maps.Keys(cases)) {
 		out, _ := toolErr("kubectl", append([]string{"auth", "can-i", "--as", sa}, strings.Fields(args)...)...)
 		lines := strings.Split(strings.TrimSpace(out), "\n") // warnings come first
@@ -222,8 +234,9 @@ func canI(t *testing.T, cases map[string]string) {
 
 // TestChartInstallsAndWorksUnderItsRBAC installs the chart with the real helm (the
 // cert-manager objects validated by cert-manager's real CRDs), then runs configstamp out
-// of cluster with a token of the chart's ServiceAccount, in cert-manager mode with the
-// flags the chart renders: it serves the certificate of the Secret cert-manager would
+// of cluster as the chart runs it, the webhook with a token of its ServiceAccount
+// configstamp-webhook and the watcher with one of configstamp, in cert-manager mode with
+// the flags the chart renders: it serves the certificate of the Secret cert-manager would
 // write, puts that Secret's CA into the registration's caBundle (empty before: the chart
 // sets none and asks no CA injector), repairs a wiped one within seconds through its
 // watches by name; stamping and the watcher work under that identity, and it can do
@@ -242,14 +255,20 @@ func TestChartInstallsAndWorksUnderItsRBAC(t *testing.T) {
 		t.Fatalf("an invalid Certificate was accepted: %s", out)
 	}
 
-	flags := processFlags(t, render(t))
+	objs := render(t)
+	flags, watcherFlags := processFlags(t, objs), flagsOf(t, objs, "Deployment/configstamp-watcher")
 	certArgs, ca := certManagerMode(t, flags)
 	port, kubeconfig := repoint(t, nil)
-	// Start returns once the API server calls configstamp, trusting only the caBundle.
+	// The two roles as the chart runs them, each as its own ServiceAccount: the webhook as
+	// configstamp-webhook, honouring the watcher's markers (--watcher-user); the watcher as
+	// configstamp. Start returns once the API server calls the webhook, trusting only the
+	// caBundle.
 	cs := env.Start(t, framework.Options{
-		Kubeconfig: kubeconfig, SkipRegistration: true, WebhookPort: port,
-		Args: append(certArgs, "--leader-elect", "--leader-election-namespace", releaseNS, "--hash-key="+flags["--hash-key"]),
+		Kubeconfig: env.ServiceAccountKubeconfig(t, releaseNS, "configstamp-webhook"), SkipRegistration: true, WebhookPort: port,
+		Args: append(certArgs, "--role="+flags["--role"], "--hash-key="+flags["--hash-key"], "--watcher-user="+flags["--watcher-user"]),
 	})
+	watcher := env.Start(t, framework.Options{Kubeconfig: kubeconfig, NoWebhook: true,
+		Args: []string{"--role=" + watcherFlags["--role"], "--leader-elect=" + watcherFlags["--leader-elect"], "--leader-election-namespace", releaseNS, "--hash-key=" + watcherFlags["--hash-key"]}})
 	if err := bundlesAre(ca)(); err != nil {
 		t.Errorf("caBundle not the Secret's ca.crt: %v", err)
 	}
@@ -315,8 +334,10 @@ func TestChartInstallsAndWorksUnderItsRBAC(t *testing.T) {
 		t.Error("the check NOTES.txt gives created a Deployment")
 	}
 
-	if out := cs.Output(); strings.Contains(out, "forbidden") {
-		t.Fatalf("configstamp hit a permission it lacks:\n%s", out)
+	for _, p := range []*framework.Configstamp{cs, watcher} {
+		if out := p.Output(); strings.Contains(out, "forbidden") {
+			t.Fatalf("configstamp hit a permission it lacks:\n%s", out)
+		}
 	}
 
 	// And nothing more.
@@ -334,11 +355,11 @@ func TestChartInstallsAndWorksUnderItsRBAC(t *testing.T) {
 		"get mutatingwebhookconfigurations/configstamp":               "yes",
 		"get mutatingwebhookconfigurations/other":                     "no",
 		"update mutatingwebhookconfigurations/configstamp":            "no",
-		"watch mutatingwebhookconfigurations/configstamp":             "yes",
+		"watch mutatingwebhookconfigurations/configstamp":             "no", // the webhook's (configstamp-webhook)
 		"update mutatingwebhookconfigurations/other":                  "no",
-		"get secrets/configstamp-cert-manager-tls -n " + releaseNS:    "yes",
-		"list secrets/configstamp-cert-manager-tls -n " + releaseNS:   "yes",
-		"watch secrets/configstamp-cert-manager-tls -n " + releaseNS:  "yes",
+		"get secrets/configstamp-cert-manager-tls -n " + releaseNS:    "no", // the webhook's alone
+		"list secrets/configstamp-cert-manager-tls -n " + releaseNS:   "no",
+		"watch secrets/configstamp-cert-manager-tls -n " + releaseNS:  "no",
 		"update secrets/configstamp-cert-manager-tls -n " + releaseNS: "no",
 		"delete secrets/configstamp-cert-manager-tls -n " + releaseNS: "no",
 		"get secrets/configstamp-ca -n " + releaseNS:                  "no",
@@ -387,12 +408,17 @@ func TestChartWithSecretsAndRolloutsWorksUnderItsRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The two roles, each as its own ServiceAccount (the webhook's serves the metrics
+	// scraped below).
 	cs := env.Start(t, framework.Options{
-		Kubeconfig: kubeconfig, SkipRegistration: true, WebhookPort: port,
-		Args: append(certArgs, "--debounce", "500ms",
+		Kubeconfig: env.ServiceAccountKubeconfig(t, releaseNS, "configstamp-webhook"), SkipRegistration: true, WebhookPort: port,
+		Args: append(certArgs, "--role="+flags["--role"], "--watcher-user="+flags["--watcher-user"],
 			"--secrets="+flags["--secrets"], "--hash-key="+flags["--hash-key"], "--argo-rollouts="+flags["--argo-rollouts"],
 			"--metrics-secure="+flags["--metrics-secure"], fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort)),
 	})
+	watcher := env.Start(t, framework.Options{Kubeconfig: kubeconfig, NoWebhook: true,
+		Args: []string{"--role=watcher", "--leader-elect", "--leader-election-namespace", releaseNS, "--debounce", "500ms",
+			"--secrets=" + flags["--secrets"], "--hash-key=" + flags["--hash-key"], "--argo-rollouts=" + flags["--argo-rollouts"]}})
 	ctx := context.Background()
 	c := env.Client
 
@@ -544,9 +570,19 @@ func TestChartWithSecretsAndRolloutsWorksUnderItsRBAC(t *testing.T) {
 		t.Errorf("a Deployment opted in neither way was stamped: %s", h)
 	}
 
-	if out := cs.Output(); strings.Contains(out, "forbidden") {
-		t.Fatalf("configstamp hit a permission it lacks:\n%s", out)
+	for _, p := range []*framework.Configstamp{cs, watcher} {
+		if out := p.Output(); strings.Contains(out, "forbidden") {
+			t.Fatalf("configstamp hit a permission it lacks:\n%s", out)
+		}
 	}
+	// The webhook's ServiceAccount reads a consumed Secret, and lists none.
+	canIAs(t, "configstamp-webhook", map[string]string{
+		"get secrets -n " + ns:                "yes",
+		"list secrets -n " + ns:               "no",
+		"watch secrets --all-namespaces":      "no",
+		"patch rollouts.argoproj.io -n " + ns: "no",
+		"patch deployments -n " + ns:          "no",
+	})
 	canI(t, map[string]string{
 		"watch secrets --all-namespaces":                        "yes",
 		"get secrets -n " + ns:                                  "yes",
@@ -569,7 +605,8 @@ func TestChartWithSecretsAndRolloutsWorksUnderItsRBAC(t *testing.T) {
 }
 
 // TestChartSelfSignedWorksUnderItsRBAC installs the chart in self-signed mode and runs
-// configstamp with the flags the chart renders, under the chart's ServiceAccount: it fills
+// the webhook role with the flags the chart renders, under its ServiceAccount
+// configstamp-webhook (the watcher's configstamp may not touch the certificate): it fills
 // the chart's empty Secret, puts its CA into the registration, serves admission, and
 // repairs a wiped caBundle within seconds through its watch of the registration by name,
 // which the chart's grant (get, list, watch on that one name) must allow.
@@ -577,12 +614,13 @@ func TestChartSelfSignedWorksUnderItsRBAC(t *testing.T) {
 	values := []string{"--set", "certificates.mode=self-signed"}
 	installChart(t, values...)
 	flags := processFlags(t, render(t, values...))
-	port, certDir, kubeconfig := outOfCluster(t)
-	// The serving certificate names the address the API server calls here, not the Service.
+	port, certDir, _ := outOfCluster(t)
+	// The webhook role, which keeps the certificate, as its own ServiceAccount. The serving
+	// certificate names the address the API server calls here, not the Service.
 	cs := env.Start(t, framework.Options{
-		Kubeconfig: kubeconfig, SkipRegistration: true, WebhookPort: port,
-		Args: []string{"--webhook-cert-dir", certDir, "--self-signed-secret=" + flags["--self-signed-secret"], "--self-signed-hosts=127.0.0.1",
-			"--ca-switch-delay=" + flags["--ca-switch-delay"], "--hash-key=" + flags["--hash-key"]},
+		Kubeconfig: env.ServiceAccountKubeconfig(t, releaseNS, "configstamp-webhook"), SkipRegistration: true, WebhookPort: port,
+		Args: []string{"--role=" + flags["--role"], "--webhook-cert-dir", certDir, "--self-signed-secret=" + flags["--self-signed-secret"], "--self-signed-hosts=127.0.0.1",
+			"--ca-switch-delay=" + flags["--ca-switch-delay"], "--hash-key=" + flags["--hash-key"], "--watcher-user=" + flags["--watcher-user"]},
 	})
 	if _, ok := flags["--tls-secret"]; ok {
 		t.Error("self-signed mode renders --tls-secret")
@@ -602,7 +640,7 @@ func TestChartSelfSignedWorksUnderItsRBAC(t *testing.T) {
 	if out := cs.Output(); strings.Contains(out, "forbidden") {
 		t.Fatalf("configstamp hit a permission it lacks:\n%s", out)
 	}
-	canI(t, map[string]string{
+	canIAs(t, "configstamp-webhook", map[string]string{
 		"watch mutatingwebhookconfigurations/configstamp":        "yes",
 		"update mutatingwebhookconfigurations/configstamp":       "no",
 		"patch mutatingwebhookconfigurations/configstamp":        "yes",
@@ -611,5 +649,12 @@ func TestChartSelfSignedWorksUnderItsRBAC(t *testing.T) {
 		"update secrets/configstamp-webhook-tls -n " + releaseNS: "yes",
 		"update secrets/other -n " + releaseNS:                   "no",
 		"get secrets -n " + releaseNS:                            "no",
+	})
+	// The watcher's ServiceAccount holds nothing of the certificate.
+	canI(t, map[string]string{
+		"get secrets/configstamp-webhook-tls -n " + releaseNS:    "no",
+		"update secrets/configstamp-webhook-tls -n " + releaseNS: "no",
+		"watch mutatingwebhookconfigurations/configstamp":        "no",
+		"patch mutatingwebhookconfigurations/configstamp":        "yes",
 	})
 }

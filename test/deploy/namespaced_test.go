@@ -107,8 +107,30 @@ func checkNamespaced(t *testing.T, secrets, rollouts bool) {
 	own.add("/events", "", "create", "patch")
 	// The hash key of every digest: the chart creates the Secret; no create.
 	own.add("/secrets", "configstamp-hash-key", "get", "update")
-	var roles, bindings []string
+	// The webhook's ServiceAccount: get of the sources in each watched namespace, the
+	// hash key in its own; nothing else (the certificate Secret is mounted).
+	hookPerNS, hookOwn := grants{}, grants{}
+	hookPerNS.add("/configmaps", "", "get")
+	if secrets {
+		hookPerNS.add("/secrets", "", "get")
+	}
+	hookOwn.add("/secrets", "configstamp-hash-key", "get", "update")
+	var roles, bindings, hookRoles []string
 	for _, u := range list {
+		if u.GetName() == "configstamp-webhook" && (u.GetKind() == "Role" || u.GetKind() == "RoleBinding") {
+			if u.GetKind() == "Role" {
+				hookRoles = append(hookRoles, u.GetNamespace())
+				want := hookPerNS
+				if u.GetNamespace() == releaseNS {
+					want = hookOwn
+				}
+				checkGrants(t, "Role configstamp-webhook in "+u.GetNamespace(), convert[rbacv1.Role](t, u).Rules, want)
+			} else if rb := convert[rbacv1.RoleBinding](t, u); rb.RoleRef.Name != "configstamp-webhook" ||
+				!equality.Semantic.DeepEqual(rb.Subjects, []rbacv1.Subject{{Kind: "ServiceAccount", Name: "configstamp-webhook", Namespace: releaseNS}}) {
+				t.Errorf("RoleBinding configstamp-webhook in %s: %+v %+v", u.GetNamespace(), rb.RoleRef, rb.Subjects)
+			}
+			continue
+		}
 		switch u.GetKind() {
 		case "ClusterRole", "ClusterRoleBinding":
 			t.Errorf("a namespaced install renders %s %s", u.GetKind(), u.GetName())
@@ -130,7 +152,8 @@ func checkNamespaced(t *testing.T, secrets, rollouts bool) {
 	}
 	slices.Sort(roles)
 	slices.Sort(bindings)
-	if want := []string{"a", "b", releaseNS}; !slices.Equal(roles, want) || !slices.Equal(bindings, want) {
+	slices.Sort(hookRoles)
+	if want := []string{"a", "b", releaseNS}; !slices.Equal(roles, want) || !slices.Equal(bindings, want) || !slices.Equal(hookRoles, want) {
 		t.Errorf("Roles in %v, RoleBindings in %v, want both in %v (kube-system is excluded)", roles, bindings, want)
 	}
 
@@ -182,9 +205,9 @@ func checkNamespaced(t *testing.T, secrets, rollouts bool) {
 }
 
 // TestNamespacedInstallWorksUnderItsRoles installs the chart with watchNamespaces with
-// the real helm, then runs configstamp out of cluster with a token of the chart's
-// ServiceAccount (bound by the chart's Roles and nothing of configstamp's cluster-wide)
-// and the flags the chart renders: its start-up permission check passes, and
+// the real helm, then runs configstamp's two roles out of cluster, each with a token of
+// its ServiceAccount (the webhook's configstamp-webhook, the watcher's configstamp; bound
+// by the chart's Roles and nothing cluster-wide) and the flags the chart renders: its start-up permission check passes, and
 // namespaced.Install.Check holds (stamps and re-stamps in a watched namespace without
 // an opt-in label, nothing in one not watched though opted in, no request outside its
 // namespaces in the audit log).
@@ -209,13 +232,16 @@ func TestNamespacedInstallWorksUnderItsRoles(t *testing.T) {
 	// The caBundle as cert-manager's CA injector would set it.
 	port, kubeconfig := repoint(t, ca)
 	install := namespaced.Install{Env: env, User: "system:serviceaccount:" + releaseNS + ":configstamp", Own: releaseNS,
-		Coverage: "configstamp-coverage", Watched: strings.Split(flags["--watch-namespaces"], ","), Mark: namespaced.AuditMark(t, env)}
-	install.Configstamp = env.Start(t, framework.Options{
-		Kubeconfig: kubeconfig, SkipRegistration: true, WebhookPort: port,
-		Args: []string{"--webhook-cert-dir", certDir, "--leader-elect", "--leader-election-namespace", releaseNS, "--debounce", "500ms",
-			"--watch-namespaces=" + flags["--watch-namespaces"], "--coverage-configmap=" + flags["--coverage-configmap"],
-			"--exclude-namespaces=" + flags["--exclude-namespaces"], "--namespace-label=" + flags["--namespace-label"],
-			"--hash-key=" + flags["--hash-key"]},
+		WebhookUser: "system:serviceaccount:" + releaseNS + ":configstamp-webhook",
+		Coverage:    "configstamp-coverage", Watched: strings.Split(flags["--watch-namespaces"], ","), Mark: namespaced.AuditMark(t, env)}
+	common := []string{"--watch-namespaces=" + flags["--watch-namespaces"], "--coverage-configmap=" + flags["--coverage-configmap"],
+		"--exclude-namespaces=" + flags["--exclude-namespaces"], "--namespace-label=" + flags["--namespace-label"], "--hash-key=" + flags["--hash-key"]}
+	// The two roles as the chart runs them, each as its own ServiceAccount.
+	install.Webhook = env.Start(t, framework.Options{
+		Kubeconfig: env.ServiceAccountKubeconfig(t, releaseNS, "configstamp-webhook"), SkipRegistration: true, WebhookPort: port,
+		Args: append([]string{"--role=" + flags["--role"], "--webhook-cert-dir", certDir, "--watcher-user=" + flags["--watcher-user"]}, common...),
 	})
+	install.Configstamp = env.Start(t, framework.Options{Kubeconfig: kubeconfig, NoWebhook: true,
+		Args: append([]string{"--role=watcher", "--leader-elect", "--leader-election-namespace", releaseNS, "--debounce", "500ms"}, common...)})
 	install.Check(t, watched, other)
 }

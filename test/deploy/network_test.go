@@ -85,7 +85,7 @@ func TestRenderSelfPolicy(t *testing.T) {
 	objs := render(t, vap)
 	for _, name := range []string{"configstamp-workloads", "configstamp-registration"} {
 		p := typed[admissionregistrationv1.ValidatingAdmissionPolicy](t, objs, "ValidatingAdmissionPolicy/"+name)
-		if len(p.Spec.MatchConditions) != 1 || p.Spec.MatchConditions[0].Expression != "request.userInfo.username == 'system:serviceaccount:"+releaseNS+":configstamp'" {
+		if len(p.Spec.MatchConditions) != 1 || p.Spec.MatchConditions[0].Expression != "request.userInfo.username in ['system:serviceaccount:"+releaseNS+":configstamp', 'system:serviceaccount:"+releaseNS+":configstamp-webhook']" {
 			t.Errorf("%s: match conditions %+v", name, p.Spec.MatchConditions)
 		}
 		if p.Spec.FailurePolicy == nil || *p.Spec.FailurePolicy != admissionregistrationv1.Fail || len(p.Spec.Validations) == 0 {

@@ -385,6 +385,29 @@ func TestRenderRBACLeastPrivilege(t *testing.T) {
 			t.Errorf("extraArgs %s: the Role grants the Leases %v, want %s", tc.extraArgs, names, tc.lease)
 		}
 	}
+	// watcher.extraArgs come after extraArgs, so they name the Lease last.
+	role := typed[rbacv1.Role](t, render(t, "--set-json", `extraArgs=["--leader-election-id=one"]`, "--set-json", `watcher.extraArgs=["--leader-election-id","four"]`), "Role/configstamp")
+	if !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return slices.Equal(r.ResourceNames, []string{"four"}) }) {
+		t.Errorf("watcher.extraArgs --leader-election-id four: the Role grants %+v", role.Rules)
+	}
+}
+
+// TestRenderWatcherExtraArgs: watcher.extraArgs reach the watcher's process only (with
+// roles.split false, the one Deployment's, which runs the watcher), after extraArgs,
+// which reach both roles.
+func TestRenderWatcherExtraArgs(t *testing.T) {
+	set := []string{"--set-json", `extraArgs=["--kube-api-qps=40"]`, "--set-json", `watcher.extraArgs=["--concurrency=8","--leader-elect=false"]`, "--set", "watcher.replicas=1"}
+	objs := render(t, set...)
+	hook, watcher := processFlags(t, objs), flagsOf(t, objs, "Deployment/configstamp-watcher")
+	if hook["--kube-api-qps"] != "40" || watcher["--kube-api-qps"] != "40" {
+		t.Errorf("extraArgs: webhook %q, watcher %q, want 40 in both", hook["--kube-api-qps"], watcher["--kube-api-qps"])
+	}
+	if watcher["--concurrency"] != "8" || watcher["--leader-elect"] != "false" || hook["--concurrency"] == "8" || hook["--leader-elect"] != "" {
+		t.Errorf("watcher.extraArgs: watcher %v, webhook %v", watcher, hook)
+	}
+	if single := processFlags(t, render(t, append(set, "--set", "roles.split=false")...)); single["--concurrency"] != "8" || single["--kube-api-qps"] != "40" {
+		t.Errorf("roles.split=false: %v, want both lists", single)
+	}
 }
 
 // checkRBAC renders the chart with these options and compares its roles with what
@@ -409,18 +432,14 @@ func checkRBAC(t *testing.T, mode string, secrets, rollouts, secure bool) {
 	clusterWide.add("authorization.k8s.io/selfsubjectaccessreviews", "", "create")
 	clusterWide.add("events.k8s.io/events", "", "create", "patch")
 	clusterWide.add("/events", "", "create", "patch")
-	// Both certificate modes keep the registration's caBundle (a JSON patch), watching it by name.
-	clusterWide.add("admissionregistration.k8s.io/mutatingwebhookconfigurations", "configstamp", "get", "patch", "list", "watch")
+	// The watcher (roles.split, the default) reads the registration live and patches its
+	// covered-since annotation; the caBundle and the certificate Secret are the webhook's
+	// (checkWebhookRBAC).
+	clusterWide.add("admissionregistration.k8s.io/mutatingwebhookconfigurations", "configstamp", "get", "patch")
 	namespaced := grants{}
 	// Leader election: its own Lease by name (create cannot be limited by name).
 	namespaced.add("coordination.k8s.io/leases", "", "create")
 	namespaced.add("coordination.k8s.io/leases", "configstamp-watcher", "get", "update")
-	if mode == "self-signed" {
-		namespaced.add("/secrets", "configstamp-webhook-tls", "get", "update")
-	} else {
-		// --tls-secret: read and watched by name, never written.
-		namespaced.add("/secrets", "configstamp-cert-manager-tls", "get", "list", "watch")
-	}
 	// The hash key: by name, get and update only (the chart creates the Secret).
 	namespaced.add("/secrets", "configstamp-hash-key", "get", "update")
 	if secrets {
@@ -460,9 +479,81 @@ func checkRBAC(t *testing.T, mode string, secrets, rollouts, secure bool) {
 			t.Errorf("configstamp-metrics-reader rules %+v, want %+v", got, want)
 		}
 	}
+	checkWebhookRBAC(t, objs, mode, secrets, secure)
+	// roles.split=false: the one ServiceAccount holds both roles' grants, the webhook's
+	// certificate Secret and the caBundle's watch too.
+	single := render(t, "--set", "certificates.mode="+mode, "--set", fmt.Sprintf("secrets.enabled=%v", secrets),
+		"--set", fmt.Sprintf("argoRollouts.enabled=%v", rollouts), "--set", fmt.Sprintf("metrics.secure=%v", secure), "--set", "roles.split=false")
+	clusterWide.add("admissionregistration.k8s.io/mutatingwebhookconfigurations", "configstamp", "list", "watch")
+	if mode == "self-signed" {
+		namespaced.add("/secrets", "configstamp-webhook-tls", "get", "update")
+	} else {
+		// --tls-secret: read and watched by name, never written.
+		namespaced.add("/secrets", "configstamp-cert-manager-tls", "get", "list", "watch")
+	}
+	checkGrants(t, "ClusterRole (roles.split=false)", typed[rbacv1.ClusterRole](t, single, "ClusterRole/configstamp").Rules, clusterWide)
+	checkGrants(t, "Role (roles.split=false)", typed[rbacv1.Role](t, single, "Role/configstamp").Rules, namespaced)
 	for key, u := range objs {
-		if strings.HasSuffix(u.GetKind(), "Binding") && u.GetName() != "configstamp" {
+		if strings.HasSuffix(u.GetKind(), "Binding") && u.GetName() != "configstamp" && u.GetName() != "configstamp-webhook" {
 			t.Errorf("%s: the chart binds nothing but configstamp's own roles", key)
+		}
+	}
+}
+
+// checkWebhookRBAC: the webhook role's ServiceAccount (configstamp-webhook, the split
+// Deployment configstamp's) is granted what neededByWebhook and its certificate mode list,
+// nothing of the watcher's (no workload, no list or watch of sources, no Lease), and each
+// binding of either ServiceAccount binds its own role to it alone.
+func checkWebhookRBAC(t *testing.T, objs map[string]*unstructured.Unstructured, mode string, secrets, secure bool) {
+	t.Helper()
+	clusterWide := grants{}
+	clusterWide.add("/configmaps", "", "get")
+	if secrets {
+		clusterWide.add("/secrets", "", "get")
+	}
+	clusterWide.add("/namespaces", "", "list", "watch")
+	clusterWide.add("authentication.k8s.io/selfsubjectreviews", "", "create")
+	clusterWide.add("authorization.k8s.io/selfsubjectaccessreviews", "", "create")
+	clusterWide.add("admissionregistration.k8s.io/mutatingwebhookconfigurations", "configstamp", "get", "patch", "list", "watch")
+	if secure {
+		clusterWide.add("authentication.k8s.io/tokenreviews", "", "create")
+		clusterWide.add("authorization.k8s.io/subjectaccessreviews", "", "create")
+	}
+	namespaced := grants{}
+	if mode == "self-signed" {
+		namespaced.add("/secrets", "configstamp-webhook-tls", "get", "update")
+	} else {
+		namespaced.add("/secrets", "configstamp-cert-manager-tls", "get", "list", "watch")
+	}
+	namespaced.add("/secrets", "configstamp-hash-key", "get", "update")
+	checkGrants(t, "ClusterRole configstamp-webhook", typed[rbacv1.ClusterRole](t, objs, "ClusterRole/configstamp-webhook").Rules, clusterWide)
+	checkGrants(t, "Role configstamp-webhook", typed[rbacv1.Role](t, objs, "Role/configstamp-webhook").Rules, namespaced)
+	dep := typed[appsv1.Deployment](t, objs, "Deployment/configstamp")
+	if sa := dep.Spec.Template.Spec.ServiceAccountName; sa != "configstamp-webhook" {
+		t.Errorf("the webhook's pods run as %q, want configstamp-webhook", sa)
+	}
+	if sa := typed[appsv1.Deployment](t, objs, "Deployment/configstamp-watcher").Spec.Template.Spec.ServiceAccountName; sa != "configstamp" {
+		t.Errorf("the watcher's pods run as %q, want configstamp", sa)
+	}
+	if flags := processFlags(t, objs); flags["--watcher-user"] != "system:serviceaccount:"+releaseNS+":configstamp" {
+		t.Errorf("the webhook's --watcher-user=%q, want the watcher's ServiceAccount", flags["--watcher-user"])
+	}
+	for key, u := range objs {
+		if !strings.HasSuffix(u.GetKind(), "Binding") {
+			continue
+		}
+		var subjects []rbacv1.Subject
+		var ref rbacv1.RoleRef
+		if u.GetKind() == "RoleBinding" {
+			b := typed[rbacv1.RoleBinding](t, objs, key)
+			subjects, ref = b.Subjects, b.RoleRef
+		} else {
+			b := typed[rbacv1.ClusterRoleBinding](t, objs, key)
+			subjects, ref = b.Subjects, b.RoleRef
+		}
+		want := []rbacv1.Subject{{Kind: "ServiceAccount", Name: u.GetName(), Namespace: releaseNS}}
+		if ref.Name != u.GetName() || !equality.Semantic.DeepEqual(subjects, want) {
+			t.Errorf("%s binds %s to %+v, want its own role to ServiceAccount %s alone", key, ref.Name, subjects, u.GetName())
 		}
 	}
 }
@@ -558,7 +649,29 @@ func TestRenderPodSecurityAndAvailability(t *testing.T) {
 		}
 	}
 	check("2 replicas", dep.Spec.Replicas != nil && *dep.Spec.Replicas == 2)
-	check("leader election on", slices.Contains(c.Args, "--leader-elect=true"))
+	check("the webhook role, without leader election", slices.Contains(c.Args, "--role=webhook") && !slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--leader-elect") }))
+	// roles.split (the default): the watcher apart, leader-elected, its pods outside the
+	// webhook's selector and Service, under the same pod security.
+	watcher := typed[appsv1.Deployment](t, objs, "Deployment/configstamp-watcher")
+	wc := watcher.Spec.Template.Spec.Containers[0]
+	check("the watcher: 2 replicas, --role=watcher, leader election on, no webhook port", watcher.Spec.Replicas != nil && *watcher.Spec.Replicas == 2 &&
+		slices.Contains(wc.Args, "--role=watcher") && slices.Contains(wc.Args, "--leader-elect=true") &&
+		!slices.ContainsFunc(wc.Ports, func(p corev1.ContainerPort) bool { return p.Name == "webhook" }))
+	check("the watcher's pods outside the webhook's selector", !labels.SelectorFromSet(dep.Spec.Selector.MatchLabels).Matches(labels.Set(watcher.Spec.Template.Labels)))
+	// The Service selects the webhook's pods alone: they serve admission, and the
+	// command-line tools read the server's settings from the Deployment it selects.
+	svc := typed[corev1.Service](t, objs, "Service/configstamp").Spec.Selector
+	check("the Service selects the webhook's pods, not the watcher's", labels.SelectorFromSet(svc).Matches(labels.Set(dep.Spec.Template.Labels)) &&
+		!labels.SelectorFromSet(svc).Matches(labels.Set(watcher.Spec.Template.Labels)))
+	check("the watcher's pod security as the webhook's", equality.Semantic.DeepEqual(watcher.Spec.Template.Spec.SecurityContext, pod.SecurityContext) &&
+		equality.Semantic.DeepEqual(wc.SecurityContext, c.SecurityContext))
+	if wpdb := typed[policyv1.PodDisruptionBudget](t, objs, "PodDisruptionBudget/configstamp-watcher"); wpdb.Spec.MinAvailable == nil || wpdb.Spec.MinAvailable.IntValue() != 1 ||
+		!labels.SelectorFromSet(wpdb.Spec.Selector.MatchLabels).Matches(labels.Set(watcher.Spec.Template.Labels)) {
+		t.Errorf("watcher PDB %+v", wpdb.Spec)
+	}
+	if single := typed[appsv1.Deployment](t, render(t, "--set", "roles.split=false"), "Deployment/configstamp"); !slices.Contains(single.Spec.Template.Spec.Containers[0].Args, "--leader-elect=true") {
+		t.Error("roles.split=false: leader election off")
+	}
 	check("runs as non-root 65532", pod.SecurityContext != nil && pod.SecurityContext.RunAsNonRoot != nil && *pod.SecurityContext.RunAsNonRoot &&
 		pod.SecurityContext.RunAsUser != nil && *pod.SecurityContext.RunAsUser == 65532)
 	check("seccomp RuntimeDefault", pod.SecurityContext.SeccompProfile != nil && pod.SecurityContext.SeccompProfile.Type == "RuntimeDefault")

@@ -79,6 +79,8 @@ func TestRenderSchemaRejectsBadValues(t *testing.T) {
 		{[]string{"--set", "shutdownDelay=20s"}, []string{"set it to 35 or more"}}, // 20 s + 10 s = 30: no margin
 		{[]string{"--set", "shutdownDelay=1m", "--set", "terminationGracePeriodSeconds=70"}, []string{"set it to 75 or more"}},
 		{[]string{"--set", "metrics.port=9443"}, []string{"webhook.port (9443), metrics.port (9443) and probes.port (8081) must differ"}},
+		// roles.split without leader election: more than one watcher would each run it.
+		{[]string{"--set", "leaderElection.enabled=false"}, []string{"leaderElection.enabled=false with roles.split: each of the 2 watcher replicas would run the watcher; set watcher.replicas=1"}},
 	} {
 		out := renderErr(t, tc.args...)
 		for _, w := range tc.want {
@@ -91,6 +93,8 @@ func TestRenderSchemaRejectsBadValues(t *testing.T) {
 	render(t, "--set", "debounce=0", "--set", "minRolloutInterval=0s", "--set", "shutdownDelay=1m30s", "--set", "terminationGracePeriodSeconds=105",
 		"--set", "certificates.duration=1h30m", "--set", "certificates.caSwitchDelay=0.5s", "--set", "webhook.timeoutSeconds=30", "--set", "serviceMonitor.interval=1m",
 		"--set", "logging.level=debug", "--set", "logging.format=console", "--set", "kubeAPI.qps=2.5")
+	render(t, "--set", "leaderElection.enabled=false", "--set", "watcher.replicas=1")
+	render(t, "--set", "leaderElection.enabled=false", "--set", "roles.split=false")
 	tool(t, "helm", "lint", chart, "--set", "metrics.secure=true", "--set", "hostNetwork=true", "--set", "serviceMonitor.enabled=true",
 		"--set", "image.digest=sha256:"+strings.Repeat("0", 64), "--set", "extraArgs={--concurrency=8}")
 }
@@ -342,8 +346,9 @@ func TestRenderNotes(t *testing.T) {
 		"its CA injector is not used",
 		"keeps the registration's\n   caBundle: a new CA is added there 1m before configstamp serves",
 		"kubectl -n " + releaseNS + " delete secret configstamp-ca configstamp-cert-manager-tls",
-		// Every replica's logs, not one pod's; and which one leads.
-		"kubectl -n " + releaseNS + " logs -l app.kubernetes.io/name=configstamp --prefix",
+		// Every replica's logs, both roles', not one pod's; and which one leads.
+		"kubectl -n " + releaseNS + " logs -l 'app.kubernetes.io/name in (configstamp,configstamp-watcher)' --prefix",
+		"the\n   watcher runs on the leader only (a pod of configstamp-watcher)",
 		"kubectl -n " + releaseNS + " get lease configstamp-watcher -o jsonpath='{.spec.holderIdentity}",
 		"holderIdentity:\n   the pod's name",
 	} {
@@ -373,12 +378,20 @@ func TestRenderNotes(t *testing.T) {
 		"pod-security.kubernetes.io/enforce=privileged",
 		"maxSurge 0,\nmaxUnavailable 1",
 		"get lease elected -o jsonpath",
-		"the node's host name",
+		// roles.split: the watcher's pods, which hold the Lease, are not host-network.
+		"holderIdentity:\n   the pod's name",
 		"leaves the leader-election Lease elected",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("NOTES (self-signed, all options) lack %q:\n%s", want, text)
 		}
+	}
+	if strings.Contains(text, "the node's host name") {
+		t.Errorf("NOTES with roles.split and hostNetwork name the node's host name as the leader's identity (the watcher is not host-network):\n%s", text)
+	}
+	// One Deployment (roles.split false): the host-network pods hold the Lease.
+	if text := notes(t, "--set", "hostNetwork=true", "--set", "roles.split=false"); !strings.Contains(text, "holderIdentity:\n   the node's host name") {
+		t.Errorf("NOTES with hostNetwork and roles.split false lack the node's host name as the leader's identity:\n%s", text)
 	}
 	if strings.Contains(text, "configstamp-cert-manager-tls") || strings.Contains(text, "configstamp.io/inject=enabled") {
 		t.Errorf("NOTES in self-signed mode with another label:\n%s", text)
@@ -449,6 +462,7 @@ func TestRenderPodMeetsRestricted(t *testing.T) {
 		tool(t, "kubectl", "label", "namespace", ns, k+"="+v)
 	}
 	tool(t, "kubectl", "--namespace", ns, "create", "serviceaccount", "configstamp")
+	tool(t, "kubectl", "--namespace", ns, "create", "serviceaccount", "configstamp-webhook")
 	podFrom := func(args ...string) string {
 		t.Helper()
 		dep := typed[appsv1.Deployment](t, render(t, append([]string{"--namespace", ns}, args...)...), "Deployment/configstamp")

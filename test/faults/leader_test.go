@@ -103,6 +103,16 @@ type pair struct {
 // deleted when the test ends (after the replicas stop).
 func startPair(t *testing.T, args ...string) *pair {
 	t.Helper()
+	p := newPair(t, args...)
+	for i := range p.replicas {
+		p.restart(t, i)
+	}
+	return p
+}
+
+// newPair is startPair without starting the replicas.
+func newPair(t *testing.T, args ...string) *pair {
+	t.Helper()
 	certDir := t.TempDir()
 	if _, err := certs.WriteSelfSigned(certDir, "127.0.0.1", "localhost"); err != nil {
 		t.Fatal(err)
@@ -128,7 +138,6 @@ func startPair(t *testing.T, args ...string) *pair {
 	p.px = framework.NewProxy(t, fmt.Sprintf("127.0.0.1:%d", p.ports[0]))
 	for i := range p.replicas {
 		p.opts[i], p.addrs[i] = withMetrics(t, framework.Options{WebhookURL: "https://" + p.px.Addr, WebhookPort: p.ports[i], Args: args})
-		p.restart(t, i)
 	}
 	return p
 }

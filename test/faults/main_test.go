@@ -1,8 +1,9 @@
 // Package faults breaks the control plane under configstamp while it works, on a real
 // control plane whose Deployments really roll (kube-controller-manager, kwok): the API
-// server restarted, etcd paused, the leader killed or paused past its Lease, the
-// webhook slower than its timeout, configstamp's own requests answered with 429 and
-// 5xx or their answers lost, and another controller writing the same Deployments.
+// server restarted, etcd paused, the leader killed or paused past its Lease (also while
+// it adopts 2,000 Deployments installed over), the webhook slower than its timeout,
+// configstamp's own requests answered with 429 and 5xx or their answers lost, and
+// another controller writing the same Deployments.
 // Every scenario ends with the same check: every change was stamped exactly once,
 // nothing rolled twice, nothing was lost, and that still holds once configstamp has
 // nothing left to do.

@@ -49,6 +49,9 @@ type Options struct {
 	// the registration outlives the process (--dev-keep-registration), as an installed
 	// chart's does: a stop models an outage of an installed webhook.
 	RemoveRegistration bool
+	// NoWebhook is for a process that serves no webhook (--role watcher): no
+	// registration, and Run waits only until it has started.
+	NoWebhook bool
 	// Args are extra flags.
 	Args []string
 }
@@ -81,7 +84,7 @@ func (e *Env) Run(ctx context.Context, o Options) (*Configstamp, error) {
 		}
 		args = append(args, "--hash-key", HashKeyRef)
 	}
-	if !o.SkipRegistration {
+	if !o.SkipRegistration && !o.NoWebhook {
 		args = append(args, "--dev-webhook-url", p.URL)
 		if !o.RemoveRegistration {
 			args = append(args, "--dev-keep-registration")
@@ -95,7 +98,11 @@ func (e *Env) Run(ctx context.Context, o Options) (*Configstamp, error) {
 		return nil, err
 	}
 	go func() { _ = p.cmd.Wait(); close(p.done) }()
-	if err := p.waitServing(ctx, e); err != nil {
+	wait := p.waitServing
+	if o.NoWebhook {
+		wait = p.waitStarted
+	}
+	if err := wait(ctx, e); err != nil {
 		p.Stop()
 		return nil, fmt.Errorf("%w\nconfigstamp log:\n%s", err, p.Output())
 	}
@@ -182,6 +189,24 @@ func (p *Configstamp) waitServing(ctx context.Context, e *Env) error {
 		time.Sleep(200 * time.Millisecond)
 	}
 	return fmt.Errorf("webhook not serving within 90s: %v", last)
+}
+
+// waitStarted waits until the process logs that it starts its manager (a process that
+// serves no webhook).
+func (p *Configstamp) waitStarted(_ context.Context, _ *Env) error {
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.done:
+			return fmt.Errorf("configstamp exited")
+		default:
+		}
+		if strings.Contains(p.Output(), `"msg":"Starting configstamp"`) {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("configstamp not started within 90s")
 }
 
 // ProbeDeployment is a Deployment in ProbeNamespace that consumes one ConfigMap.

@@ -53,6 +53,9 @@ type FaultProxy struct {
 	// lose selects the requests whose response is lost; lost records them.
 	lose func(*http.Request) bool
 	lost []LostResponse
+	// slow selects the requests forwarded only after delay (Slow).
+	slow  func(*http.Request) bool
+	delay time.Duration
 }
 
 // FaultPhase is what the proxy answered with faults while one set of codes was on.
@@ -128,6 +131,14 @@ func NewFaultProxy(t testing.TB, c *cluster.Cluster) *FaultProxy {
 			return
 		}
 		defer done()
+		if d := p.delayFor(r); d > 0 {
+			select { // a slow API server: the request waits, unless its client gives up
+			case <-time.After(d):
+			case <-r.Context().Done():
+				http.Error(w, "client gave up", http.StatusBadGateway)
+				return
+			}
+		}
 		if lose {
 			rec := httptest.NewRecorder()
 			forward.ServeHTTP(rec, r)
@@ -288,6 +299,33 @@ func (p *FaultProxy) LoseResponses(match func(*http.Request) bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.lose = match
+}
+
+// Slow forwards every request that match selects only after d, as a slow API server
+// answers (nil match: none), until called again.
+func (p *FaultProxy) Slow(match func(*http.Request) bool, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.slow, p.delay = match, d
+}
+
+func (p *FaultProxy) delayFor(r *http.Request) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.slow != nil && p.slow(r) {
+		return p.delay
+	}
+	return 0
+}
+
+// ConfigMapGetsIn selects the reads of one named ConfigMap in namespace ns (not lists or
+// watches), for Slow.
+func ConfigMapGetsIn(ns string) func(*http.Request) bool {
+	return func(r *http.Request) bool {
+		res, _, ok := named(r)
+		return ok && res == "configmaps" && r.Method == http.MethodGet && r.URL.Query().Get("watch") != "true" &&
+			strings.Contains(r.URL.Path, "/namespaces/"+ns+"/")
+	}
 }
 
 // StopLosing passes responses through again and returns the requests whose response

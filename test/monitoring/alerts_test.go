@@ -306,7 +306,8 @@ func TestAlerts(t *testing.T) {
 		// The re-check queues what moved each pass, and finds nothing its events missed.
 		series(`configstamp_recheck_queued_total{`+sel+`, pod="a", kind="Deployment"}`, counter(0, at(3, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110))) +
 		series(`configstamp_recheck_found_total{`+sel+`, pod="a", kind="Deployment"}`, flat(0)) +
-		series(`configstamp_hash_key_mismatches_total{`+sel+`, pod="a"}`, flat(0))
+		series(`configstamp_hash_key_mismatches_total{`+sel+`, pod="a"}`, flat(0)) +
+		series(`configstamp_read_timeouts_total{`+sel+`, pod="a"}`, flat(0))
 
 	failing := "" +
 		series(`configstamp_build_info{`+withCluster+`, pod="a", version="v1"}`, flat(1)) +
@@ -336,7 +337,10 @@ func TestAlerts(t *testing.T) {
 		// A pass at minute 100 rolled a workload no event had.
 		series(`configstamp_recheck_found_total{`+withCluster+`, pod="a", kind="Deployment"}`, counter(0, at(1, 100))) +
 		// A replica that cannot read the key since minute 90: workloads held back.
-		series(`configstamp_hash_key_mismatches_total{`+withCluster+`, pod="a"}`, counter(0, at(2, 95, 105, 115)))
+		series(`configstamp_hash_key_mismatches_total{`+withCluster+`, pod="a"}`, counter(0, at(2, 95, 105, 115))) +
+		// A tenant's Deployments naming hundreds of missing ConfigMaps, left alone from
+		// minute 100 after their reads timed out ten checks in a row.
+		series(`configstamp_read_timeouts_total{`+withCluster+`, pod="a"}`, counter(0, at(3, 100, 110)))
 
 	evalAlerts(t, []alertCase{{
 		name:   "healthy",
@@ -534,6 +538,9 @@ func TestNoLeaderLease(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, s := range parser.ExtractSelectors(e) {
+			if metricName(s) != "leader_election_master_status" {
+				continue
+			}
 			if m := matcher(s, "name"); m == nil || m.Type != labels.MatchEqual || m.Value != tc.want {
 				t.Errorf("extraArgs %s: %s selects name %v, want %q", tc.args, metricName(s), m, tc.want)
 			}
@@ -566,6 +573,23 @@ func TestNoLeaderLease(t *testing.T) {
 		series: series(`up{job="other"}`, flat(1)),
 		fire:   []string{"ConfigstampMetricsAbsent"},
 		quiet:  []string{"ConfigstampNoLeader"},
+	}, {
+		// roles.split: the webhook's pods elect no leader and report no Lease; every
+		// watcher pod gone (crash-looping, scaled to 0) leaves no series of the Lease.
+		name:   "the webhook's pods scraped, no watcher's",
+		values: own,
+		series: series(`configstamp_build_info{`+sel+`, pod="w1", version="v1"}`, flat(1)) +
+			series(`configstamp_build_info{`+sel+`, pod="w2", version="v1"}`, flat(1)) +
+			series(`leader_election_master_status{namespace="other", job="other", pod="c", name="cs-lease"}`, flat(1)),
+		fire:  []string{"ConfigstampNoLeader"},
+		quiet: []string{"ConfigstampMetricsAbsent"},
+	}, {
+		name:   "the webhook's pods and a leading watcher scraped",
+		values: own,
+		series: series(`configstamp_build_info{`+sel+`, pod="w1", version="v1"}`, flat(1)) +
+			series(`configstamp_build_info{`+sel+`, pod="a", version="v1"}`, flat(1)) +
+			series(fmt.Sprintf(lease, "a"), flat(1)),
+		quiet: []string{"ConfigstampNoLeader", "ConfigstampMetricsAbsent"},
 	}})
 }
 

@@ -125,7 +125,8 @@ func ruleGroups(t *testing.T, rule map[string]any) *rulefmt.RuleGroups {
 var wantAlerts = []string{
 	"ConfigstampWebhookBypassed", "ConfigstampWebhookFailOpen", "ConfigstampAdmissionReadErrors",
 	"ConfigstampWatcherCheckErrors", "ConfigstampAdmissionSlow", "ConfigstampNoLeader",
-	"ConfigstampMetricsAbsent", "ConfigstampDebounceNotDraining", "ConfigstampWatcherQueueNotDraining", "ConfigstampHashKeyMismatch", "ConfigstampRecheckFoundChanges",
+	"ConfigstampMetricsAbsent", "ConfigstampDebounceNotDraining", "ConfigstampWatcherQueueNotDraining", "ConfigstampHashKeyMismatch",
+	"ConfigstampConfigReadTimeouts", "ConfigstampRecheckFoundChanges",
 }
 
 // releaseNamespace is how the alerts may name {{ $labels.namespace }}, the namespace of
@@ -157,7 +158,7 @@ func TestRulesParse(t *testing.T) {
 	}
 
 	// Without leader election there is no lease to alert on.
-	rule, _ = renderMonitoring(t, "--set", "leaderElection.enabled=false")
+	rule, _ = renderMonitoring(t, "--set", "leaderElection.enabled=false", "--set", "watcher.replicas=1")
 	for _, g := range ruleGroups(t, rule).Groups {
 		for _, r := range g.Rules {
 			if r.Alert == "ConfigstampNoLeader" {

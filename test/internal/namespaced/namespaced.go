@@ -47,6 +47,10 @@ type Install struct {
 	Watched     []string
 	// Mark is the audit log's offset before configstamp started (AuditMark).
 	Mark int64
+	// Webhook, when set, is the webhook role's process, running as WebhookUser (the
+	// chart's split roles; Configstamp is then the watcher's): stopped and audited alike.
+	Webhook     *framework.Configstamp
+	WebhookUser string
 }
 
 // Check creates a ConfigMap and a Deployment consuming it, labelled opted in, in
@@ -127,7 +131,13 @@ func (i Install) Check(t *testing.T, watched, other string) {
 		t.Errorf("the Deployment in the namespace not watched was touched: generation %d, %v (%v)", d.Generation, d.Spec.Template.Annotations, err)
 	}
 	i.Configstamp.Stop()
-	i.checkAudit(t)
+	if i.Webhook != nil {
+		i.Webhook.Stop()
+	}
+	i.checkAudit(t, i.User)
+	if i.WebhookUser != "" {
+		i.checkAudit(t, i.WebhookUser)
+	}
 }
 
 type event struct {
@@ -137,7 +147,7 @@ type event struct {
 	ResponseStatus struct{ Code int }
 }
 
-func (i Install) checkAudit(t *testing.T) {
+func (i Install) checkAudit(t *testing.T, user string) {
 	t.Helper()
 	raw, err := os.ReadFile(i.Env.Cluster.AuditLog)
 	if err != nil {
@@ -147,7 +157,7 @@ func (i Install) checkAudit(t *testing.T) {
 	n := 0
 	for _, line := range bytes.Split(raw[i.Mark:], []byte("\n")) {
 		var ev event
-		if json.Unmarshal(line, &ev) != nil || ev.Stage != "ResponseComplete" || ev.User.Username != i.User {
+		if json.Unmarshal(line, &ev) != nil || ev.Stage != "ResponseComplete" || ev.User.Username != user {
 			continue
 		}
 		n++
@@ -161,7 +171,7 @@ func (i Install) checkAudit(t *testing.T) {
 		}
 	}
 	if n == 0 {
-		t.Fatalf("no request of %s in the audit log", i.User)
+		t.Fatalf("no request of %s in the audit log", user)
 	}
-	t.Logf("%d requests of %s, none outside %v", n, i.User, allowed)
+	t.Logf("%d requests of %s, none outside %v", n, user, allowed)
 }

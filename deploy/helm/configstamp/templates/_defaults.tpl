@@ -9,6 +9,8 @@ image: {repository: ghcr.io/configstamp/configstamp, tag: "", digest: "", pullPo
 imagePullSecrets: []
 extraArgs: []
 replicas: 2
+roles: {split: true}
+watcher: {replicas: 2, resources: {requests: {cpu: 50m, memory: 64Mi}, limits: {memory: 256Mi}}, extraArgs: []}
 leaderElection: {enabled: true}
 namespaceLabel: configstamp.io/inject
 excludeNamespaces: [kube-system]

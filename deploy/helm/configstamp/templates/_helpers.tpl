@@ -10,6 +10,22 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 app.kubernetes.io/name: configstamp
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
+{{- /* The watcher's pods (roles.split): another name, so that neither the Service nor the
+webhook Deployment's selector (configstamp.selector) takes them in. */ -}}
+{{- define "configstamp.watcherSelector" -}}
+app.kubernetes.io/name: configstamp-watcher
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+{{- define "configstamp.watcherLabels" -}}
+{{- include "configstamp.labels" . | replace "app.kubernetes.io/name: configstamp\n" "app.kubernetes.io/name: configstamp-watcher\n" }}
+{{- end }}
+{{- /* Every pod of the release, either role's: for the NetworkPolicy. */ -}}
+{{- define "configstamp.anyRoleSelector" -}}
+matchLabels:
+  app.kubernetes.io/instance: {{ .Release.Name }}
+matchExpressions:
+- {key: app.kubernetes.io/name, operator: In, values: [configstamp, configstamp-watcher]}
+{{- end }}
 {{- /* Namespaces never acted in: the registration's namespaceSelector and the watcher's
 --exclude-namespaces, from this one list (sorted, unique, as configstamp normalizes it). */ -}}
 {{- define "configstamp.excludedNamespaces" -}}
@@ -40,6 +56,12 @@ of margin before the kubelet kills the process mid-shutdown. */}}
 {{- if lt (float64 .Values.terminationGracePeriodSeconds) (addf $delay 15) }}
 {{- fail (printf "terminationGracePeriodSeconds (%v) must be at least shutdownDelay (%v) plus the 10 s configstamp's graceful shutdown may take plus 5 s of margin: set it to %v or more" .Values.terminationGracePeriodSeconds .Values.shutdownDelay (ceil (addf $delay 15))) }}
 {{- end }}
+{{- /* roles.split without leader election: every watcher replica would run the watcher
+(each nudging, checking every workload, writing the coverage record), not a leader and a
+standby. */}}
+{{- if and .Values.roles.split (not .Values.leaderElection.enabled) (gt (int .Values.watcher.replicas) 1) }}
+{{- fail (printf "leaderElection.enabled=false with roles.split: each of the %v watcher replicas would run the watcher; set watcher.replicas=1 (the webhook's replicas need no leader election)" .Values.watcher.replicas) }}
+{{- end }}
 {{- $ports := list (int .Values.webhook.port) (int .Values.metrics.port) (int .Values.probes.port) }}
 {{- if ne (len (uniq $ports)) 3 }}
 {{- fail (printf "webhook.port (%v), metrics.port (%v) and probes.port (%v) must differ" .Values.webhook.port .Values.metrics.port .Values.probes.port) }}
@@ -68,15 +90,15 @@ takes only strings there; values.schema.json lets integers and booleans through)
 {{- range $k, $v := . }}{{ $_ := set $out $k (include "configstamp.string" $v) }}{{ end }}
 {{- toYaml $out }}
 {{- end }}
-{{- /* The value configstamp runs with for a flag that extraArgs may set: (list "name"
-default), e.g. (list "leader-election-id" "configstamp-watcher"). Go's flag package takes
--name=value, --name=value, and -name value or --name value (the value the next argument);
-the last one wins. */ -}}
+{{- /* The value the watcher runs with for a flag that extraArgs or watcher.extraArgs may
+set: (list "name" default), e.g. (list "leader-election-id" "configstamp-watcher"). Go's
+flag package takes -name=value, --name=value, and -name value or --name value (the value
+the next argument); the last one wins. */ -}}
 {{- define "configstamp.flag" -}}
 {{- $name := index .args 0 }}
 {{- $value := index .args 1 }}
 {{- $next := false }}
-{{- range .Values.extraArgs }}
+{{- range concat .Values.extraArgs .Values.watcher.extraArgs }}
 {{- $arg := include "configstamp.string" . }}
 {{- if $next }}{{ $value = $arg }}{{ end }}
 {{- $next = or (eq $arg (printf "-%s" $name)) (eq $arg (printf "--%s" $name)) }}
@@ -160,10 +182,22 @@ Arguments: dict "path" "label" "paused". */ -}}
 {{- end -}}
 {{- join " || " $parts -}}
 {{- end }}
+{{- /* The ServiceAccounts: configstamp runs the watcher (and, with roles.split false, both
+roles: the account of charts before the split, so the workloads' writer keeps its name);
+configstamp-webhook the webhook role (roles.split), which holds no write to any workload.
+The webhook's is rendered in both layouts, so that switching roles.split either way never
+takes the identity from pods still running under it. */ -}}
+{{- define "configstamp.serviceAccount" -}}configstamp{{- end }}
+{{- define "configstamp.webhookServiceAccount" -}}configstamp-webhook{{- end }}
+{{- /* The user names of configstamp's ServiceAccounts (a JSON list): what is keyed on
+configstamp's identity (the self policies) matches both. */ -}}
+{{- define "configstamp.users" -}}
+{{- list (printf "system:serviceaccount:%s:%s" .Release.Namespace (include "configstamp.serviceAccount" .)) (printf "system:serviceaccount:%s:%s" .Release.Namespace (include "configstamp.webhookServiceAccount" .)) | toJson }}
+{{- end }}
 {{- /* The ServiceAccounts configstamp's processes run as, in the release namespace (a JSON
-list): the FlowSchema matches these. */ -}}
+list), the watcher's and the webhook's: the FlowSchema matches these. */ -}}
 {{- define "configstamp.serviceAccountNames" -}}
-{{- list "configstamp" | toJson }}
+{{- list (include "configstamp.serviceAccount" .) (include "configstamp.webhookServiceAccount" .) | toJson }}
 {{- end }}
 {{- /* Non-empty when the API Priority and Fairness objects render: flowControl.enabled,
 and an API server that serves flowcontrol.apiserver.k8s.io/v1 (Kubernetes 1.29 and later). */ -}}
