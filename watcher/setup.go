@@ -239,6 +239,19 @@ func (w *watcher) pending(kind string, key types.NamespacedName) bool {
 	return src != nil && src.debounce.pending(key)
 }
 
+// seen is the resourceVersion at which the watcher's metadata cache holds a source ("" for
+// a kind it does not watch, which must not start an informer, or one it does not hold).
+func (w *watcher) seen(ctx context.Context, kind, namespace, name string) string {
+	if w.sources[kind] == nil {
+		return ""
+	}
+	meta := configread.NewMeta(kind)
+	if err := w.mgr.GetClient().Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, meta); err != nil {
+		return ""
+	}
+	return meta.ResourceVersion
+}
+
 // setupKind indexes the workloads of one kind by the sources they consume and starts
 // their controller, which the source controllers then feed.
 func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
@@ -253,7 +266,7 @@ func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 		mgr.GetLogger().WithValues("controller", name))
 	rec := &workloadReconciler{
 		kind: k, client: mgr.GetClient(), live: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder("configstamp"),
-		config:   &configread.Reader{Client: mgr.GetAPIReader(), Cache: opts.Cache, Key: opts.Key, Timeout: opts.ReadTimeout},
+		config:   &configread.Reader{Client: mgr.GetAPIReader(), Cache: opts.Cache, Key: opts.Key, Timeout: opts.ReadTimeout, Seen: w.seen},
 		freshKey: opts.FreshKey, sources: opts.Sources, scope: opts.Scope,
 		evidence:  &evidence{cache: mgr.GetClient(), live: mgr.GetAPIReader(), scope: opts.Scope, coverage: w.coverage},
 		rollStale: opts.RollStaleAtInstall, minInterval: opts.MinRolloutInterval, pending: w.pending,

@@ -185,6 +185,75 @@ func TestStampReadPanicIsAnError(t *testing.T) {
 // testKey is the installation key of the tests.
 func testKey() []byte { return []byte("0123456789abcdef0123456789abcdef") }
 
+// TestStampReadsAMovedSourceAtOnce: a source the caller's watch cache (Seen) holds at
+// another resourceVersion than its cached digest's is read for its content at once, with
+// no metadata-only read first; one held at the digest's resourceVersion, or not held,
+// is read metadata-only first as before; a wrong answer costs a read, never the stamp.
+func TestStampReadsAMovedSourceAtOnce(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	var metaReads, contentReads atomic.Int64
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", UID: "ua"}, Data: map[string]string{"k": "1"}},
+	).WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		switch obj.(type) {
+		case *corev1.ConfigMap:
+			contentReads.Add(1)
+		case *metav1.PartialObjectMetadata:
+			metaReads.Add(1)
+		}
+		return c.Get(ctx, key, obj, opts...)
+	}}).Build()
+	ctx := context.Background()
+	cache := NewDigestCache(16)
+	seen := ""
+	r := &Reader{Client: c, Cache: cache, Key: testKey, Seen: func(context.Context, string, string, string) string { return seen }}
+	stampNow := func() stamp.Stamp {
+		t.Helper()
+		metaReads.Store(0)
+		contentReads.Store(0)
+		st, err := r.Stamp(ctx, "ns", stamp.References(spec("a")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	first := stampNow()
+	var a corev1.ConfigMap
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "ns", Name: "a"}, &a); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		what          string
+		seen          string
+		meta, content int64
+	}{
+		{"held at the digest's resourceVersion", a.ResourceVersion, 1, 0},
+		{"not held", "", 1, 0},
+		{"held at another resourceVersion (a wrong answer here)", a.ResourceVersion + "0", 0, 1},
+	} {
+		seen = tc.seen
+		if st := stampNow(); metaReads.Load() != tc.meta || contentReads.Load() != tc.content || st.Hash != first.Hash {
+			t.Errorf("%s: %d metadata and %d content reads (want %d and %d), same stamp %v",
+				tc.what, metaReads.Load(), contentReads.Load(), tc.meta, tc.content, st.Hash == first.Hash)
+		}
+	}
+
+	// A write the watch cache has seen: its content is read at once, the new stamp taken.
+	a.Data["k"] = "2"
+	if err := c.Update(ctx, &a); err != nil {
+		t.Fatal(err)
+	}
+	seen = a.ResourceVersion
+	if st := stampNow(); metaReads.Load() != 0 || contentReads.Load() != 1 || st.Hash == first.Hash {
+		t.Errorf("after a write: %d metadata and %d content reads (want 0 and 1), stamp changed %v", metaReads.Load(), contentReads.Load(), st.Hash != first.Hash)
+	}
+	// And it is remembered: held at that resourceVersion now, it is read metadata-only.
+	if stampNow(); metaReads.Load() != 1 || contentReads.Load() != 0 {
+		t.Errorf("again: %d metadata and %d content reads, want 1 and 0", metaReads.Load(), contentReads.Load())
+	}
+}
+
 // TestStampTimeout: reads that run past the Reader's Timeout end in an error that says
 // so (ErrTimeout), whether the read itself failed on the deadline or the client's rate
 // limiter refused to wait past it; another read error does not.

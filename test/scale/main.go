@@ -3,7 +3,9 @@
 // and with large Secrets (created plainly and as client-side `kubectl apply` writes
 // them), admission overhead through the API server, change-to-stamp latency, fan-out
 // (to Deployments, and to a mix of Deployments, StatefulSets and DaemonSets), API
-// requests per change, cold start and restart cost. See BENCHMARKS.md for the method.
+// requests per change, cold start and restart cost, and beside Stakater Reloader:
+// change to new generation and a fan-out with real rollouts. See BENCHMARKS.md for the
+// method.
 //
 //	make bench-scale            (SCALE_FLAGS="-quick" for a smaller run)
 package main
@@ -32,6 +34,7 @@ type config struct {
 	edits       int // change-to-stamp samples
 	writers     int // concurrent writers for admission overhead
 	updates     int // updates per writer
+	peerEdits   int // change-to-generation samples of each tool, configstamp and Reloader
 	rolling     int // Deployments (one pod each) in the rolling fan-out
 	// rollingPaces replaces the paces the rolling fan-out is measured at:
 	// semicolon-separated lists of configstamp flags.
@@ -47,12 +50,13 @@ func main() {
 	paces := flag.String("rolling-paces", "", "measure the rolling fan-out at these paces instead: semicolon-separated lists of configstamp flags (e.g. \"--concurrency 8;--concurrency 16\")")
 	writers := flag.Int("writers", 0, "concurrent writers for the admission overhead (default 20)")
 	writes := flag.String("writes", writePlain+","+writeClientSideApply, "comma-separated ways the memory measurement writes its objects: "+writePlain+" (create), "+writeClientSideApply+" (as client-side kubectl apply: last-applied annotation, managedFields naming every key)")
+	flag.StringVar(&reloaderVersion, "reloader", "v1.4.22", "the Stakater Reloader release latency-reloader and fanout-rolling measure beside configstamp, built from the Go module proxy (\"\": configstamp alone)")
 	binary := flag.String("binary", "", "measure this configstamp binary instead of one built from the working tree (e.g. an earlier commit's, for a before/after figure)")
 	flag.Parse()
 	log.SetLogger(logr.Discard())
-	cfg := config{configMaps: 1000, deployments: 1000, coldStart: 5000, edits: 50, writers: 20, updates: 50, rolling: 200}
+	cfg := config{configMaps: 1000, deployments: 1000, coldStart: 5000, edits: 50, writers: 20, updates: 50, peerEdits: 30, rolling: 200}
 	if *quick {
-		cfg = config{configMaps: 100, deployments: 100, coldStart: 500, edits: 20, writers: 20, updates: 10, rolling: 50}
+		cfg = config{configMaps: 100, deployments: 100, coldStart: 500, edits: 20, writers: 20, updates: 10, peerEdits: 5, rolling: 50}
 	}
 	if rollingN > 0 {
 		cfg.rolling = rollingN
@@ -150,6 +154,9 @@ func main() {
 	if want("latency") {
 		run("change to stamp", func(env *framework.Env) ([]row, error) { return latency(ctx, env, cfg) })
 	}
+	if want("latency-reloader") && reloaderVersion != "" {
+		run("change to new generation, configstamp and Reloader", func(env *framework.Env) ([]row, error) { return latencyReloader(ctx, env, cfg) })
+	}
 	if want("fanout") {
 		run("fan-out", func(env *framework.Env) ([]row, error) { return fanout(ctx, env, cfg) })
 	}
@@ -183,7 +190,7 @@ func main() {
 var rollingN int
 
 // sections are the names -only selects; each selects exactly its own measurement.
-var sections = []string{"memory", "memory-secrets", "admission", "latency", "fanout", "fanout-kinds", "fanout-rolling", "restart", "coldstart"}
+var sections = []string{"memory", "memory-secrets", "admission", "latency", "latency-reloader", "fanout", "fanout-kinds", "fanout-rolling", "restart", "coldstart"}
 
 type row struct{ name, value string }
 

@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/configstamp/configstamp/test/bench"
+	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/test/framework"
 )
 
@@ -37,8 +39,17 @@ var rollingPaces = []rollingPace{
 // every nudge makes a ReplicaSet and a pod while the rest are still being nudged. The
 // clock starts when the edit returns; it stops when a watch has delivered a new
 // generation of every Deployment (the rollout started), and again when every
-// Deployment has finished rolling out. --debounce 0, so the figure is the fan-out.
+// Deployment has finished rolling out. --debounce 0, so the figure is the fan-out. Then,
+// with -reloader, the same for Reloader alone (configstamp stopped, its registration
+// deleted), on the same Deployments.
 func fanoutRolling(ctx context.Context, env *framework.Env, cfg config) ([]row, error) {
+	var reloaderBin string
+	if reloaderVersion != "" {
+		var err error
+		if reloaderBin, err = buildReloader(ctx); err != nil {
+			return nil, err
+		}
+	}
 	cs := clients(env)
 	const ns = "rolling"
 	if err := namespace(ctx, cs, ns); err != nil {
@@ -61,13 +72,13 @@ func fanoutRolling(ctx context.Context, env *framework.Env, cfg config) ([]row, 
 		if profileDir != "" {
 			args = append(args, "--pprof-bind-address", "127.0.0.1:6060")
 		}
-		p, err := env.Run(ctx, framework.Options{Args: args})
+		p, err := env.Run(ctx, framework.Options{Args: args, RemoveRegistration: true})
 		if err != nil {
 			return nil, err
 		}
 		if run == 0 {
 			if err := parallel(n, 16, func(i int) error {
-				d := deployment(fmt.Sprintf("d-%05d", i), "cm-00000")
+				d := peerDeployment(fmt.Sprintf("d-%05d", i), "cm-00000")
 				d.Spec.Replicas = ptr.To[int32](1)
 				_, err := cs.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{})
 				return err
@@ -75,64 +86,101 @@ func fanoutRolling(ctx context.Context, env *framework.Env, cfg config) ([]row, 
 				return nil, err
 			}
 		}
-		if err := waitFor(10*time.Minute, "every Deployment rolled out before the change", func() (bool, error) {
-			return allRolledOut(ctx, cs, ns, n)
-		}); err != nil {
-			return nil, err
-		}
-		time.Sleep(5 * time.Second) // start-up checks done, the control plane idle
-		list, err := cs.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, err
-		}
-		gens := map[string]int64{}
-		for _, d := range list.Items {
-			gens[d.Name] = d.Generation
-		}
-		w, err := cs.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-		if err != nil {
-			return nil, err
-		}
-		var profiled sync.WaitGroup
-		if profileDir != "" {
-			profiled.Add(1)
-			go func() {
-				defer profiled.Done()
-				profileFor(ctx, env, 15*time.Second, fmt.Sprintf("rolling-%d", run))
-			}()
-			time.Sleep(500 * time.Millisecond) // the profiles have begun
-		}
-		mark := markAudit(env.Cluster.AuditLog)
-		if _, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, "cm-00000", types.MergePatchType,
-			[]byte(fmt.Sprintf(`{"data":{"run":"%d"}}`, run)), metav1.PatchOptions{}); err != nil {
-			return nil, err
-		}
-		start := time.Now()
-		took, err := untilNewGenerations(w, gens, 10*time.Minute)
-		w.Stop()
-		if err != nil {
-			return nil, err
-		}
-		if err := waitFor(10*time.Minute, "every Deployment rolled out after the change", func() (bool, error) {
-			return allRolledOut(ctx, cs, ns, n)
-		}); err != nil {
-			return nil, err
-		}
-		rolled := time.Since(start)
-		profiled.Wait()
-		time.Sleep(3 * time.Second)
-		reqs, err := requestsSince(env.Cluster.AuditLog, mark)
-		if err != nil {
-			return nil, err
-		}
+		m, err := rollingChange(ctx, env, ns, n, run, cluster.ConfigstampUser)
 		p.Stop()
-		rows = append(rows,
-			row{fmt.Sprintf("rolling fan-out: %d Deployments (1 pod each) given a new generation, %s", n, pace.name), took.Round(10 * time.Millisecond).String()},
-			row{fmt.Sprintf("rolling fan-out: same, every Deployment rolled out (%s)", pace.name), rolled.Round(100 * time.Millisecond).String()},
-			row{fmt.Sprintf("requests configstamp sent for that change (%s)", pace.name), formatRequests(reqs)},
-		)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, m.rows(n, pace.name)...)
 	}
-	return rows, nil
+	if reloaderBin == "" {
+		return rows, nil
+	}
+	if err := noRegistration(ctx, cs); err != nil {
+		return nil, err
+	}
+	r, err := startReloader(ctx, env, reloaderBin)
+	if err != nil {
+		return nil, err
+	}
+	m, err := rollingChange(ctx, env, ns, n, len(paces), reloaderUser)
+	r.stop()
+	if err != nil {
+		return nil, err
+	}
+	return append(rows, m.rows(n, fmt.Sprintf("Reloader %s, `%s`, its defaults", reloaderVersion, reloaderAuto))...), nil
+}
+
+// rollingResult is one change's rolling fan-out.
+type rollingResult struct {
+	newGeneration, rolledOut time.Duration
+	requests                 map[string]int
+}
+
+func (m rollingResult) rows(n int, name string) []row {
+	return []row{
+		{fmt.Sprintf("rolling fan-out: %d Deployments (1 pod each) given a new generation, %s", n, name), m.newGeneration.Round(10 * time.Millisecond).String()},
+		{fmt.Sprintf("rolling fan-out: same, every Deployment rolled out (%s)", name), m.rolledOut.Round(100 * time.Millisecond).String()},
+		{fmt.Sprintf("requests sent for that change (%s)", name), formatRequests(m.requests)},
+	}
+}
+
+// rollingChange waits until the n Deployments of ns have rolled out and the control
+// plane is idle, changes the ConfigMap cm-00000 (for run), and measures until every
+// Deployment has a new generation and until every one has rolled out; it counts the
+// requests user sent meanwhile (from the audit log).
+func rollingChange(ctx context.Context, env *framework.Env, ns string, n, run int, user string) (rollingResult, error) {
+	cs := clients(env)
+	if err := waitFor(10*time.Minute, "every Deployment rolled out before the change", func() (bool, error) {
+		return allRolledOut(ctx, cs, ns, n)
+	}); err != nil {
+		return rollingResult{}, err
+	}
+	time.Sleep(5 * time.Second) // start-up checks done, the control plane idle
+	list, err := cs.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return rollingResult{}, err
+	}
+	gens := map[string]int64{}
+	for _, d := range list.Items {
+		gens[d.Name] = d.Generation
+	}
+	w, err := cs.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		return rollingResult{}, err
+	}
+	var profiled sync.WaitGroup
+	if profileDir != "" && user == cluster.ConfigstampUser {
+		profiled.Add(1)
+		go func() {
+			defer profiled.Done()
+			profileFor(ctx, env, 15*time.Second, fmt.Sprintf("rolling-%d", run))
+		}()
+		time.Sleep(500 * time.Millisecond) // the profiles have begun
+	}
+	mark := markAudit(env.Cluster.AuditLog)
+	if _, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, "cm-00000", types.MergePatchType,
+		[]byte(fmt.Sprintf(`{"data":{"run":"%d"}}`, run)), metav1.PatchOptions{}); err != nil {
+		w.Stop()
+		return rollingResult{}, err
+	}
+	start := time.Now()
+	var m rollingResult
+	m.newGeneration, err = untilNewGenerations(w, gens, 10*time.Minute)
+	w.Stop()
+	if err != nil {
+		return rollingResult{}, err
+	}
+	if err := waitFor(10*time.Minute, "every Deployment rolled out after the change", func() (bool, error) {
+		return allRolledOut(ctx, cs, ns, n)
+	}); err != nil {
+		return rollingResult{}, err
+	}
+	m.rolledOut = time.Since(start)
+	profiled.Wait()
+	time.Sleep(3 * time.Second)
+	m.requests, err = bench.Requests(env.Cluster.AuditLog, mark, user)
+	return m, err
 }
 
 // untilNewGenerations reads the watch until every Deployment in gens has a higher

@@ -29,6 +29,7 @@ resources: {requests: {cpu: 50m, memory: 64Mi}, limits: {memory: 256Mi}}
 priorityClassName: ""
 podDisruptionBudget: {enabled: true, minAvailable: 1}
 selfPolicy: {enabled: true}
+flowControl: {enabled: true, matchingPrecedence: 1000, nominalConcurrencyShares: 10, lendablePercent: 50, borrowingLimitPercent: 100, queuing: {queues: 16, handSize: 4, queueLengthLimit: 50}}
 networkPolicy: {enabled: true, apiServer: {cidrs: [], from: [], allowAll: true}, metricsFrom: []}
 metrics: {port: 8080, secure: true}
 probes: {port: 8081}

@@ -194,3 +194,13 @@ configstamp's identity (the self policies) matches both. */ -}}
 {{- define "configstamp.users" -}}
 {{- list (printf "system:serviceaccount:%s:%s" .Release.Namespace (include "configstamp.serviceAccount" .)) (printf "system:serviceaccount:%s:%s" .Release.Namespace (include "configstamp.webhookServiceAccount" .)) | toJson }}
 {{- end }}
+{{- /* The ServiceAccounts configstamp's processes run as, in the release namespace (a JSON
+list), the watcher's and the webhook's: the FlowSchema matches these. */ -}}
+{{- define "configstamp.serviceAccountNames" -}}
+{{- list (include "configstamp.serviceAccount" .) (include "configstamp.webhookServiceAccount" .) | toJson }}
+{{- end }}
+{{- /* Non-empty when the API Priority and Fairness objects render: flowControl.enabled,
+and an API server that serves flowcontrol.apiserver.k8s.io/v1 (Kubernetes 1.29 and later). */ -}}
+{{- define "configstamp.flowControl" -}}
+{{- if and .Values.flowControl.enabled (.Capabilities.APIVersions.Has "flowcontrol.apiserver.k8s.io/v1") }}true{{ end }}
+{{- end }}
