@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -657,4 +658,20 @@ func TestChartSelfSignedWorksUnderItsRBAC(t *testing.T) {
 		"watch mutatingwebhookconfigurations/configstamp":        "no",
 		"patch mutatingwebhookconfigurations/configstamp":        "yes",
 	})
+	// Its patch of the registration (RBAC cannot limit fields) may write configstamp.io/
+	// annotations, never the caBundle: the self policy keeps that the webhook role's.
+	watcher := "--as=system:serviceaccount:" + releaseNS + ":configstamp"
+	framework.Eventually(t, time.Minute, "the watcher's caBundle patch denied", func() error {
+		out, err := toolErr("kubectl", "patch", "mutatingwebhookconfiguration", "configstamp", watcher, "--type=json",
+			"-p", `[{"op":"replace","path":"/webhooks/0/clientConfig/caBundle","value":"`+base64.StdEncoding.EncodeToString([]byte("not a CA"))+`"}]`)
+		if err == nil || !strings.Contains(out, "only configstamp's webhook role changes its registration's caBundle") {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
+	for _, v := range []string{`"x"`, "null"} {
+		tool(t, "kubectl", "patch", "mutatingwebhookconfiguration", "configstamp", watcher, "--type=merge",
+			"-p", `{"metadata":{"annotations":{"configstamp.io/probe":`+v+`}}}`)
+	}
+	framework.Eventually(t, 10*time.Second, "caBundle kept", bundlesAre(nil))
 }

@@ -96,6 +96,15 @@ func TestRenderSelfPolicy(t *testing.T) {
 			t.Errorf("binding %s: %+v", name, b.Spec)
 		}
 	}
+	// The caBundle is the webhook role's alone: configstamp-webhook's with roles.split, the
+	// one Deployment's configstamp without.
+	for split, user := range map[string]string{"true": "configstamp-webhook", "false": "configstamp"} {
+		p := typed[admissionregistrationv1.ValidatingAdmissionPolicy](t, render(t, vap, "--set", "roles.split="+split), "ValidatingAdmissionPolicy/configstamp-registration")
+		want := "request.userInfo.username == 'system:serviceaccount:" + releaseNS + ":" + user + "' ||"
+		if !slices.ContainsFunc(p.Spec.Validations, func(v admissionregistrationv1.Validation) bool { return strings.HasPrefix(v.Expression, want) }) {
+			t.Errorf("roles.split=%s: no validation keeps the caBundle %s's (%s)", split, user, want)
+		}
+	}
 	for key := range render(t, vap, "--set", "selfPolicy.enabled=false") {
 		if strings.HasPrefix(key, "ValidatingAdmissionPolicy") {
 			t.Errorf("selfPolicy.enabled=false renders %s", key)
