@@ -187,7 +187,11 @@ func decode(kind *workload.Kind, raw []byte) (client.Object, error) {
 }
 
 // trusts reports whether user's markers count: configstamp's own (Self) or its watcher's
-// (Watchers, when the watcher runs as another user); anyone's when Self is unknown.
+// (Watchers, when the watcher runs as another user). Anyone's when neither is known;
+// Watchers alone when Self is unknown (they name the watcher: a tenant's still do not count).
 func (s *Stamper) trusts(user string) bool {
-	return s.Self == "" || user == s.Self || slices.Contains(s.Watchers, user)
+	if s.Self == "" && len(s.Watchers) == 0 {
+		return true
+	}
+	return user == s.Self || slices.Contains(s.Watchers, user)
 }

@@ -57,11 +57,12 @@ type Stamper struct {
 	// FreshKey reads the key again unless it was read a moment ago, and reports whether
 	// Key is fresh (hashkey.Keeper.Fresh); nil: Key is taken as it is.
 	FreshKey func(ctx context.Context, since time.Time) bool
-	// Self is the user configstamp's watcher runs as: only its requests may nudge or
-	// write a record. Empty: anyone's marker counts.
+	// Self is the user this process runs as (with --role all, the watcher's too): only
+	// its requests, and Watchers', may nudge or write a record. Empty with no Watchers:
+	// anyone's marker counts.
 	Self string
 	// Watchers are the users configstamp's watcher runs as when not Self (the chart's
-	// split roles, one ServiceAccount each): their markers count too.
+	// split roles, one ServiceAccount each): their markers count too, Self known or not.
 	Watchers []string
 	// InScope tells whether a review is in configstamp's scope; one outside is answered
 	// with nothing read. Nil: every namespace (unit tests).

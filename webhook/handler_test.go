@@ -381,6 +381,19 @@ func TestHandleMarkerFromAnotherUser(t *testing.T) {
 	if resp := s.Handle(context.Background(), req); len(resp.Patches) != 2 {
 		t.Fatalf("alice's marker honoured with Watchers set: %+v", resp.Patches)
 	}
+	// Self unknown (no SelfSubjectReview): the named watcher's markers count, a tenant's
+	// (a look-alike name in another namespace included) still do not.
+	s.Self = ""
+	for _, user := range []string{"alice", "system:serviceaccount:tenant:configstamp-watcher"} {
+		req.UserInfo.Username = user
+		if resp := s.Handle(context.Background(), req); len(resp.Patches) != 2 {
+			t.Fatalf("%s's marker honoured with Self unknown and Watchers set: %+v", user, resp.Patches)
+		}
+	}
+	req.UserInfo.Username = s.Watchers[0]
+	if resp := s.Handle(context.Background(), req); len(resp.Patches) != 1 {
+		t.Fatalf("the watcher's record update with Self unknown: %+v", resp.Patches)
+	}
 }
 
 func TestHandleReplaceKeepsTheRestartAnnotation(t *testing.T) {

@@ -262,7 +262,7 @@ func (s *setup) setupWebhook(ctx context.Context, mgr ctrl.Manager, key *hashkey
 	}
 	self, err := whoAmI(ctx, admissionCfg, s.scheme)
 	if err != nil {
-		s.log.Error(err, "Could not tell which user configstamp runs as (SelfSubjectReview); nudge and record markers from any user are honoured")
+		s.log.Error(err, "Could not tell which user configstamp runs as (SelfSubjectReview); nudge and record markers of --watcher-user, or with none of any user, are honoured", "watcherUsers", o.watcherUsers)
 	} else {
 		s.log.Info("Running as", "user", self, "watcherUsers", o.watcherUsers)
 	}

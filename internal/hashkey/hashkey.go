@@ -49,8 +49,9 @@ var errLostRace = errors.New("lost a race with another writer")
 // configstamp digests with the same key. A Secret without a valid key (the chart creates
 // it empty; or not Size bytes) gets a fresh random key by an Update conditional on its
 // resourceVersion: replicas racing converge, a Conflict re-reads and uses whatever is
-// there then. A Secret that does not exist is created (dev mode, tests: the chart grants
-// no create), and a Create that finds it already there re-reads it.
+// there then (the chart's self policy denies the Update over a key of the wrong size:
+// removed by hand, it is filled). A Secret that does not exist is created (dev mode,
+// tests: the chart grants no create), and a Create that finds it already there re-reads it.
 //
 // c must read from the API server directly (client.New), never through a manager's cache:
 // a cached Get on a Secret would start an informer over every Secret in the cluster,

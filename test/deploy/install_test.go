@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -657,4 +659,67 @@ func TestChartSelfSignedWorksUnderItsRBAC(t *testing.T) {
 		"watch mutatingwebhookconfigurations/configstamp":        "no",
 		"patch mutatingwebhookconfigurations/configstamp":        "yes",
 	})
+	// Its patch of the registration (RBAC cannot limit fields) may write configstamp.io/
+	// annotations, never the caBundle: the self policy keeps that the webhook role's.
+	watcher := "--as=system:serviceaccount:" + releaseNS + ":configstamp"
+	framework.Eventually(t, time.Minute, "the watcher's caBundle patch denied", func() error {
+		out, err := toolErr("kubectl", "patch", "mutatingwebhookconfiguration", "configstamp", watcher, "--type=json",
+			"-p", `[{"op":"replace","path":"/webhooks/0/clientConfig/caBundle","value":"`+base64.StdEncoding.EncodeToString([]byte("not a CA"))+`"}]`)
+		if err == nil || !strings.Contains(out, "only configstamp's webhook role changes its registration's caBundle") {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
+	for _, v := range []string{`"x"`, "null"} {
+		tool(t, "kubectl", "patch", "mutatingwebhookconfiguration", "configstamp", watcher, "--type=merge",
+			"-p", `{"metadata":{"annotations":{"configstamp.io/probe":`+v+`}}}`)
+	}
+	framework.Eventually(t, 10*time.Second, "caBundle kept", bundlesAre(nil))
+	checkHashKeyPolicy(t)
+}
+
+// checkHashKeyPolicy: neither ServiceAccount may replace the hash key it filled (that
+// would roll every stamped workload), and either may fill an emptied one.
+func checkHashKeyPolicy(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	ref := client.ObjectKey{Namespace: releaseNS, Name: "configstamp-hash-key"}
+	var held corev1.Secret
+	if err := env.Client.Get(ctx, ref, &held); err != nil {
+		t.Fatal(err)
+	}
+	as := map[string]client.Client{}
+	for _, sa := range []string{"configstamp-webhook", "configstamp"} {
+		cfg, err := clientcmd.BuildConfigFromFlags("", env.ServiceAccountKubeconfig(t, releaseNS, sa))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if as[sa], err = client.New(cfg, client.Options{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// update sets the key as the ServiceAccount sa (its grant: get and update).
+	update := func(sa string) error {
+		c := as[sa]
+		var s corev1.Secret
+		if err := c.Get(ctx, ref, &s); err != nil {
+			return err
+		}
+		s.Data = map[string][]byte{"key": []byte(strings.Repeat("k", 32))}
+		return c.Update(ctx, &s)
+	}
+	for _, sa := range []string{"configstamp-webhook", "configstamp"} {
+		framework.Eventually(t, time.Minute, sa+"'s replacement of the hash key denied", func() error {
+			if err := update(sa); err == nil || !strings.Contains(err.Error(), "never replaces a key it holds") {
+				return fmt.Errorf("%v", err)
+			}
+			return nil
+		})
+	}
+	tool(t, "kubectl", "patch", "secret", ref.Name, "-n", releaseNS, "--type=json", "-p", `[{"op":"remove","path":"/data/key"}]`)
+	if err := update("configstamp-webhook"); err != nil {
+		t.Errorf("filling the emptied hash key: %v", err)
+	}
+	tool(t, "kubectl", "patch", "secret", ref.Name, "-n", releaseNS, "--type=merge", "-p",
+		`{"data":{"key":"`+base64.StdEncoding.EncodeToString(held.Data["key"])+`"}}`)
 }

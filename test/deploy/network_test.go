@@ -83,7 +83,7 @@ func TestRenderNetworkPolicy(t *testing.T) {
 func TestRenderSelfPolicy(t *testing.T) {
 	vap := "--api-versions=admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"
 	objs := render(t, vap)
-	for _, name := range []string{"configstamp-workloads", "configstamp-registration"} {
+	for _, name := range []string{"configstamp-workloads", "configstamp-registration", "configstamp-hash-key"} {
 		p := typed[admissionregistrationv1.ValidatingAdmissionPolicy](t, objs, "ValidatingAdmissionPolicy/"+name)
 		if len(p.Spec.MatchConditions) != 1 || p.Spec.MatchConditions[0].Expression != "request.userInfo.username in ['system:serviceaccount:"+releaseNS+":configstamp', 'system:serviceaccount:"+releaseNS+":configstamp-webhook']" {
 			t.Errorf("%s: match conditions %+v", name, p.Spec.MatchConditions)
@@ -94,6 +94,15 @@ func TestRenderSelfPolicy(t *testing.T) {
 		b := typed[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, objs, "ValidatingAdmissionPolicyBinding/"+name)
 		if b.Spec.PolicyName != name || !slices.Equal(b.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) {
 			t.Errorf("binding %s: %+v", name, b.Spec)
+		}
+	}
+	// The caBundle is the webhook role's alone: configstamp-webhook's with roles.split, the
+	// one Deployment's configstamp without.
+	for split, user := range map[string]string{"true": "configstamp-webhook", "false": "configstamp"} {
+		p := typed[admissionregistrationv1.ValidatingAdmissionPolicy](t, render(t, vap, "--set", "roles.split="+split), "ValidatingAdmissionPolicy/configstamp-registration")
+		want := "request.userInfo.username == 'system:serviceaccount:" + releaseNS + ":" + user + "' ||"
+		if !slices.ContainsFunc(p.Spec.Validations, func(v admissionregistrationv1.Validation) bool { return strings.HasPrefix(v.Expression, want) }) {
+			t.Errorf("roles.split=%s: no validation keeps the caBundle %s's (%s)", split, user, want)
 		}
 	}
 	for key := range render(t, vap, "--set", "selfPolicy.enabled=false") {

@@ -43,6 +43,9 @@ func SelfPolicy(user string) ([]*unstructured.Unstructured, error) {
 		return nil, fmt.Errorf("%s names no %s", SelfPolicyFile, placeholder)
 	}
 	var objs []*unstructured.Unstructured
+	// One user here: it keeps the caBundle too (the chart names the webhook role's).
+	b = bytes.ReplaceAll(b, []byte("CONFIGSTAMP_CA_USERNAME"), []byte(user))
+	b = bytes.ReplaceAll(b, []byte("CONFIGSTAMP_HASH_KEY"), []byte(HashKeyName))
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(bytes.ReplaceAll(b, []byte(placeholder), []byte(user))), 4096)
 	for {
 		u := &unstructured.Unstructured{}
