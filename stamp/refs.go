@@ -265,3 +265,64 @@ func (s Source) present(cm *corev1.ConfigMap, k string) bool {
 	_, ok := cm.BinaryData[k]
 	return ok && s.Binary && !slices.Contains(s.RequiredEnvKeys, k)
 }
+
+// ReferencesOnly returns a copy of spec with only what Consumed reads of it: the volumes
+// that mount a source (whole), and of each init and app container its name, envFrom
+// entries that name a source and env variables that select a key of one. Consumed gives
+// the same result for it as for spec, whatever the Options.
+func ReferencesOnly(spec *corev1.PodSpec) corev1.PodSpec {
+	var out corev1.PodSpec
+	for i := range spec.Volumes {
+		if mountsSource(&spec.Volumes[i]) {
+			out.Volumes = append(out.Volumes, spec.Volumes[i])
+		}
+	}
+	out.InitContainers = containerRefs(spec.InitContainers)
+	out.Containers = containerRefs(spec.Containers)
+	return out
+}
+
+// mountsSource reports whether a volume mounts a source of any kind, itself or projected.
+func mountsSource(v *corev1.Volume) bool {
+	for _, k := range sourceKinds {
+		if k.volume != nil {
+			if _, ok := k.volume(v); ok {
+				return true
+			}
+		}
+		if v.Projected != nil && k.projected != nil {
+			for j := range v.Projected.Sources {
+				if _, ok := k.projected(&v.Projected.Sources[j]); ok {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// containerRefs keeps of each container its name and the env and envFrom entries that
+// reference a source of any kind; nil when none has any.
+func containerRefs(list []corev1.Container) []corev1.Container {
+	var out []corev1.Container
+	for i := range list {
+		ct := corev1.Container{Name: list[i].Name}
+		for _, e := range list[i].EnvFrom {
+			if slices.ContainsFunc(sourceKinds, func(k *SourceKind) bool { return k.envFrom != nil && refFound(k.envFrom(&e)) }) {
+				ct.EnvFrom = append(ct.EnvFrom, e)
+			}
+		}
+		for _, e := range list[i].Env {
+			if e.ValueFrom != nil && slices.ContainsFunc(sourceKinds, func(k *SourceKind) bool { return k.keyRef != nil && refFound(k.keyRef(e.ValueFrom)) }) {
+				ct.Env = append(ct.Env, corev1.EnvVar{Name: e.Name, ValueFrom: e.ValueFrom})
+			}
+		}
+		if len(ct.Env) > 0 || len(ct.EnvFrom) > 0 {
+			out = append(out, ct)
+		}
+	}
+	return out
+}
+
+// refFound is the second result of a reference function.
+func refFound(_ podRef, found bool) bool { return found }
