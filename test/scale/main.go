@@ -47,6 +47,7 @@ func main() {
 	paces := flag.String("rolling-paces", "", "measure the rolling fan-out at these paces instead: semicolon-separated lists of configstamp flags (e.g. \"--concurrency 8;--concurrency 16\")")
 	writers := flag.Int("writers", 0, "concurrent writers for the admission overhead (default 20)")
 	writes := flag.String("writes", writePlain+","+writeClientSideApply, "comma-separated ways the memory measurement writes its objects: "+writePlain+" (create), "+writeClientSideApply+" (as client-side kubectl apply: last-applied annotation, managedFields naming every key)")
+	workloads := flag.Int("workloads", 0, "Deployments (and ConfigMaps) in memory-workloads (default 10,000; 1,000 with -quick)")
 	binary := flag.String("binary", "", "measure this configstamp binary instead of one built from the working tree (e.g. an earlier commit's, for a before/after figure)")
 	flag.Parse()
 	log.SetLogger(logr.Discard())
@@ -144,6 +145,16 @@ func main() {
 			}
 		}
 	}
+	if want("memory-workloads") {
+		n := 10000
+		if *quick {
+			n = 1000
+		}
+		if *workloads > 0 {
+			n = *workloads
+		}
+		run(fmt.Sprintf("memory, %d Helm-style Deployments", n), func(env *framework.Env) ([]row, error) { return memoryWorkloads(ctx, env, n) })
+	}
 	if want("admission") {
 		run("admission overhead", func(env *framework.Env) ([]row, error) { return admission(ctx, env, cfg) })
 	}
@@ -183,7 +194,7 @@ func main() {
 var rollingN int
 
 // sections are the names -only selects; each selects exactly its own measurement.
-var sections = []string{"memory", "memory-secrets", "admission", "latency", "fanout", "fanout-kinds", "fanout-rolling", "restart", "coldstart"}
+var sections = []string{"memory", "memory-secrets", "memory-workloads", "admission", "latency", "fanout", "fanout-kinds", "fanout-rolling", "restart", "coldstart"}
 
 type row struct{ name, value string }
 
