@@ -337,9 +337,9 @@ func (r *workloadReconciler) liveGet(ctx context.Context, key types.NamespacedNa
 	return r.trimmed(obj), nil
 }
 
-// trimmed is obj as the cache keeps it (TrimWorkloads).
+// trimmed is obj as the cache keeps it (workload.Kind.Trim).
 func (r *workloadReconciler) trimmed(obj client.Object) client.Object {
-	return trimWorkload(r.kind, r.scope.Label, obj)
+	return r.kind.Trim(obj, r.scope.Label)
 }
 
 // expected is the stamp of the config obj consumes, read live.

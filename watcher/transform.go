@@ -56,15 +56,10 @@ func TrimWorkloads(kind *workload.Kind, keepLabel string) toolscache.TransformFu
 		if v := reflect.ValueOf(obj); v.Kind() == reflect.Pointer && v.IsNil() {
 			return in, nil
 		}
-		return trimWorkload(kind, keepLabel, obj), nil
+		out := kind.Trim(obj, keepLabel)
+		trim(out)
+		return out, nil
 	}
-}
-
-// trimWorkload is obj as the cache of kind's workloads keeps it.
-func trimWorkload(kind *workload.Kind, keepLabel string, obj client.Object) client.Object {
-	out := kind.Trim(obj, keepLabel)
-	trim(out)
-	return out
 }
 
 // trim removes the last-applied-configuration annotation and all but the latest write
