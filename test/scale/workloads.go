@@ -20,8 +20,9 @@ import (
 
 // memoryWorkloads: RSS of configstamp with n Deployments as Helm charts write them
 // (helmDeployment), each consuming its own small ConfigMap, at rest: the highest of five
-// samples 150 s after the last write (the method of memory). Memory should be flat in
-// the number of workloads: the watcher's cache keeps of each only what it reads.
+// samples 150 s after the last write (the method of memory): what the watcher's cache of
+// workloads costs as their number grows (BENCHMARKS.md, "Memory in the number of
+// workloads").
 func memoryWorkloads(ctx context.Context, env *framework.Env, n int) ([]row, error) {
 	cs := clients(env)
 	args, metricsAddr := metricsArgs()
