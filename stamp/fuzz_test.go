@@ -44,6 +44,11 @@ func FuzzConsumed(f *testing.F) {
 		if again := References(&spec); !reflect.DeepEqual(refs, again) {
 			t.Fatalf("References is not deterministic: %#v, then %#v", refs, again)
 		}
+		// The watcher's cache keeps ReferencesOnly of a template: Consumed reads it alike.
+		only := ReferencesOnly(&spec)
+		if trimmed := Consumed(ann, &only, Options{Secrets: secrets}); !reflect.DeepEqual(trimmed, got) {
+			t.Fatalf("Consumed of ReferencesOnly %#v, of the whole spec %#v", trimmed, got)
+		}
 	})
 }
 

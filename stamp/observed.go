@@ -119,8 +119,14 @@ func (o Observed) Certain(srcs []Source) bool { return o.Secrets == HasSecrets(s
 
 // ObservedFor returns the record in annotations that is valid for template, if any.
 func ObservedFor(annotations map[string]string, template *corev1.PodTemplateSpec) (Observed, bool) {
+	return ObservedWith(annotations, TemplateFingerprint(template))
+}
+
+// ObservedWith returns the record in annotations that is valid for the template whose
+// TemplateFingerprint is fingerprint, if any.
+func ObservedWith(annotations map[string]string, fingerprint string) (Observed, bool) {
 	o, ok := ParseObserved(annotations[ObservedAnnotation])
-	if !ok || o.Template != TemplateFingerprint(template) {
+	if !ok || o.Template != fingerprint {
 		return Observed{}, false
 	}
 	return o, true

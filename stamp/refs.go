@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 )
 
 // Options say which sources count: a field for each source kind with a Flag, read by
@@ -265,3 +266,64 @@ func (s Source) present(cm *corev1.ConfigMap, k string) bool {
 	_, ok := cm.BinaryData[k]
 	return ok && s.Binary && !slices.Contains(s.RequiredEnvKeys, k)
 }
+
+// ReferencesOnly returns the least pod spec that Consumed reads as it reads spec,
+// whatever the Options: the volumes that mount a source, with only their source; and one
+// container holding every envFrom entry that names a source and every distinct env
+// selection of a source's key, unnamed, from all init and app containers (Consumed
+// takes them alike). The references are shared with spec, not copied.
+func ReferencesOnly(spec *corev1.PodSpec) corev1.PodSpec {
+	var out corev1.PodSpec
+	for i := range spec.Volumes {
+		v := &spec.Volumes[i]
+		if kept, ok := sourceVolume(v); ok {
+			out.Volumes = append(out.Volumes, kept)
+		}
+	}
+	var refs corev1.Container
+	for _, list := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range list {
+			addContainerRefs(&refs, &list[i])
+		}
+	}
+	if len(refs.Env) > 0 || len(refs.EnvFrom) > 0 {
+		out.Containers = []corev1.Container{refs}
+	}
+	return out
+}
+
+// sourceVolume is v with only its source, when it mounts one of any kind, itself or
+// projected.
+func sourceVolume(v *corev1.Volume) (corev1.Volume, bool) {
+	var out corev1.Volume
+	for _, k := range sourceKinds {
+		if k.volume != nil && refFound(k.volume(v)) {
+			out.ConfigMap, out.Secret = v.ConfigMap, v.Secret
+		}
+		if v.Projected != nil && k.projected != nil && slices.ContainsFunc(v.Projected.Sources, func(p corev1.VolumeProjection) bool { return refFound(k.projected(&p)) }) {
+			out.Projected = v.Projected
+		}
+	}
+	return out, out.ConfigMap != nil || out.Secret != nil || out.Projected != nil
+}
+
+// addContainerRefs adds to refs the env and envFrom entries of ct that reference a
+// source of any kind, each distinct selection once.
+func addContainerRefs(refs *corev1.Container, ct *corev1.Container) {
+	for _, e := range ct.EnvFrom {
+		if slices.ContainsFunc(sourceKinds, func(k *SourceKind) bool { return k.envFrom != nil && refFound(k.envFrom(&e)) }) {
+			refs.EnvFrom = append(refs.EnvFrom, e)
+		}
+	}
+	for _, e := range ct.Env {
+		if e.ValueFrom == nil || !slices.ContainsFunc(sourceKinds, func(k *SourceKind) bool { return k.keyRef != nil && refFound(k.keyRef(e.ValueFrom)) }) {
+			continue
+		}
+		if !slices.ContainsFunc(refs.Env, func(kept corev1.EnvVar) bool { return equality.Semantic.DeepEqual(kept.ValueFrom, e.ValueFrom) }) {
+			refs.Env = append(refs.Env, corev1.EnvVar{ValueFrom: e.ValueFrom})
+		}
+	}
+}
+
+// refFound is the second result of a reference function.
+func refFound(_ podRef, found bool) bool { return found }

@@ -75,8 +75,7 @@ func (r *workloadReconciler) check(ctx context.Context, key types.NamespacedName
 			return res, conflict.error
 		}
 		logf.FromContext(ctx).Info("Record conflicted: deciding again on a live read", "attempt", attempt, "error", conflict.error)
-		obj = r.kind.New()
-		if err := r.live.Get(ctx, key, obj); err != nil {
+		if obj, err = r.liveGet(ctx, key); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
 		res, err = r.judge(ctx, obj, tr, true)
@@ -114,13 +113,13 @@ func (r *workloadReconciler) judge(ctx context.Context, obj client.Object, tr tr
 	}
 	j := judged{obj: obj, key: client.ObjectKeyFromObject(obj), tmpl: tmpl, refs: refs,
 		storedSources: tmpl.Annotations[stamp.SourcesAnnotation], tr: tr, live: live}
-	rec, recValid := stamp.ObservedFor(obj.GetAnnotations(), tmpl)
+	rec, recValid := stamp.ObservedWith(obj.GetAnnotations(), workload.TemplateFingerprint(tmpl))
 	j.basis, j.certain = decide.Basis(tmpl.Annotations[stamp.HashAnnotation], rec, recValid, refs)
 	behind, _, _ := r.kind.Behind(obj)
 	j.caughtUp = recValid && decide.CaughtUp(rec, behind)
 	if !j.certain && !live {
-		fresh := r.kind.New()
-		if err := r.live.Get(ctx, j.key, fresh); err != nil {
+		fresh, err := r.liveGet(ctx, j.key)
+		if err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
 		if fresh.GetResourceVersion() != obj.GetResourceVersion() {
@@ -314,7 +313,7 @@ func (r *workloadReconciler) record(ctx context.Context, obj client.Object, tmpl
 	if want.Hash == "" { // every source ignored: nothing to record
 		return nil
 	}
-	rec := stamp.Observed{Hash: want.Hash, Template: stamp.TemplateFingerprint(tmpl), Secrets: hasSecrets, Key: want.Key}
+	rec := stamp.Observed{Hash: want.Hash, Template: workload.TemplateFingerprint(tmpl), Secrets: hasSecrets, Key: want.Key}
 	if !stamp.AnnotationsFit(obj.GetAnnotations(), map[string]string{stamp.ObservedAnnotation: rec.String(), stamp.NudgeAnnotation: ""}) {
 		// The API server would refuse it: no record (decisions stay on the stamp and the
 		// times of pods and config), and no retry until the workload changes.
@@ -352,6 +351,21 @@ func (r *workloadReconciler) record(ctx context.Context, obj client.Object, tmpl
 	checks.WithLabelValues("recorded").Inc()
 	logf.FromContext(ctx).Info("Recorded the config the pods run", "hash", want.Hash, "stamp", stored)
 	return nil
+}
+
+// liveGet reads the workload from the API server, trimmed as the cache keeps it
+// (workload.Kind.Trim): every reader sees one form.
+func (r *workloadReconciler) liveGet(ctx context.Context, key types.NamespacedName) (client.Object, error) {
+	obj := r.kind.New()
+	if err := r.live.Get(ctx, key, obj); err != nil {
+		return nil, err
+	}
+	return r.trimmed(obj), nil
+}
+
+// trimmed is obj as the cache keeps it (TrimWorkloads).
+func (r *workloadReconciler) trimmed(obj client.Object) client.Object {
+	return trimWorkload(r.kind, r.scope.Label, obj)
 }
 
 // expected is the stamp of the config obj consumes, read live.

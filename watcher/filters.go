@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/configstamp/configstamp/internal/decide"
+	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
 
@@ -91,7 +92,7 @@ func (r *workloadReconciler) mayHaveBypassed(old, obj client.Object) bool {
 	oldAnn, ann := old.GetAnnotations(), obj.GetAnnotations()
 	dropped := oldTmpl != nil && oldTmpl.Annotations[stamp.HashAnnotation] != "" && tmpl.Annotations[stamp.HashAnnotation] == "" ||
 		oldAnn[stamp.ObservedAnnotation] != "" && ann[stamp.ObservedAnnotation] == ""
-	return dropped || oldTmpl == nil || !stamp.SameTemplate(oldTmpl, tmpl) || oldAnn[stamp.ExtraSourcesAnnotation] != ann[stamp.ExtraSourcesAnnotation]
+	return dropped || oldTmpl == nil || workload.TemplateFingerprint(oldTmpl) != workload.TemplateFingerprint(tmpl) || oldAnn[stamp.ExtraSourcesAnnotation] != ann[stamp.ExtraSourcesAnnotation]
 }
 
 // caughtUp reports whether an update (of its status) shows the last of a workload's pods

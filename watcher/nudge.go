@@ -14,6 +14,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
 
@@ -81,7 +82,9 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 		return reconcile.Result{}, fmt.Errorf("nudge %s %s: %w", r.kind, key, err)
 	}
 	nudges.Inc()
-	if n.tmpl = r.kind.Template(obj); n.tmpl == nil { // it dropped its template meanwhile (a Rollout given a workloadRef)
+	// The API server's answer, trimmed as the cache keeps it: every reader sees one form.
+	n.obj = r.trimmed(obj)
+	if n.tmpl = r.kind.Template(n.obj); n.tmpl == nil { // it dropped its template meanwhile (a Rollout given a workloadRef)
 		return reconcile.Result{}, nil
 	}
 	n.got, n.warned = n.tmpl.Annotations[stamp.HashAnnotation], warned
@@ -314,7 +317,7 @@ func (r *workloadReconciler) reportRolled(ctx context.Context, obj client.Object
 // certain record for tmpl says its pods run: it changed back, so the webhook rightly
 // kept what is stored (a stale stamp included), and nothing needs to roll.
 func (r *workloadReconciler) changedBack(ctx context.Context, obj client.Object, tmpl *corev1.PodTemplateSpec, refs []stamp.Source, hash string) bool {
-	rec, ok := stamp.ObservedFor(obj.GetAnnotations(), tmpl)
+	rec, ok := stamp.ObservedWith(obj.GetAnnotations(), workload.TemplateFingerprint(tmpl))
 	if !ok || !rec.Certain(refs) || rec.Hash != hash {
 		return false
 	}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/configstamp/configstamp/internal/configread"
+	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
 
@@ -100,7 +101,7 @@ func (r *workloadReconciler) fingerprint(ctx context.Context, obj client.Object)
 		_ = binary.Write(h, binary.BigEndian, uint32(len(s)))
 		_, _ = h.Write([]byte(s))
 	}
-	field(stamp.TemplateFingerprint(tmpl))
+	field(workload.TemplateFingerprint(tmpl))
 	field(tmpl.Annotations[stamp.HashAnnotation])
 	for _, key := range []string{stamp.ObservedAnnotation, stamp.SkipAnnotation, stamp.ExtraSourcesAnnotation} {
 		v, ok := obj.GetAnnotations()[key]

@@ -7,7 +7,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
 
@@ -37,6 +39,33 @@ func TrimForCache() toolscache.TransformFunc {
 		trim(in)
 		return in, nil
 	}
+}
+
+// TrimWorkloads returns the transform of the informer of kind's workloads: each is
+// reduced to what the watcher reads of it (workload.Kind.Trim, keeping the opt-in label
+// keepLabel), its managedFields to the latest write time. A pod template then costs the
+// cache its references to sources, not its containers, probes, resources and labels.
+// The watcher's live reads and the API server's answers to its writes are trimmed alike.
+// Tombstones pass through: they hold an object of the cache, trimmed already; a trimmed
+// object passed again is left as it is.
+func TrimWorkloads(kind *workload.Kind, keepLabel string) toolscache.TransformFunc {
+	return func(in any) (any, error) {
+		obj, ok := in.(client.Object)
+		if !ok {
+			return in, nil
+		}
+		if v := reflect.ValueOf(obj); v.Kind() == reflect.Pointer && v.IsNil() {
+			return in, nil
+		}
+		return trimWorkload(kind, keepLabel, obj), nil
+	}
+}
+
+// trimWorkload is obj as the cache of kind's workloads keeps it.
+func trimWorkload(kind *workload.Kind, keepLabel string, obj client.Object) client.Object {
+	out := kind.Trim(obj, keepLabel)
+	trim(out)
+	return out
 }
 
 // trim removes the last-applied-configuration annotation and all but the latest write

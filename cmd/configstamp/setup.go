@@ -208,7 +208,8 @@ func (s *setup) newManager() (ctrl.Manager, error) {
 		// The watch caches keep only what configstamp reads: no last-applied copy of
 		// the whole object, and of managedFields only the latest write time.
 		// A namespaced install's: the watched namespaces only.
-		Cache: cache.Options{DefaultTransform: watcher.TrimForCache(), DefaultNamespaces: cacheNamespaces(s.scope.Watched)},
+		// Of a workload, only what the watcher reads (watcher.TrimWorkloads).
+		Cache: cache.Options{DefaultTransform: watcher.TrimForCache(), DefaultNamespaces: cacheNamespaces(s.scope.Watched), ByObject: s.trimmedWorkloads()},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
@@ -219,6 +220,17 @@ func (s *setup) newManager() (ctrl.Manager, error) {
 		}
 	}
 	return mgr, nil
+}
+
+// trimmedWorkloads sets the transform of the builtin workload kinds' informers. Not
+// Rollouts': the cache needs a kind's REST mapping when it is made, and their CRD may
+// come later; their cache keeps them whole (the watcher reads both forms alike).
+func (s *setup) trimmedWorkloads() map[client.Object]cache.ByObject {
+	out := map[client.Object]cache.ByObject{}
+	for _, k := range workload.Builtin() {
+		out[k.New()] = cache.ByObject{Transform: watcher.TrimWorkloads(k, s.scope.Label)}
+	}
+	return out
 }
 
 // setupControllers registers the webhook and the watcher, as the role has them, with mgr.

@@ -13,7 +13,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -60,6 +59,9 @@ type Kind struct {
 	// they are deleted or above a partition (partial) how many pods (of total) its
 	// status shows on older templates.
 	behind func(client.Object) (behind, total int32, partial bool)
+	// reduce is a new object of the kind with obj's fields that the functions above read,
+	// and meta and tmpl (nil: none) in place of its metadata and pod template (Trim).
+	reduce func(obj client.Object, meta metav1.ObjectMeta, tmpl *corev1.PodTemplateSpec) client.Object
 }
 
 // GVK is the kind's GroupVersionKind.
@@ -174,6 +176,18 @@ var (
 			return ok && d.Spec.Paused
 		},
 		pausedPath: "/spec/paused",
+		reduce: func(o client.Object, meta metav1.ObjectMeta, tmpl *corev1.PodTemplateSpec) client.Object {
+			d, ok := o.(*appsv1.Deployment)
+			if !ok {
+				return o
+			}
+			out := &appsv1.Deployment{TypeMeta: d.TypeMeta, ObjectMeta: meta, Status: appsv1.DeploymentStatus{ObservedGeneration: d.Status.ObservedGeneration}}
+			out.Spec.Selector, out.Spec.Paused = d.Spec.Selector, d.Spec.Paused
+			if tmpl != nil {
+				out.Spec.Template = *tmpl
+			}
+			return out
+		},
 	}
 	StatefulSet = &Kind{
 		Group: "apps", Version: "v1", Kind: "StatefulSet", Resource: "statefulsets", ShortNames: []string{"sts"},
@@ -201,6 +215,20 @@ var (
 			// updateRevision.
 			return behindOf(s.Status.ObservedGeneration < s.Generation, s.Status.Replicas, s.Status.UpdatedReplicas, partial)
 		},
+		reduce: func(o client.Object, meta metav1.ObjectMeta, tmpl *corev1.PodTemplateSpec) client.Object {
+			s, ok := o.(*appsv1.StatefulSet)
+			if !ok {
+				return o
+			}
+			out := &appsv1.StatefulSet{TypeMeta: s.TypeMeta, ObjectMeta: meta, Status: appsv1.StatefulSetStatus{
+				ObservedGeneration: s.Status.ObservedGeneration, CurrentRevision: s.Status.CurrentRevision, UpdateRevision: s.Status.UpdateRevision,
+				Replicas: s.Status.Replicas, UpdatedReplicas: s.Status.UpdatedReplicas}}
+			out.Spec.Selector, out.Spec.UpdateStrategy = s.Spec.Selector, s.Spec.UpdateStrategy
+			if tmpl != nil {
+				out.Spec.Template = *tmpl
+			}
+			return out
+		},
 	}
 	DaemonSet = &Kind{
 		Group: "apps", Version: "v1", Kind: "DaemonSet", Resource: "daemonsets", ShortNames: []string{"ds"},
@@ -222,6 +250,19 @@ var (
 			}
 			partial := d.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType
 			return behindOf(d.Status.ObservedGeneration < d.Generation, d.Status.DesiredNumberScheduled, d.Status.UpdatedNumberScheduled, partial)
+		},
+		reduce: func(o client.Object, meta metav1.ObjectMeta, tmpl *corev1.PodTemplateSpec) client.Object {
+			d, ok := o.(*appsv1.DaemonSet)
+			if !ok {
+				return o
+			}
+			out := &appsv1.DaemonSet{TypeMeta: d.TypeMeta, ObjectMeta: meta, Status: appsv1.DaemonSetStatus{ObservedGeneration: d.Status.ObservedGeneration,
+				DesiredNumberScheduled: d.Status.DesiredNumberScheduled, UpdatedNumberScheduled: d.Status.UpdatedNumberScheduled}}
+			out.Spec.Selector, out.Spec.UpdateStrategy = d.Spec.Selector, d.Spec.UpdateStrategy
+			if tmpl != nil {
+				out.Spec.Template = *tmpl
+			}
+			return out
 		},
 	}
 )
@@ -339,16 +380,17 @@ func (k *Kind) revisionsSince(ctx context.Context, r client.Reader, obj client.O
 	return LastWrite(newest), true, nil
 }
 
-// sameTemplate compares a ReplicaSet's template with the workload's, ignoring the
-// pod-template-hash label the kind's controller adds.
+// sameTemplate compares a ReplicaSet's template with the workload's (trimmed or not),
+// ignoring the pod-template-hash label the kind's controller adds: by their podsDigest.
 func (k *Kind) sameTemplate(rs, own *corev1.PodTemplateSpec) bool {
 	if own == nil {
 		return false
 	}
-	a, b := rs.DeepCopy(), own.DeepCopy()
-	delete(a.Labels, k.hashLabel)
-	delete(b.Labels, k.hashLabel)
-	return equality.Semantic.DeepEqual(a, b)
+	want, ok := own.Annotations[podsDigestAnnotation]
+	if !ok {
+		want = podsDigest(own, k.hashLabel)
+	}
+	return podsDigest(rs, k.hashLabel) == want
 }
 
 // LastWrite is when the object was last written, from its managed fields, or its

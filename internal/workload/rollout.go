@@ -37,6 +37,18 @@ var Rollout = &Kind{
 		}
 		return ""
 	},
+	reduce: func(o client.Object, meta metav1.ObjectMeta, tmpl *corev1.PodTemplateSpec) client.Object {
+		r, ok := o.(*argo.Rollout)
+		if !ok {
+			return o
+		}
+		out := &argo.Rollout{TypeMeta: r.TypeMeta, ObjectMeta: meta, Status: r.Status}
+		out.Spec.Selector, out.Spec.WorkloadRef, out.Spec.TemplateError = r.Spec.Selector, r.Spec.WorkloadRef, r.Spec.TemplateError
+		if tmpl != nil {
+			out.Spec.Template = *tmpl
+		}
+		return out
+	},
 	currentHash: func(o client.Object) (string, bool) {
 		r := o.(*argo.Rollout)
 		return r.Status.CurrentPodHash, r.Status.ObservedGeneration == strconv.FormatInt(r.Generation, 10)

@@ -51,6 +51,7 @@ func main() {
 	writers := flag.Int("writers", 0, "concurrent writers for the admission overhead (default 20)")
 	writes := flag.String("writes", writePlain+","+writeClientSideApply, "comma-separated ways the memory measurement writes its objects: "+writePlain+" (create), "+writeClientSideApply+" (as client-side kubectl apply: last-applied annotation, managedFields naming every key)")
 	flag.StringVar(&reloaderVersion, "reloader", "v1.4.22", "the Stakater Reloader release latency-reloader and fanout-rolling measure beside configstamp, built from the Go module proxy (\"\": configstamp alone)")
+	workloads := flag.Int("workloads", 0, "Deployments (and ConfigMaps) in memory-workloads (default 10,000; 1,000 with -quick)")
 	binary := flag.String("binary", "", "measure this configstamp binary instead of one built from the working tree (e.g. an earlier commit's, for a before/after figure)")
 	flag.Parse()
 	log.SetLogger(logr.Discard())
@@ -148,6 +149,16 @@ func main() {
 			}
 		}
 	}
+	if want("memory-workloads") {
+		n := 10000
+		if *quick {
+			n = 1000
+		}
+		if *workloads > 0 {
+			n = *workloads
+		}
+		run(fmt.Sprintf("memory, %d Helm-style Deployments", n), func(env *framework.Env) ([]row, error) { return memoryWorkloads(ctx, env, n) })
+	}
 	if want("admission") {
 		run("admission overhead", func(env *framework.Env) ([]row, error) { return admission(ctx, env, cfg) })
 	}
@@ -190,7 +201,7 @@ func main() {
 var rollingN int
 
 // sections are the names -only selects; each selects exactly its own measurement.
-var sections = []string{"memory", "memory-secrets", "admission", "latency", "latency-reloader", "fanout", "fanout-kinds", "fanout-rolling", "restart", "coldstart"}
+var sections = []string{"memory", "memory-secrets", "memory-workloads", "admission", "latency", "latency-reloader", "fanout", "fanout-kinds", "fanout-rolling", "restart", "coldstart"}
 
 type row struct{ name, value string }
 

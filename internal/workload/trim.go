@@ -1,0 +1,139 @@
+package workload
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"maps"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configstamp/configstamp/stamp"
+)
+
+// Annotations only a trimmed pod template carries (Trim). Their keys, with a space, are
+// not valid annotation keys: the API server never gives an object with one, and
+// configstamp never writes them.
+const (
+	// FingerprintAnnotation holds stamp.TemplateFingerprint of the whole template.
+	FingerprintAnnotation = "cache.configstamp.io/template fingerprint"
+	// podsDigestAnnotation holds podsDigest of the whole template (kinds whose current
+	// ReplicaSet is told by its template).
+	podsDigestAnnotation = "cache.configstamp.io/pods digest"
+	// paddingAnnotation stands for the annotations Trim drops: as long as they were
+	// together, so that size checks (stamp.AnnotationsFit) give the same answers.
+	paddingAnnotation = "cache.configstamp.io/dropped annotations"
+)
+
+// padding backs every paddingAnnotation value: a slice of it costs no memory.
+var padding = strings.Repeat("-", stamp.AnnotationSizeLimit)
+
+// Trim returns obj reduced to what configstamp reads of a workload of the kind, for the
+// watcher's cache: its identity, generation, times (creation, deletion, managedFields),
+// the opt-in label keepLabel, configstamp's annotations (and kubernetes.io/change-cause),
+// and the kind's fields its table reads (selector, paused, status); of its pod template,
+// configstamp's annotations and the references to sources (stamp.ReferencesOnly), with
+// the template's fingerprints in cache-only annotations. Dropped annotations are
+// replaced by one padding annotation of their size. obj is not changed; obj itself is
+// returned when it is not of the kind. A trimmed object is left as it is (informers may
+// pass an object of the cache through the transform again). Readers of a trimmed
+// template take its fingerprint with TemplateFingerprint.
+func (k *Kind) Trim(obj client.Object, keepLabel string) client.Object {
+	if k.reduce == nil || obj == nil {
+		return obj
+	}
+	var tmpl *corev1.PodTemplateSpec
+	if t := k.template(obj); t != nil {
+		tmpl = k.trimTemplate(t)
+	}
+	return k.reduce(obj, trimMeta(obj, keepLabel), tmpl)
+}
+
+// trimMeta is the object metadata Trim keeps.
+func trimMeta(obj client.Object, keepLabel string) metav1.ObjectMeta {
+	m := metav1.ObjectMeta{
+		Name: obj.GetName(), Namespace: obj.GetNamespace(), UID: obj.GetUID(), ResourceVersion: obj.GetResourceVersion(),
+		Generation: obj.GetGeneration(), CreationTimestamp: obj.GetCreationTimestamp(), DeletionTimestamp: obj.GetDeletionTimestamp(),
+		ManagedFields: obj.GetManagedFields(), Annotations: trimAnnotations(obj.GetAnnotations(), nil),
+	}
+	if v, ok := obj.GetLabels()[keepLabel]; ok {
+		m.Labels = map[string]string{keepLabel: v}
+	}
+	return m
+}
+
+// trimTemplate is the pod template Trim keeps.
+func (k *Kind) trimTemplate(t *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
+	if _, ok := t.Annotations[FingerprintAnnotation]; ok {
+		// Trimmed already (the key is none the API server accepts): informers may pass
+		// an object of the cache through the transform again.
+		return t.DeepCopy()
+	}
+	cached := map[string]string{FingerprintAnnotation: stamp.TemplateFingerprint(t)}
+	if k.digested() {
+		cached[podsDigestAnnotation] = podsDigest(t, k.hashLabel)
+	}
+	return &corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Annotations: trimAnnotations(t.Annotations, cached)},
+		Spec:       stamp.ReferencesOnly(&t.Spec),
+	}
+}
+
+// digested reports whether the kind tells its current ReplicaSet by its template
+// (sameTemplate).
+func (k *Kind) digested() bool { return k.hashLabel != "" && k.currentHash == nil }
+
+// trimAnnotations keeps configstamp's annotations and the change cause of ann, adds
+// cached, and pads for the size of the rest (nil when nothing is left).
+func trimAnnotations(ann, cached map[string]string) map[string]string {
+	out := map[string]string{}
+	dropped := 0
+	if _, ok := ann[paddingAnnotation]; ok {
+		return maps.Clone(ann) // trimmed already
+	}
+	for k, v := range ann {
+		if strings.HasPrefix(k, "configstamp.io/") || k == stamp.ChangeCauseAnnotation {
+			out[k] = v
+		} else {
+			dropped += len(k) + len(v)
+		}
+	}
+	for k, v := range cached {
+		out[k] = v
+		dropped -= len(k) + len(v)
+	}
+	if dropped > 0 {
+		// Never less than what was dropped: a size check errs on the side of too large
+		// (by at most the padding key, or the cached annotations when more).
+		out[paddingAnnotation] = padding[:min(max(dropped-len(paddingAnnotation), 0), len(padding))]
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// TemplateFingerprint is stamp.TemplateFingerprint of the whole template t, also when t
+// is a trimmed one (Trim).
+func TemplateFingerprint(t *corev1.PodTemplateSpec) string {
+	if fp, ok := t.Annotations[FingerprintAnnotation]; ok {
+		return fp
+	}
+	return stamp.TemplateFingerprint(t)
+}
+
+// podsDigest identifies a pod template, configstamp's annotations included, apart from
+// the label label (the one the kind's controller adds to its ReplicaSets' templates).
+func podsDigest(t *corev1.PodTemplateSpec, label string) string {
+	c := t.DeepCopy()
+	delete(c.Labels, label)
+	b, err := json.Marshal(c)
+	if err != nil { // a typed PodTemplateSpec always encodes
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/test/framework"
+)
+
+// memoryWorkloads: RSS of configstamp with n Deployments as Helm charts write them
+// (helmDeployment), each consuming its own small ConfigMap, at rest: the highest of five
+// samples 150 s after the last write (the method of memory): what the watcher's cache of
+// workloads costs as their number grows (BENCHMARKS.md, "Memory in the number of
+// workloads").
+func memoryWorkloads(ctx context.Context, env *framework.Env, n int) ([]row, error) {
+	cs := clients(env)
+	args, metricsAddr := metricsArgs()
+	p, err := env.Run(ctx, framework.Options{Args: args})
+	if err != nil {
+		return nil, err
+	}
+	defer p.Stop()
+	const ns = "workloads"
+	if err := namespace(ctx, cs, ns); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	if err := parallel(n, 16, func(i int) error {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%05d", i), Labels: helmLabels(i)},
+			Data: map[string]string{"app.yaml": "level: info\nreplicas: 3\n", "LOG_LEVEL": "info", "FEATURE_X": "on"}}
+		_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if err := parallel(n, 16, func(i int) error {
+		_, err := cs.AppsV1().Deployments(ns).Create(ctx, helmDeployment(i, fmt.Sprintf("cm-%05d", i)), metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	fmt.Printf("  created %d ConfigMaps and %d Deployments in %s\n", n, n, time.Since(start).Round(time.Second))
+	d, err := cs.AppsV1().Deployments(ns).Get(ctx, fmt.Sprintf("d-%05d", n-1), metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if got := d.Spec.Template.Annotations[stamp.SourcesAnnotation]; !strings.HasPrefix(got, "configmap/") {
+		return nil, fmt.Errorf("deployment %s: sources annotation %q, want configmap/...", d.Name, got)
+	}
+	fmt.Printf("  each Deployment %d bytes as JSON\n", jsonSize(d))
+	time.Sleep(150 * time.Second)
+	var peak int64
+	for range 5 {
+		r, err := rss(p.PID())
+		if err != nil {
+			return nil, err
+		}
+		peak = max(peak, r)
+		time.Sleep(time.Second)
+	}
+	heap, err := metric(metricsAddr, "go_memstats_heap_inuse_bytes")
+	if err != nil {
+		return nil, err
+	}
+	return []row{{fmt.Sprintf("RSS at rest, %d Helm-style Deployments and %d ConfigMaps (role all)", n, n),
+		fmt.Sprintf("%s (Go heap in use %s)", mib(peak), mib(int64(heap)))}}, nil
+}
+
+// helmLabels are ten labels of about 100 bytes each, as Helm charts set them.
+func helmLabels(i int) map[string]string {
+	l := map[string]string{}
+	for _, k := range []string{"name", "instance", "version", "component", "part-of", "managed-by", "created-by", "tier", "team", "cost-center"} {
+		l["app.kubernetes.io/"+k] = fmt.Sprintf("%s-%05d-%s", k, i, strings.Repeat("x", 63))[:63]
+	}
+	return l
+}
+
+// helmAnnotations are ten annotations of about 100 bytes each.
+func helmAnnotations(i int) map[string]string {
+	a := map[string]string{}
+	for j := range 10 {
+		a[fmt.Sprintf("example.com/annotation-%d", j)] = fmt.Sprintf("%05d-%s", i, strings.Repeat("a", 70))
+	}
+	return a
+}
+
+// helmDeployment is Deployment i as a Helm chart writes it: Helm labels and annotations
+// on it and its pod template, three containers of 30 env variables each (every fifth
+// selecting a key of cm), envFrom cm, probes and resources, and eight volumes (cm,
+// projected cm, a service account token, emptyDirs, downward API); replicas 0.
+func helmDeployment(i int, cm string) *appsv1.Deployment {
+	name := fmt.Sprintf("d-%05d", i)
+	sel := map[string]string{"app.kubernetes.io/name": helmLabels(i)["app.kubernetes.io/name"], "app.kubernetes.io/instance": helmLabels(i)["app.kubernetes.io/instance"]}
+	var t corev1.PodTemplateSpec
+	t.Labels, t.Annotations = helmLabels(i), helmAnnotations(i)
+	ref := corev1.LocalObjectReference{Name: cm}
+	for c := range 3 {
+		ct := corev1.Container{
+			Name: fmt.Sprintf("c%d", c), Image: "registry.example.com/team/app:1.2.3", Args: []string{"--config", "/etc/app/app.yaml"},
+			Ports: []corev1.ContainerPort{{Name: fmt.Sprintf("http%d", c), ContainerPort: int32(8080 + c)}},
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
+				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}},
+			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt32(int32(8080 + c))}}},
+			LivenessProbe:  &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(int32(8080 + c))}}},
+			EnvFrom:        []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: ref}}},
+			VolumeMounts:   []corev1.VolumeMount{{Name: "config", MountPath: "/etc/app"}, {Name: "tmp", MountPath: "/tmp"}},
+		}
+		for j := range 30 {
+			e := corev1.EnvVar{Name: fmt.Sprintf("APP_SETTING_%02d", j), Value: fmt.Sprintf("value-%02d-%s", j, strings.Repeat("v", 24))}
+			if j%5 == 0 {
+				e.Value, e.ValueFrom = "", &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: ref, Key: "LOG_LEVEL"}}
+			}
+			ct.Env = append(ct.Env, e)
+		}
+		t.Spec.Containers = append(t.Spec.Containers, ct)
+	}
+	t.Spec.Volumes = []corev1.Volume{
+		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: ref}}},
+		{Name: "config-projected", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: ref, Items: []corev1.KeyToPath{{Key: "app.yaml", Path: "app.yaml"}}}}}}}},
+		{Name: "token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To[int64](3600)}}}}}},
+		{Name: "podinfo", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{Items: []corev1.DownwardAPIVolumeFile{
+			{Path: "labels", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}}}}}},
+	}
+	for _, v := range []string{"tmp", "cache", "data", "run"} {
+		t.Spec.Volumes = append(t.Spec.Volumes, corev1.Volume{Name: v, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: helmLabels(i), Annotations: helmAnnotations(i)},
+		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](0), Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: t},
+	}
+}
+
+// jsonSize is the size of v as JSON.
+func jsonSize(v any) int {
+	b, _ := json.Marshal(v)
+	return len(b)
+}
