@@ -70,6 +70,7 @@ func TestNudgeAnswers(t *testing.T) {
 			// The webhook's answer: the workload as the patch returns it, and its warning.
 			answer := func(ctx context.Context, obj client.Object) {
 				dep := obj.(*appsv1.Deployment)
+				cfgDeployment().DeepCopyInto(dep) // the workload as stored
 				tmpl := &dep.Spec.Template
 				tmpl.Annotations = map[string]string{stamp.HashAnnotation: tc.after}
 				if tc.restarted {

@@ -323,9 +323,8 @@ func (r *workloadReconciler) record(ctx context.Context, obj client.Object, tmpl
 	patch := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"annotations":{%q:%q,%q:%q}}}`, obj.GetResourceVersion(),
 		stamp.ObservedAnnotation, rec.String(), stamp.NudgeAnnotation, stamp.NudgeRecord)
 	pctx, warned := collectWarnings(ctx)
-	if err := r.throughWebhook(pctx, func() error {
-		return r.client.Patch(pctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)))
-	}); err != nil {
+	answer, err := r.patchAnswer(pctx, client.ObjectKeyFromObject(obj), client.RawPatch(types.MergePatchType, []byte(patch)))
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -336,7 +335,7 @@ func (r *workloadReconciler) record(ctx context.Context, obj client.Object, tmpl
 		checks.WithLabelValues("error").Inc()
 		return err
 	}
-	if stamp.ParseMarker(obj.GetAnnotations()).Present {
+	if stamp.ParseMarker(answer.GetAnnotations()).Present {
 		// Stored without the webhook's say: a record it did not check, and its marker left
 		// in the metadata. current records again while the marker is there.
 		if warned.has(stamp.WarningScopeUnknown) {
@@ -346,7 +345,7 @@ func (r *workloadReconciler) record(ctx context.Context, obj client.Object, tmpl
 		}
 		// The webhook was not called (down, or answering past the registration's timeout,
 		// failurePolicy Ignore): a bypass, retried.
-		return r.bypassed(ctx, obj, stored, want.Hash, "the configstamp webhook did not admit the record write (its marker stayed)")
+		return r.bypassed(ctx, answer, stored, want.Hash, "the configstamp webhook did not admit the record write (its marker stayed)")
 	}
 	checks.WithLabelValues("recorded").Inc()
 	logf.FromContext(ctx).Info("Recorded the config the pods run", "hash", want.Hash, "stamp", stored)
@@ -361,6 +360,26 @@ func (r *workloadReconciler) liveGet(ctx context.Context, key types.NamespacedNa
 		return nil, err
 	}
 	return r.trimmed(obj), nil
+}
+
+// patchAnswer applies patch to the workload key through the webhook and returns the
+// API server's answer, trimmed as the cache keeps it. The answer is decoded into a new
+// object: a client decodes into the object it is given and keeps the map entries the
+// answer lacks, so a cached (trimmed) one would keep its padding beside the annotations
+// it stands for, its template's cache-only fingerprint whatever another writer changed
+// meanwhile, and a nudge marker the webhook took off.
+func (r *workloadReconciler) patchAnswer(ctx context.Context, key types.NamespacedName, patch client.Patch) (client.Object, error) {
+	var answer client.Object
+	err := r.throughWebhook(ctx, func() error {
+		answer = r.kind.New()
+		answer.SetNamespace(key.Namespace)
+		answer.SetName(key.Name)
+		return r.client.Patch(ctx, answer, patch)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r.trimmed(answer), nil
 }
 
 // trimmed is obj as the cache keeps it (TrimWorkloads).

@@ -69,12 +69,13 @@ func (n *nudged) rollout(restart bool) stamp.Rollout {
 func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want stamp.Stamp, basis, before string, restart bool) (reconcile.Result, error) {
 	key := client.ObjectKeyFromObject(obj)
 	n := &nudged{obj: obj, want: want, basis: basis, storedSources: before, restart: restart}
-	if tmpl := r.kind.Template(obj); tmpl != nil { // read first: the patch updates obj in place
+	if tmpl := r.kind.Template(obj); tmpl != nil {
 		n.restarted = tmpl.Annotations[stamp.RestartedAnnotation]
 		n.storedHash = tmpl.Annotations[stamp.HashAnnotation]
 	}
 	pctx, warned := collectWarnings(ctx)
-	if err := r.throughWebhook(pctx, func() error { return r.client.Patch(pctx, obj, nudgePatch(want.Key)) }); err != nil {
+	answer, err := r.patchAnswer(pctx, key, nudgePatch(want.Key))
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return reconcile.Result{}, nil
 		}
@@ -82,8 +83,7 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 		return reconcile.Result{}, fmt.Errorf("nudge %s %s: %w", r.kind, key, err)
 	}
 	nudges.Inc()
-	// The API server's answer, trimmed as the cache keeps it: every reader sees one form.
-	n.obj = r.trimmed(obj)
+	n.obj = answer
 	if n.tmpl = r.kind.Template(n.obj); n.tmpl == nil { // it dropped its template meanwhile (a Rollout given a workloadRef)
 		return reconcile.Result{}, nil
 	}
