@@ -3,7 +3,6 @@ package workload
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"maps"
 	"strings"
 
@@ -127,10 +126,14 @@ func TemplateFingerprint(t *corev1.PodTemplateSpec) string {
 
 // podsDigest identifies a pod template, configstamp's annotations included, apart from
 // the label label (the one the kind's controller adds to its ReplicaSets' templates).
+// Its protobuf encoding (deterministic: map keys sorted) tells no nil list or map from
+// an empty one, as the kind's controller (semantic equality) does not; JSON does, and
+// the two templates need not come alike (one stored as written, one made by the
+// controller from a protobuf read).
 func podsDigest(t *corev1.PodTemplateSpec, label string) string {
 	c := t.DeepCopy()
 	delete(c.Labels, label)
-	b, err := json.Marshal(c)
+	b, err := c.Marshal()
 	if err != nil { // a typed PodTemplateSpec always encodes
 		return ""
 	}
