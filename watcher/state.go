@@ -225,41 +225,34 @@ func (s *workloadStates) changedSince(key types.NamespacedName) bool {
 
 // countBypass counts one more nudge of key that did not roll, and returns the count.
 func (s *workloadStates) countBypass(key types.NamespacedName) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st := s.get(key)
-	st.bypasses++
-	return st.bypasses
+	return s.count(key, func(st *workloadState) *int { return &st.bypasses })
 }
 
 // countUnread counts one more nudge of key the webhook could not stamp for want of
 // config it could read, and returns the count.
 func (s *workloadStates) countUnread(key types.NamespacedName) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st := s.get(key)
-	st.unreads++
-	return st.unreads
+	return s.count(key, func(st *workloadState) *int { return &st.unreads })
 }
 
 // countKeyMismatch counts one more check of key that met another hash key, and returns
 // the count.
 func (s *workloadStates) countKeyMismatch(key types.NamespacedName) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st := s.get(key)
-	st.keyMismatches++
-	return st.keyMismatches
+	return s.count(key, func(st *workloadState) *int { return &st.keyMismatches })
 }
 
 // countTimeout counts one more check of key whose config reads ran past their
 // deadline, and returns the count.
 func (s *workloadStates) countTimeout(key types.NamespacedName) int {
+	return s.count(key, func(st *workloadState) *int { return &st.timeouts })
+}
+
+// count adds one to the counter of key's state that field names, and returns it.
+func (s *workloadStates) count(key types.NamespacedName, field func(*workloadState) *int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.get(key)
-	st.timeouts++
-	return st.timeouts
+	n := field(s.get(key))
+	*n++
+	return *n
 }
 
 // resetBypasses starts key's counts of nudges that did not roll afresh.
