@@ -139,7 +139,7 @@ func (r *workloadReconciler) judge(ctx context.Context, obj client.Object, tr tr
 		}
 	}
 	d, err := decide.Decide(decide.Input{Template: tmpl, Refs: refs, Basis: j.basis, Certain: j.certain, Record: rec.Hash,
-		Want: j.want, ChangedLive: tr.changed, RollStale: r.rollStale}, r.evidence.forWorkload(ctx, r.kind, obj, refs))
+		Want: j.want, ChangedLive: tr.changed, RollStale: r.rollStale, NoPods: r.kind.NoPods()}, r.evidence.forWorkload(ctx, r.kind, obj, refs))
 	if err != nil {
 		checks.WithLabelValues("error").Inc()
 		return reconcile.Result{}, err

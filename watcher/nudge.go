@@ -308,7 +308,11 @@ func (r *workloadReconciler) reportRolled(ctx context.Context, obj client.Object
 	if !ok {
 		reason = stamp.ChangeReason(ro)
 	}
-	r.recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonConfigChanged, "Nudge", "Rolled: %s", reason)
+	if r.kind.NoPods() {
+		r.recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonConfigChanged, "Nudge", "Restamped for its next run (nothing started): %s", reason)
+	} else {
+		r.recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonConfigChanged, "Nudge", "Rolled: %s", reason)
+	}
 	logf.FromContext(ctx).Info("Nudged "+r.kind.Kind+" after a config change", "oldHash", ro.Ran, "newHash", tmpl.Annotations[stamp.HashAnnotation],
 		"reason", reason)
 }

@@ -158,8 +158,12 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	}
 	covered := []string{}
 	for _, k := range opts.Kinds {
-		if err := w.setupKind(ctx, k); err != nil {
-			return err
+		// A CreateOnly kind (Jobs) is stamped at CREATE alone: covered (explain reads
+		// since when), never watched.
+		if !k.CreateOnly() {
+			if err := w.setupKind(ctx, k); err != nil {
+				return err
+			}
 		}
 		covered = append(covered, k.Resource)
 	}

@@ -108,7 +108,7 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	if kind == nil {
 		return admission.Allowed(fmt.Sprintf("configstamp does not stamp %s.%s", req.Kind.Kind, req.Kind.Group)), resultSkipped
 	}
-	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+	if req.Operation != admissionv1.Create && (req.Operation != admissionv1.Update || kind.CreateOnly()) {
 		return admission.Allowed(""), resultSkipped
 	}
 	log = log.WithValues("kind", kind.Kind)

@@ -9,6 +9,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -54,6 +55,9 @@ func TestHandleEveryKind(t *testing.T) {
 		workload.StatefulSet: &appsv1.StatefulSet{ObjectMeta: meta, Spec: appsv1.StatefulSetSpec{Template: cmTemplate()}},
 		workload.DaemonSet:   &appsv1.DaemonSet{ObjectMeta: meta, Spec: appsv1.DaemonSetSpec{Template: cmTemplate()}},
 		workload.Rollout:     &argo.Rollout{ObjectMeta: meta, Spec: argo.RolloutSpec{Template: cmTemplate()}},
+		workload.CronJob: &batchv1.CronJob{ObjectMeta: meta, Spec: batchv1.CronJobSpec{Schedule: "0 0 1 1 *",
+			JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: cmTemplate()}}}},
+		workload.Job: &batchv1.Job{ObjectMeta: meta, Spec: batchv1.JobSpec{Template: cmTemplate()}},
 	}
 	all := append(workload.Builtin(), workload.Rollout)
 	for k, obj := range objs {
@@ -61,7 +65,7 @@ func TestHandleEveryKind(t *testing.T) {
 			s := stamper(t, cm("cfg", "1"))
 			s.Kinds = all
 			resp := s.Handle(context.Background(), review(t, k, admissionv1.Create, obj, nil))
-			if !resp.Allowed || len(resp.Patches) != 2 || resp.Patches[0].Path != "/spec/template/metadata/annotations" {
+			if !resp.Allowed || len(resp.Patches) != 2 || resp.Patches[0].Path != k.TemplatePath()+"/metadata/annotations" {
 				t.Fatalf("want the stamp and the record, got %+v", resp)
 			}
 			if got := resp.Patches[0].Value.(map[string]string)[stamp.HashAnnotation]; got != want.Hash {
@@ -80,6 +84,34 @@ func TestHandleEveryKind(t *testing.T) {
 	s.Kinds = all
 	if resp := s.Handle(context.Background(), review(t, workload.Rollout, admissionv1.Create, ref, nil)); !resp.Allowed || len(resp.Patches) != 0 {
 		t.Fatalf("workloadRef Rollout: %+v", resp)
+	}
+}
+
+// A Job's template cannot change: an UPDATE is never mutated, not even a nudge's (its
+// registration sends none; this is the handler's own guard). A Job copied from a
+// CronJob carries the CronJob's stamp: its CREATE keeps it when the config is the same.
+func TestHandleJobCreateOnly(t *testing.T) {
+	meta := metav1.ObjectMeta{Namespace: "ns", Name: "app"}
+	s := stamper(t, cm("cfg", "1"))
+	cj := &batchv1.CronJob{ObjectMeta: meta, Spec: batchv1.CronJobSpec{Schedule: "0 0 1 1 *",
+		JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: cmTemplate()}}}}
+	resp := s.Handle(context.Background(), review(t, workload.CronJob, admissionv1.Create, cj, nil))
+	if !resp.Allowed || len(resp.Patches) != 2 {
+		t.Fatalf("CronJob: %+v", resp)
+	}
+	copied := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app-manual", Annotations: map[string]string{"cronjob.kubernetes.io/instantiate": "manual"}},
+		Spec: batchv1.JobSpec{Template: cmTemplate()}}
+	copied.Spec.Template.Annotations = resp.Patches[0].Value.(map[string]string)
+	resp = s.Handle(context.Background(), review(t, workload.Job, admissionv1.Create, copied, nil))
+	if !resp.Allowed || len(resp.Patches) != 1 || !strings.HasPrefix(resp.Patches[0].Path, "/metadata/annotations") {
+		t.Fatalf("a Job copied from a current CronJob keeps its stamp (only its record is added), got %+v", resp)
+	}
+	stored := copied.DeepCopy()
+	stale := stored.DeepCopy()
+	stale.Spec.Template.Annotations = nil
+	stale.Annotations = map[string]string{stamp.NudgeAnnotation: stamp.NudgeFor(expected(t, "1").Key)}
+	if resp := s.Handle(context.Background(), review(t, workload.Job, admissionv1.Update, stale, stored)); !resp.Allowed || len(resp.Patches) != 0 {
+		t.Fatalf("a Job's UPDATE is never mutated, got %+v", resp)
 	}
 }
 

@@ -20,7 +20,7 @@ func TestMatchConditions(t *testing.T) {
 		e := mc[0].Expression
 		for _, want := range []string{
 			"request.operation != 'UPDATE' || (has(object.metadata.annotations) && 'configstamp.io/nudge' in object.metadata.annotations) || ",
-			"object.spec.template != oldObject.spec.template",
+			"object" + strings.ReplaceAll(k.TemplatePath(), "/", ".") + " != oldObject" + strings.ReplaceAll(k.TemplatePath(), "/", "."),
 			"object.metadata.annotations['configstamp.io/observed'] != oldObject.metadata.annotations['configstamp.io/observed']",
 			"object.metadata.annotations['configstamp.io/skip']",
 			"object.metadata.annotations['configstamp.io/extra-sources']",

@@ -68,10 +68,15 @@ func Registration(cfg admissionregistrationv1.WebhookClientConfig, sc *scope.Sco
 }
 
 func entry(k *workload.Kind, label string, cfg admissionregistrationv1.WebhookClientConfig) admissionregistrationv1.MutatingWebhook {
+	ops := []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}
+	if k.CreateOnly() {
+		// Its template cannot change: an UPDATE has nothing to stamp.
+		ops = ops[:1]
+	}
 	return admissionregistrationv1.MutatingWebhook{
 		ClientConfig: cfg,
 		Rules: []admissionregistrationv1.RuleWithOperations{{
-			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+			Operations: ops,
 			Rule: admissionregistrationv1.Rule{
 				APIGroups: []string{k.Group}, APIVersions: []string{k.Version}, Resources: []string{k.Resource},
 				Scope: ptr.To(admissionregistrationv1.NamespacedScope),

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -33,7 +34,14 @@ func TestRegistrationEntries(t *testing.T) {
 			t.Errorf("entry %s: %+v %+v", w.Name, w.NamespaceSelector, w.ObjectSelector)
 		}
 	}
-	if want := []string{"deployments.configstamp.io", "statefulsets.configstamp.io", "daemonsets.configstamp.io"}; !slices.Equal(names, want) {
+	if want := []string{"deployments.configstamp.io", "statefulsets.configstamp.io", "daemonsets.configstamp.io", "cronjobs.configstamp.io", "jobs.configstamp.io"}; !slices.Equal(names, want) {
 		t.Errorf("entries %v, want %v", names, want)
+	}
+	// A Job's template cannot change: its entries send CREATE alone.
+	for _, w := range Registration(cfg, wide, workload.Builtin()).Webhooks {
+		ops := w.Rules[0].Operations
+		if createOnly := strings.HasPrefix(w.Name, "jobs."); len(ops) != map[bool]int{true: 1, false: 2}[createOnly] || ops[0] != admissionregistrationv1.Create {
+			t.Errorf("entry %s: operations %v", w.Name, ops)
+		}
 	}
 }

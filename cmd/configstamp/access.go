@@ -45,7 +45,7 @@ func needed(kinds []*workload.Kind, sources stamp.Options, metricsSecure bool, r
 		access{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", "get", registration, ""},
 		access{"admissionregistration.k8s.io", "mutatingwebhookconfigurations", "patch", registration, ""},
 	)
-	for _, k := range kinds {
+	for _, k := range workload.Watched(kinds) {
 		for _, verb := range []string{"get", "list", "watch", "patch"} {
 			out = append(out, access{k.Group, k.Resource, verb, "", ""})
 		}

@@ -35,6 +35,7 @@ func TestParseWorkload(t *testing.T) {
 	for in, want := range map[string]*workload.Kind{
 		"deployment/a": workload.Deployment, "deploy/a": workload.Deployment, "deployments.apps/a": workload.Deployment,
 		"sts/a": workload.StatefulSet, "ds/a": workload.DaemonSet, "rollout/a": workload.Rollout,
+		"cj/a": workload.CronJob, "cronjobs.batch/a": workload.CronJob, "job/a": workload.Job,
 	} {
 		k, name, err := parseWorkload([]string{in})
 		if err != nil || k != want || name != "a" {
@@ -46,7 +47,7 @@ func TestParseWorkload(t *testing.T) {
 			t.Errorf("%s: no error", in)
 		}
 	}
-	want := `unsupported kind "pod": want deployment, statefulset, daemonset or rollout`
+	want := `unsupported kind "pod": want deployment, statefulset, daemonset, cronjob, job or rollout`
 	if _, _, err := parseWorkload([]string{"pod/a"}); err == nil || err.Error() != want {
 		t.Errorf("pod/a: %v, want %s", err, want)
 	}

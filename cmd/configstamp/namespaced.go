@@ -67,7 +67,7 @@ func neededIn(kinds []*workload.Kind, sources stamp.Options, metricsSecure bool,
 		var in []access
 		in = append(in, sourceAccess(sources, false)...)
 		in = append(in, access{"apps", "replicasets", "list", "", ""}, access{"apps", "controllerrevisions", "list", "", ""})
-		for _, k := range kinds {
+		for _, k := range workload.Watched(kinds) {
 			for _, verb := range []string{"get", "list", "watch", "patch"} {
 				in = append(in, access{k.Group, k.Resource, verb, "", ""})
 			}

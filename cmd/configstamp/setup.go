@@ -222,12 +222,13 @@ func (s *setup) newManager() (ctrl.Manager, error) {
 	return mgr, nil
 }
 
-// trimmedWorkloads sets the transform of the builtin workload kinds' informers. Not
+// trimmedWorkloads sets the transform of the watched builtin workload kinds' informers
+// (Jobs are never cached). Not
 // Rollouts': the cache needs a kind's REST mapping when it is made, and their CRD may
 // come later; their cache keeps them whole (the watcher reads both forms alike).
 func (s *setup) trimmedWorkloads() map[client.Object]cache.ByObject {
 	out := map[client.Object]cache.ByObject{}
-	for _, k := range workload.Builtin() {
+	for _, k := range workload.Watched(workload.Builtin()) {
 		out[k.New()] = cache.ByObject{Transform: watcher.TrimWorkloads(k, s.scope.Label)}
 	}
 	return out

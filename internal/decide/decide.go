@@ -68,6 +68,10 @@ const (
 	// WhyConfigNewer: a source was written at or after its pods began to be created,
 	// or deleted since the stamp.
 	WhyConfigNewer Why = "config-newer"
+	// WhyNextRun: it runs no pods of its own (a CronJob, Input.NoPods): its template is
+	// what its next run copies, so its stamp follows the config (Roll: restamped, which
+	// starts nothing) and its record says what the next run gets.
+	WhyNextRun Why = "next-run"
 )
 
 // Evidence names, in Decision.Unknown.
@@ -96,6 +100,8 @@ type Input struct {
 	// RollStale: unstamped workloads that predate configstamp roll too
 	// (--roll-stale-at-install).
 	RollStale bool
+	// NoPods: the workload runs no pods of its own (workload.Kind.NoPods: a CronJob).
+	NoPods bool
 }
 
 // Evidence is what the decision reads, only when the basis is not certain and only as
@@ -166,8 +172,18 @@ func Decide(in Input, ev Evidence) (Decision, error) {
 // pods run. The rule keeps no state of its own (nothing to persist, nothing to lose with
 // the lease), and a write before the coverage still rolls nothing, so installing
 // configstamp still rolls nothing.
+//
+// A workload that runs no pods of its own (NoPods: a CronJob) is judged by its stamp
+// alone, without evidence of times: no pod runs its template now (running Jobs have
+// copies), so restamping it rolls nothing; installed over, suspended or not, it is
+// stamped too, and its next run (a Job, stamped at its own CREATE as well) runs the
+// config as it is then. Nothing is started for a change.
 func ShouldRoll(in Input, ev Evidence) (Decision, error) {
 	switch {
+	case in.NoPods && in.Template.Annotations[stamp.HashAnnotation] == in.Want.Hash:
+		return Decision{Action: Record, Why: WhyNextRun}, nil
+	case in.NoPods:
+		return Decision{Action: Roll, Why: WhyNextRun}, nil
 	case in.Certain:
 		return Decision{Action: Roll, Why: WhyCertain}, nil
 	case in.ChangedLive:

@@ -76,6 +76,17 @@ func TestDecide(t *testing.T) {
 		{name: "certain, stamp already wanted: restart", in: Input{Template: &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{stamp.HashAnnotation: "new"}}},
 			Basis: "rec", Certain: true, Record: "rec", Want: want("new")}, action: Roll, why: WhyCertain, restart: true},
 		{name: "live change rolls", in: Input{Template: tmpl, Basis: "old", Want: want("new"), ChangedLive: true}, action: Roll, why: WhyLive},
+		// A CronJob (no pods of its own): its stamp follows the config, without evidence
+		// of times, whether it is stamped, certain or installed over.
+		{name: "no pods: stamp differs, restamped", in: Input{Template: tmpl, Basis: "old", Want: want("new"), NoPods: true},
+			ev: fakeEvidence{since: t0, podsOK: true, newer: false}, action: Roll, why: WhyNextRun},
+		{name: "no pods: installed over, stamped", in: Input{Template: &corev1.PodTemplateSpec{}, Want: want("new"), NoPods: true},
+			action: Roll, why: WhyNextRun},
+		{name: "no pods: certain record of other config, restamped without restart", in: Input{Template: tmpl, Basis: "rec", Certain: true, Record: "rec", Want: want("new"), NoPods: true},
+			action: Roll, why: WhyNextRun},
+		{name: "no pods: stamp already the config's, recorded (no restart)", in: Input{Template: &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{stamp.HashAnnotation: "new"}}},
+			Basis: "rec", Certain: true, Record: "rec", Want: want("new"), NoPods: true}, action: Record, why: WhyNextRun},
+		{name: "no pods: held all the same", in: Input{Template: tmpl, Basis: "old", Want: want("new", missing), NoPods: true}, action: Held},
 		{name: "stamp, config newer", in: Input{Template: tmpl, Basis: "old", Want: want("new")}, ev: fakeEvidence{since: t0, podsOK: true, newer: true},
 			action: Roll, why: WhyConfigNewer, asked: []string{EvidencePods, EvidenceConfig}},
 		{name: "stamp, config older", in: Input{Template: tmpl, Basis: "old", Want: want("new")}, ev: fakeEvidence{since: t0, podsOK: true},

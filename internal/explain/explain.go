@@ -63,6 +63,9 @@ const (
 	// VerdictTooManySources: it consumes more sources than the cap: the webhook keeps
 	// the stamp as stored and the watcher leaves it alone (Event TooManySources).
 	VerdictTooManySources = "too-many-sources"
+	// VerdictStampedAtCreate: a Job (workload.Kind.CreateOnly) stamped at its creation
+	// with config that changed since: its template cannot change, so nothing rolls.
+	VerdictStampedAtCreate = "stamped-at-create"
 )
 
 // Source statuses, the stable codes of Source.Status.

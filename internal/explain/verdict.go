@@ -69,8 +69,11 @@ func verdict(in Input, r *Report, refs []stamp.Source) (code, reason string, rol
 	case decide.StopTooManySources:
 		return VerdictTooManySources, tooManySourcesReason(len(refs), in.Options), false
 	}
+	if in.Kind.CreateOnly() {
+		return createOnly(in, r)
+	}
 	dIn := decide.Input{Template: in.Kind.Template(in.Object), Refs: refs, Basis: r.BasisHash, Certain: r.Basis == "record",
-		Record: r.Record, Want: in.Live.Stamp, RollStale: in.RollStale}
+		Record: r.Record, Want: in.Live.Stamp, RollStale: in.RollStale, NoPods: in.Kind.NoPods()}
 	ev := &gathered{in: in, r: r, refs: refs}
 	if !in.Live.Complete {
 		return incomplete(dIn, ev, r)
@@ -113,6 +116,22 @@ func verdict(in Input, r *Report, refs []stamp.Source) (code, reason string, rol
 		return VerdictWouldRoll, strings.Join(changed, ", ") + " changed since the last rollout", true
 	}
 	return byTimes(d, r)
+}
+
+// createOnly is the verdict on a workload of a kind stamped at CREATE only (a Job): the
+// watcher never checks or writes it.
+func createOnly(in Input, r *Report) (code, reason string, roll bool) {
+	kind := strings.ToLower(in.Kind.Kind)
+	switch {
+	case r.Stamp.Hash == "":
+		return VerdictNotStamped, fmt.Sprintf("not stamped: a %s is stamped at its creation only (its template cannot change), and this one was created before configstamp covered it or past its webhook", kind), false
+	case !in.Live.Complete:
+		return VerdictUnknown, "digests can't be compared (no readable --hash-key, and the webhook's dry-run failed)", false
+	case in.Live.Stamp.Hash == r.Stamp.Hash:
+		return VerdictUpToDate, "up to date: stamped at its creation with the config as it is now", false
+	}
+	return VerdictStampedAtCreate, fmt.Sprintf("config changed since it was created (%s -> %s): a %s's template cannot change, so nothing rolls; its pods that started before the change run the older config, and a new %s is stamped at its creation",
+		prefix(r.Stamp.Hash), prefix(in.Live.Stamp.Hash), kind, kind), false
 }
 
 // incomplete decides without digests (no readable hash key, and the webhook's dry-run
@@ -184,7 +203,10 @@ func byTimes(d decide.Decision, r *Report) (code, reason string, roll bool) {
 	}
 	switch d.Action {
 	case decide.Roll:
-		if d.Why == decide.WhyOwed {
+		switch d.Why {
+		case decide.WhyNextRun:
+			return VerdictWouldRoll, "its template's stamp is not the current config's: the watcher restamps it, so its next run gets the current stamp (no Job is started; running ones keep what they read)", true
+		case decide.WhyOwed:
 			return VerdictWouldRoll, fmt.Sprintf("not stamped yet (installed over), but config written (%s) after configstamp began to cover it (%s) and at or after its pods started (%s): a change made while configstamp watched it, owed a rollout (its check may have been lost with a leader change): the watcher rolls it",
 				at(ev.ConfigWritten), at(ev.CoveredSince), at(ev.PodsSince)), true
 		}
@@ -193,6 +215,8 @@ func byTimes(d decide.Decision, r *Report) (code, reason string, roll bool) {
 		switch d.Why {
 		case decide.WhyInstalledOver:
 			return kept, keptReason + " (created before configstamp covered it, or opted in by its own label): adopted, not rolled; the watcher records the config as the one its pods run (--roll-stale-at-install rolls it when the config was written after its pods started; a source written after configstamp began to cover it and after its pods started rolls it)", false
+		case decide.WhyNextRun:
+			return VerdictUpToDate, "template stamped with the current config, which its next run gets; the watcher records it", false
 		case decide.WhyPodsPending:
 			return kept, keptReason + ": its controller has not taken the current template in yet, so its pods will read the config as it is; the watcher records it, no rollout", false
 		}

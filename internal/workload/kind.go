@@ -12,6 +12,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,6 +60,11 @@ type Kind struct {
 	// they are deleted or above a partition (partial) how many pods (of total) its
 	// status shows on older templates.
 	behind func(client.Object) (behind, total int32, partial bool)
+	// noPods: the workload runs no pods of its own; objects it creates later copy its
+	// template (a CronJob's Jobs). See NoPods.
+	noPods bool
+	// createOnly: its pod template cannot change after CREATE (a Job). See CreateOnly.
+	createOnly bool
 	// reduce is a new object of the kind with obj's fields that the functions above read,
 	// and meta and tmpl (nil: none) in place of its metadata and pod template (Trim).
 	reduce func(obj client.Object, meta metav1.ObjectMeta, tmpl *corev1.PodTemplateSpec) client.Object
@@ -133,6 +139,17 @@ func (k *Kind) Behind(obj client.Object) (behind, total int32, partial bool) {
 	}
 	return k.behind(obj)
 }
+
+// NoPods reports whether the kind runs no pods of its own: its template is copied into
+// objects it creates later (a CronJob's Jobs), whose pods read the config as it is then.
+// Stamping it rolls nothing, so every change of its config is stamped
+// (decide.Input.NoPods), and nothing is started.
+func (k *Kind) NoPods() bool { return k.noPods }
+
+// CreateOnly reports whether the kind's pod template cannot change after CREATE (a
+// Job): it is stamped at CREATE only (its registration sends no UPDATE) and the watcher
+// never checks or writes it.
+func (k *Kind) CreateOnly() bool { return k.createOnly }
 
 // PausedPath is the JSON pointer of the boolean Paused reads ("" for kinds that cannot be
 // paused).
@@ -267,6 +284,50 @@ var (
 	}
 )
 
+// CronJob and Job are batch/v1's. A CronJob's template is its jobTemplate's, copied into
+// every Job it creates (the cronjob controller's, or kubectl create job --from); a
+// Job's template is immutable, so a Job is stamped at its CREATE only.
+var (
+	CronJob = &Kind{
+		Group: "batch", Version: "v1", Kind: "CronJob", Resource: "cronjobs", ShortNames: []string{"cj"},
+		newObject:    func() client.Object { return &batchv1.CronJob{} },
+		newList:      func() client.ObjectList { return &batchv1.CronJobList{} },
+		templatePath: "/spec/jobTemplate/spec/template",
+		template: func(o client.Object) *corev1.PodTemplateSpec {
+			if c, ok := o.(*batchv1.CronJob); ok {
+				return &c.Spec.JobTemplate.Spec.Template
+			}
+			return nil
+		},
+		noPods: true,
+		reduce: func(o client.Object, meta metav1.ObjectMeta, tmpl *corev1.PodTemplateSpec) client.Object {
+			c, ok := o.(*batchv1.CronJob)
+			if !ok {
+				return o
+			}
+			out := &batchv1.CronJob{TypeMeta: c.TypeMeta, ObjectMeta: meta}
+			if tmpl != nil {
+				out.Spec.JobTemplate.Spec.Template = *tmpl
+			}
+			return out
+		},
+	}
+	Job = &Kind{
+		Group: "batch", Version: "v1", Kind: "Job", Resource: "jobs",
+		newObject:    func() client.Object { return &batchv1.Job{} },
+		newList:      func() client.ObjectList { return &batchv1.JobList{} },
+		templatePath: "/spec/template",
+		template: func(o client.Object) *corev1.PodTemplateSpec {
+			if j, ok := o.(*batchv1.Job); ok {
+				return &j.Spec.Template
+			}
+			return nil
+		},
+		selector:   func(o client.Object) *metav1.LabelSelector { return o.(*batchv1.Job).Spec.Selector },
+		createOnly: true,
+	}
+)
+
 // behindOf is Kind.Behind from a controller's status: total pods, updated of them on
 // the current template; unobserved: the controller has not seen the current generation.
 func behindOf(unobserved bool, total, updated int32, partial bool) (int32, int32, bool) {
@@ -280,7 +341,18 @@ func behindOf(unobserved bool, total, updated int32, partial bool) (int32, int32
 }
 
 // Builtin are the kinds every cluster has.
-func Builtin() []*Kind { return []*Kind{Deployment, StatefulSet, DaemonSet} }
+func Builtin() []*Kind { return []*Kind{Deployment, StatefulSet, DaemonSet, CronJob, Job} }
+
+// Watched are those of kinds the watcher checks and writes: all but the CreateOnly ones.
+func Watched(kinds []*Kind) []*Kind {
+	var out []*Kind
+	for _, k := range kinds {
+		if !k.createOnly {
+			out = append(out, k)
+		}
+	}
+	return out
+}
 
 // All are the kinds configstamp knows: the builtin ones, then those of CRDs.
 func All() []*Kind { return append(Builtin(), Rollout) }
@@ -310,8 +382,16 @@ func Find(kinds []*Kind, group, kind string) *Kind {
 // seen the current generation. Without any
 // (no pods yet, or no controller), the workload's creation. ok is false when the
 // controller has not yet taken the current template in: its pods are still to be
-// created, and will read the config as it is.
+// created, and will read the config as it is. A kind that runs no pods of its own (a
+// CronJob) is always so; one whose template cannot change (a Job) runs it since its
+// creation.
 func (k *Kind) PodsSince(ctx context.Context, r client.Reader, obj client.Object) (since time.Time, ok bool, err error) {
+	switch {
+	case k.noPods:
+		return time.Time{}, false, nil
+	case k.createOnly:
+		return obj.GetCreationTimestamp().Time, true, nil
+	}
 	sel, err := metav1.LabelSelectorAsSelector(k.selector(obj))
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("selector of %s %s/%s: %w", k.Kind, obj.GetNamespace(), obj.GetName(), err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -25,6 +26,8 @@ func TestNames(t *testing.T) {
 		StatefulSet: {"/mutate-apps-v1-statefulset", "statefulsets.configstamp.io", "statefulsets.by-label.configstamp.io"},
 		DaemonSet:   {"/mutate-apps-v1-daemonset", "daemonsets.configstamp.io", "daemonsets.by-label.configstamp.io"},
 		Rollout:     {"/mutate-argoproj-io-v1alpha1-rollout", "rollouts.configstamp.io", "rollouts.by-label.configstamp.io"},
+		CronJob:     {"/mutate-batch-v1-cronjob", "cronjobs.configstamp.io", "cronjobs.by-label.configstamp.io"},
+		Job:         {"/mutate-batch-v1-job", "jobs.configstamp.io", "jobs.by-label.configstamp.io"},
 	} {
 		if got := [3]string{k.Path(), k.EntryName(), k.LabelEntryName()}; got != want {
 			t.Errorf("%s: %q, want %q", k, got, want)
@@ -172,8 +175,28 @@ func TestNamesUnique(t *testing.T) {
 			seen[n] = k
 		}
 	}
-	if len(seen) != 12 {
-		t.Errorf("%d names, want 12 (kind, resource and one short name for each of 4 kinds): %v", len(seen), seen)
+	if len(seen) != 17 {
+		t.Errorf("%d names, want 17 (kind, resource and one short name for each of 5 kinds, kind and resource of Job): %v", len(seen), seen)
+	}
+}
+
+// A CronJob runs no pods of its own: its template's are all still to come (its next
+// Jobs). A Job's template cannot change: its pods run it since its creation. Neither
+// lists anything.
+func TestPodsSinceBatch(t *testing.T) {
+	cj := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", UID: "c", CreationTimestamp: at(1)}}
+	if since, ok, err := CronJob.PodsSince(context.Background(), nil, cj); err != nil || ok || !since.IsZero() {
+		t.Errorf("CronJob: %v %v %v, want pods still to come", since, ok, err)
+	}
+	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "j", UID: "j", CreationTimestamp: at(3)}}
+	if since, ok, err := Job.PodsSince(context.Background(), nil, j); err != nil || !ok || !since.Equal(at(3).Time) {
+		t.Errorf("Job: %v %v %v, want its creation", since, ok, err)
+	}
+	if !CronJob.NoPods() || CronJob.CreateOnly() || !Job.CreateOnly() || Job.NoPods() || Deployment.NoPods() || Deployment.CreateOnly() {
+		t.Error("NoPods, CreateOnly")
+	}
+	if w := Watched(Builtin()); len(w) != len(Builtin())-1 || Find(w, "batch", "Job") != nil || Find(w, "batch", "CronJob") != CronJob {
+		t.Errorf("Watched: %v", w)
 	}
 }
 

@@ -89,6 +89,7 @@ func checkNamespaced(t *testing.T, secrets, rollouts bool) {
 	for _, res := range []string{"deployments", "statefulsets", "daemonsets"} {
 		perNS.add("apps/"+res, "", "get", "list", "watch", "patch")
 	}
+	perNS.add("batch/cronjobs", "", "get", "list", "watch", "patch")
 	perNS.add("apps/replicasets", "", "list")
 	perNS.add("apps/controllerrevisions", "", "list")
 	perNS.add("events.k8s.io/events", "", "create", "patch")

@@ -88,15 +88,19 @@ func TestRenderLints(t *testing.T) {
 // workloadKind is one kind the registration sends admissions for, as the design names it.
 type workloadKind struct {
 	group, version, resource, path string
+	// createOnly: CREATE is sent alone (Jobs: their template cannot change).
+	createOnly bool
 }
 
 var (
 	appsKinds = []workloadKind{
-		{"apps", "v1", "deployments", "/mutate-apps-v1-deployment"},
-		{"apps", "v1", "statefulsets", "/mutate-apps-v1-statefulset"},
-		{"apps", "v1", "daemonsets", "/mutate-apps-v1-daemonset"},
+		{"apps", "v1", "deployments", "/mutate-apps-v1-deployment", false},
+		{"apps", "v1", "statefulsets", "/mutate-apps-v1-statefulset", false},
+		{"apps", "v1", "daemonsets", "/mutate-apps-v1-daemonset", false},
+		{"batch", "v1", "cronjobs", "/mutate-batch-v1-cronjob", false},
+		{"batch", "v1", "jobs", "/mutate-batch-v1-job", true},
 	}
-	rolloutKind = workloadKind{"argoproj.io", "v1alpha1", "rollouts", "/mutate-argoproj-io-v1alpha1-rollout"}
+	rolloutKind = workloadKind{"argoproj.io", "v1alpha1", "rollouts", "/mutate-argoproj-io-v1alpha1-rollout", false}
 )
 
 // entryNames are the registration's entries for these kinds, in order: per kind, the
@@ -138,10 +142,14 @@ func TestRenderRegistration(t *testing.T) {
 						t.Errorf("entry %s: %s", w.Name, what)
 					}
 				}
-				check("one rule: "+k.group+"/"+k.version+" "+k.resource+" CREATE and UPDATE only, namespaced", len(w.Rules) == 1 &&
+				ops := []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}
+				if k.createOnly {
+					ops = ops[:1]
+				}
+				check(fmt.Sprintf("one rule: %s/%s %s %v only, namespaced", k.group, k.version, k.resource, ops), len(w.Rules) == 1 &&
 					slices.Equal(w.Rules[0].APIGroups, []string{k.group}) && slices.Equal(w.Rules[0].APIVersions, []string{k.version}) &&
 					slices.Equal(w.Rules[0].Resources, []string{k.resource}) &&
-					slices.Equal(w.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}) &&
+					slices.Equal(w.Rules[0].Operations, ops) &&
 					w.Rules[0].Scope != nil && *w.Rules[0].Scope == admissionregistrationv1.NamespacedScope)
 				check("sideEffects None", w.SideEffects != nil && *w.SideEffects == admissionregistrationv1.SideEffectClassNone)
 				check("reinvocationPolicy IfNeeded", w.ReinvocationPolicy != nil && *w.ReinvocationPolicy == admissionregistrationv1.IfNeededReinvocationPolicy)
@@ -424,6 +432,8 @@ func checkRBAC(t *testing.T, mode string, secrets, rollouts, secure bool) {
 	for _, res := range []string{"deployments", "statefulsets", "daemonsets"} {
 		clusterWide.add("apps/"+res, "", "get", "list", "watch", "patch")
 	}
+	// CronJobs are nudged; Jobs are stamped at CREATE only, never read.
+	clusterWide.add("batch/cronjobs", "", "get", "list", "watch", "patch")
 	clusterWide.add("apps/replicasets", "", "list")
 	clusterWide.add("apps/controllerrevisions", "", "list")
 	clusterWide.add("/namespaces", "", "get", "list", "watch")
