@@ -392,7 +392,7 @@ func (c *cli) explainCmd() *cobra.Command {
 		Short: "Why a workload did or didn't roll, and whether it would roll now",
 		Long: "For each ConfigMap and Secret the workload consumes (which keys, and how): the digest in its stamp, the digest of " +
 			"the content now (computed with the webhook's code), and whether it would roll now and why; then configstamp's latest " +
-			"Events about it. KIND is deployment (deploy), statefulset (sts), daemonset (ds) or rollout. It judges by the server's " +
+			"Events about it. KIND is deployment (deploy), statefulset (sts), daemonset (ds), cronjob (cj), job or rollout. It judges by the server's " +
 			"settings, read from configstamp's Deployment (found through the registration, or --install); the server's flags given here win.",
 		Example:           "  configstamp explain -n shop deployment/web\n  kubectl configstamp explain deploy/web -o json",
 		Args:              cobra.RangeArgs(1, 2),
@@ -511,7 +511,7 @@ func (c *cli) hashCmd() *cobra.Command {
 		Use:   "hash -f FILE...",
 		Short: "The stamp of workloads in manifests, computed offline",
 		Long: "Reads manifests (YAML documents or JSON, several per file; - is stdin) and prints, for each Deployment, StatefulSet, " +
-			"DaemonSet or Rollout in them, the config-hash and sources annotations the webhook would stamp, computed from the " +
+			"DaemonSet, CronJob, Job or Rollout in them, the config-hash and sources annotations the webhook would stamp, computed from the " +
 			"ConfigMaps (and, with --secrets, Secrets) in the same files (a source not in them is hashed as missing). Every digest is " +
 			"keyed with the cluster's hash key (--key-file): without the key, use explain, which asks the webhook.",
 		Example: "  helm template ./chart | configstamp hash -f -\n  configstamp hash -f deploy.yaml -f configmaps.yaml -o json",
@@ -556,7 +556,7 @@ func (c *cli) hashCmd() *cobra.Command {
 			}
 		}
 		if len(m.Workloads) == 0 {
-			return fmt.Errorf("no Deployment, StatefulSet, DaemonSet or Rollout in %s", strings.Join(files, ", "))
+			return fmt.Errorf("no Deployment, StatefulSet, DaemonSet, CronJob, Job or Rollout in %s", strings.Join(files, ", "))
 		}
 		stamps, err := explain.Offline(&m, key, stamp.Options{Secrets: secrets, MaxSources: maxSources})
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -108,6 +109,42 @@ func TestSelfPolicyWorkloads(t *testing.T) {
 	}
 	// The admin is not configstamp: the policy leaves it alone.
 	patchAs(t, env.Client, objs[0], `[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"registry.example/other:2"}]`, true)
+}
+
+// TestSelfPolicyCronJobs: as configstamp, a CronJob changes in its annotations and its
+// pod template's configstamp annotations alone (its schedule, its jobTemplate's labels
+// and spec, a container are denied, and its deletion); a Job, never written by
+// configstamp (stamped at its CREATE's admission only), takes no write of configstamp's.
+func TestSelfPolicyCronJobs(t *testing.T) {
+	withSelfPolicy(t)
+	ns := env.NewNamespace(t, false)
+	as := asConfigstamp(t)
+	tmpl := corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}}}
+	cj := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cj"},
+		Spec: batchv1.CronJobSpec{Schedule: "0 0 1 1 *", JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: tmpl}}}}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "job"}, Spec: batchv1.JobSpec{Template: tmpl}}
+	create(t, cj)
+	create(t, job)
+	tp := "/spec/jobTemplate/spec/template"
+	patchAs(t, as, cj, `[{"op":"replace","path":"`+tp+`/spec/containers/0/image","value":"registry.example/other:2"}]`, false)
+	patchAs(t, as, cj, `{"spec":{"jobTemplate":{"spec":{"template":{"metadata":{"labels":{"extra":"x"}}}}}}}`, false)
+	patchAs(t, as, cj, `{"spec":{"jobTemplate":{"spec":{"template":{"metadata":{"annotations":{"someone.else/key":"x"}}}}}}}`, false)
+	patchAs(t, as, cj, `{"spec":{"jobTemplate":{"spec":{"backoffLimit":9}}}}`, false)
+	patchAs(t, as, cj, `{"spec":{"jobTemplate":{"metadata":{"labels":{"extra":"x"}}}}}`, false)
+	patchAs(t, as, cj, `{"spec":{"schedule":"* * * * *"}}`, false)
+	patchAs(t, as, cj, `{"spec":{"suspend":true}}`, false)
+	patchAs(t, as, cj, `{"metadata":{"labels":{"extra":"x"}}}`, false)
+	patchAs(t, as, cj, `{"metadata":{"annotations":{"`+stamp.NudgeAnnotation+`":"true"}}}`, true)
+	patchAs(t, as, cj, `{"metadata":{"annotations":{"`+stamp.ObservedAnnotation+`":"x","`+stamp.ChangeCauseAnnotation+`":"configstamp: test"}}}`, true)
+	patchAs(t, as, cj, `{"spec":{"jobTemplate":{"spec":{"template":{"metadata":{"annotations":{"`+stamp.HashAnnotation+`":"ab","`+stamp.SourcesAnnotation+`":"configmap/a=1"}}}}}}}`, true)
+	patchAs(t, as, cj, `{"spec":{"jobTemplate":{"spec":{"template":{"metadata":{"annotations":{"`+stamp.HashAnnotation+`":null}}}}}}}`, true)
+	if err := as.Delete(bg, cj); err == nil || !strings.Contains(err.Error(), "denied request") {
+		t.Errorf("delete of a CronJob as configstamp: %v, want the policy's denial", err)
+	}
+	patchAs(t, as, job, `{"metadata":{"annotations":{"`+stamp.NudgeAnnotation+`":"true"}}}`, false)
+	patchAs(t, as, job, `{"metadata":{"annotations":{"`+stamp.ObservedAnnotation+`":"x"}}}`, false)
+	// The admin is not configstamp.
+	patchAs(t, env.Client, cj, `{"spec":{"schedule":"0 0 2 1 *"}}`, true)
 }
 
 // TestSelfPolicyRegistration: as configstamp, its registration's caBundle and

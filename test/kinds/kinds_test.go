@@ -8,6 +8,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -36,6 +37,9 @@ type installedOver struct {
 	revs     []client.Object
 	labelled *appsv1.Deployment
 	plain    *appsv1.Deployment
+	// in ns: a suspended CronJob, and a Job copied from it
+	cronJob *batchv1.CronJob
+	oldJob  *batchv1.Job
 }
 
 // installOver creates, before configstamp ever ran, a StatefulSet and a DaemonSet (each
@@ -66,6 +70,7 @@ func installOver(t *testing.T) *installedOver {
 	}
 	env.ExpectReplicaSets(t, o.optNs, "labelled", 1, 0)
 	env.ExpectReplicaSets(t, o.optNs, "plain", 1, 0)
+	o.cronJob, o.oldJob = installedCronJob(t, o.ns)
 	return o
 }
 
@@ -119,6 +124,14 @@ func TestKinds(t *testing.T) {
 				revisionScenario(t, obj)
 			})
 		}
+		t.Run("CronJob/installed over", func(t *testing.T) {
+			t.Parallel()
+			testCronJobInstalledOver(t, over.cronJob, over.oldJob)
+		})
+		t.Run("CronJob/created after", func(t *testing.T) {
+			t.Parallel()
+			testCronJobCreatedAfter(t)
+		})
 		t.Run("opt-in by label/installed over", func(t *testing.T) {
 			t.Parallel()
 			optInScenario(t, over.labelled, over.plain)

@@ -4,7 +4,9 @@
 // otherwise: StatefulSets and DaemonSets (counted as ControllerRevisions) on workloads
 // created before configstamp first started and after; Argo Rollouts (counted as
 // generations, no Argo controller needed) with the CRD installed after configstamp
-// started and before; workloads opted in by their own label (counted as ReplicaSets),
+// started and before; CronJobs (counted as generations: restamped once per change, no Job
+// started; a Job copied from one runs pods with its stamp and is never written after),
+// installed over and created after; workloads opted in by their own label (counted as ReplicaSets),
 // handled once per request when they match both ways; and the extra-sources annotation.
 package kinds
 
