@@ -7,8 +7,10 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
@@ -213,5 +215,48 @@ func TestVerdictTooManySources(t *testing.T) {
 		Options: stamp.Options{MaxSources: 1}})
 	if r.Verdict != VerdictTooManySources || !strings.Contains(r.Reason, "2 sources, more than configstamp's cap of 1") || r.Roll {
 		t.Fatalf("got %s %q roll=%v", r.Verdict, r.Reason, r.Roll)
+	}
+}
+
+// A CronJob is judged by its stamp alone (its next Job copies it); a Job, stamped at its
+// creation only, never rolls.
+func TestVerdictsBatch(t *testing.T) {
+	old := map[string]*corev1.ConfigMap{"configmap/app": cm("app", map[string]string{"a": "1"}), "configmap/files": cm("files", map[string]string{"x": "1"})}
+	changed := map[string]*corev1.ConfigMap{"configmap/app": cm("app", map[string]string{"a": "2"}), "configmap/files": old["configmap/files"]}
+	batch := func(k *workload.Kind, stampOf map[string]*corev1.ConfigMap) client.Object {
+		d := deployment()
+		if stampOf != nil {
+			stamped(t, d, stampOf)
+		}
+		if k == workload.CronJob {
+			return &batchv1.CronJob{ObjectMeta: d.ObjectMeta, Spec: batchv1.CronJobSpec{JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: d.Spec.Template}}}}
+		}
+		return &batchv1.Job{ObjectMeta: d.ObjectMeta, Spec: batchv1.JobSpec{Template: d.Spec.Template}}
+	}
+	for _, tc := range []struct {
+		name      string
+		kind      *workload.Kind
+		stampOf   map[string]*corev1.ConfigMap
+		now       map[string]*corev1.ConfigMap
+		verdict   string
+		reason    string
+		roll      bool
+		podsKnown bool
+	}{
+		{"CronJob up to date", workload.CronJob, old, old, VerdictUpToDate, "up to date", false, false},
+		{"CronJob changed: restamped, nothing started", workload.CronJob, old, changed, VerdictWouldRoll, "its template's stamp is not the current config's", true, false},
+		{"CronJob installed over: stamped", workload.CronJob, nil, old, VerdictWouldRoll, "its template's stamp is not the current config's", true, false},
+		{"Job up to date", workload.Job, old, old, VerdictUpToDate, "up to date: stamped at its creation", false, true},
+		{"Job changed since", workload.Job, old, changed, VerdictStampedAtCreate, "config changed since it was created", false, true},
+		{"Job created before configstamp", workload.Job, nil, changed, VerdictNotStamped, "not stamped: a job is stamped at its creation only", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := batch(tc.kind, tc.stampOf)
+			r := Explain(Input{Kind: tc.kind, Object: obj, InScope: true, NamespaceLabel: stamp.InjectLabel, Live: live(t, deployment(), tc.now),
+				Times: &Times{PodsKnown: tc.podsKnown}})
+			if r.Verdict != tc.verdict || !strings.HasPrefix(r.Reason, tc.reason) || r.Roll != tc.roll {
+				t.Errorf("got %s %q roll=%v, want %s %q roll=%v", r.Verdict, r.Reason, r.Roll, tc.verdict, tc.reason, tc.roll)
+			}
+		})
 	}
 }
