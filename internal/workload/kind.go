@@ -323,7 +323,6 @@ var (
 			}
 			return nil
 		},
-		selector:   func(o client.Object) *metav1.LabelSelector { return o.(*batchv1.Job).Spec.Selector },
 		createOnly: true,
 	}
 )
