@@ -13,7 +13,7 @@ import (
 // reaching the server's flags. kubectl completes the plugin's arguments by running
 // kubectl_complete-configstamp with them alone.
 func TestCompletion(t *testing.T) {
-	const kinds = "deployment/\nstatefulset/\ndaemonset/\nrollout/\n:6\n"
+	const kinds = "deployment/\nstatefulset/\ndaemonset/\ncronjob/\njob/\nrollout/\n:6\n"
 	dir := t.TempDir()
 	for _, name := range []string{"kubectl-configstamp", "kubectl_complete-configstamp"} {
 		if err := os.Symlink(env.Binary, filepath.Join(dir, name)); err != nil {
