@@ -269,8 +269,8 @@ func (s Source) present(cm *corev1.ConfigMap, k string) bool {
 
 // ReferencesOnly returns the least pod spec that Consumed reads as it reads spec,
 // whatever the Options: the volumes that mount a source, with only their source; and one
-// container holding every envFrom entry that names a source and every distinct env
-// selection of a source's key, unnamed, from all init and app containers (Consumed
+// container holding every distinct envFrom entry that names a source and every distinct
+// env selection of a source's key, unnamed, from all init and app containers (Consumed
 // takes them alike). The references are shared with spec, not copied.
 func ReferencesOnly(spec *corev1.PodSpec) corev1.PodSpec {
 	var out corev1.PodSpec
@@ -311,7 +311,8 @@ func sourceVolume(v *corev1.Volume) (corev1.Volume, bool) {
 // source of any kind, each distinct selection once.
 func addContainerRefs(refs *corev1.Container, ct *corev1.Container) {
 	for _, e := range ct.EnvFrom {
-		if slices.ContainsFunc(sourceKinds, func(k *SourceKind) bool { return k.envFrom != nil && refFound(k.envFrom(&e)) }) {
+		if slices.ContainsFunc(sourceKinds, func(k *SourceKind) bool { return k.envFrom != nil && refFound(k.envFrom(&e)) }) &&
+			!slices.ContainsFunc(refs.EnvFrom, func(kept corev1.EnvFromSource) bool { return equality.Semantic.DeepEqual(kept, e) }) {
 			refs.EnvFrom = append(refs.EnvFrom, e)
 		}
 	}
