@@ -1,0 +1,239 @@
+package kinds
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configstamp/configstamp/internal/flux"
+	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/test/framework"
+	"github.com/configstamp/configstamp/test/internal/configmaps"
+	"github.com/configstamp/configstamp/test/internal/events"
+	"github.com/configstamp/configstamp/watcher"
+)
+
+// fluxOptions run configstamp with HelmReleases watched.
+var fluxOptions = framework.Options{Args: []string{"--flux-helmreleases"}}
+
+// TestFluxHelmReleases proves, with the real HelmRelease CRD and no helm-controller, that
+// configstamp requests a reconcile (a new reconcile.fluxcd.io/requestedAt, counted on a
+// watch of the HelmReleases) exactly once per change of what a HelmRelease takes from
+// its valuesFrom ConfigMaps: none for a label-only edit or another key; one for two
+// referenced ConfigMaps edited together; none while suspended (an Event instead); one
+// at start for an edit made while configstamp was down; for a HelmRelease created before
+// configstamp first started and one created after.
+func TestFluxHelmReleases(t *testing.T) {
+	if err := env.InstallCRDs(bg, framework.FluxHelmReleaseCRD()); err != nil {
+		t.Fatal(err)
+	}
+	c := fluxClient(t)
+	ns := env.NewNamespace(t, true)
+	createConfigMap(t, ns, "a", map[string]string{flux.DefaultValuesKey: "replicas: 1", "other": "x"}, nil)
+	createConfigMap(t, ns, "b", map[string]string{flux.DefaultValuesKey: "image: v1"}, nil)
+	before := newHelmRelease(ns, "before", false, "a", "b")
+	suspended := newHelmRelease(ns, "suspended", true, "a")
+	for _, hr := range []*helmv2.HelmRelease{before, suspended} {
+		if err := c.Create(bg, hr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	requests := watchRequests(t, c, ns)
+
+	cs := env.Start(t, fluxOptions)
+	// First sight: recorded, nothing requested (installing configstamp requests nothing).
+	waitValuesRecord(t, c, before)
+	waitValuesRecord(t, c, suspended)
+	after := newHelmRelease(ns, "after", false, "b")
+	if err := c.Create(bg, after); err != nil {
+		t.Fatal(err)
+	}
+	waitValuesRecord(t, c, after)
+	requests.expect(t, 0, map[string]int{"before": 0, "suspended": 0, "after": 0})
+
+	t.Run("label-only edit and another key: none", func(t *testing.T) {
+		seen := checks(cs, ns, "before")
+		relabel(t, ns, "a")
+		configmaps.SetData(t, env.Client, ns, "a", "other", "y")
+		framework.Eventually(t, time.Minute, "before checked again", func() error {
+			if n := checks(cs, ns, "before"); n <= seen {
+				return fmt.Errorf("%d checks, as before the edits", n)
+			}
+			return nil
+		})
+		requests.expect(t, 0, map[string]int{"before": 0, "suspended": 0, "after": 0})
+	})
+
+	t.Run("two ConfigMaps edited together: one request", func(t *testing.T) {
+		configmaps.SetData(t, env.Client, ns, "a", flux.DefaultValuesKey, "replicas: 2")
+		configmaps.SetData(t, env.Client, ns, "b", flux.DefaultValuesKey, "image: v2")
+		requests.wait(t, map[string]int{"before": 1, "after": 1})
+		framework.Eventually(t, time.Minute, "suspended event", func() error {
+			return events.Find(env.Client, ns, "suspended", watcher.ReasonHelmReleaseSuspended, "")
+		})
+		requests.expect(t, settle, map[string]int{"before": 1, "suspended": 0, "after": 1})
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("edited while configstamp was down: one request at start", func(t *testing.T) {
+		cs.Stop()
+		configmaps.SetData(t, env.Client, ns, "b", flux.DefaultValuesKey, "image: v3")
+		env.Start(t, fluxOptions)
+		requests.wait(t, map[string]int{"before": 2, "after": 2})
+		requests.expect(t, settle, map[string]int{"before": 2, "suspended": 0, "after": 2})
+	})
+}
+
+// fluxClient is an admin client that knows HelmReleases and can watch.
+func fluxClient(t testing.TB) client.WithWatch {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := flux.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.NewWithWatch(env.Cluster.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// newHelmRelease takes values.yaml of each ConfigMap in cms.
+func newHelmRelease(ns, name string, suspend bool, cms ...string) *helmv2.HelmRelease {
+	hr := &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: helmv2.HelmReleaseSpec{
+		Interval: metav1.Duration{Duration: time.Hour}, Suspend: suspend,
+		Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{Chart: "app",
+			SourceRef: helmv2.CrossNamespaceObjectReference{Kind: "HelmRepository", Name: "charts"}}},
+	}}
+	for _, cm := range cms {
+		hr.Spec.ValuesFrom = append(hr.Spec.ValuesFrom, helmv2.ValuesReference{Kind: "ConfigMap", Name: cm})
+	}
+	return hr
+}
+
+// waitValuesRecord waits until configstamp has recorded what hr takes.
+func waitValuesRecord(t testing.TB, c client.Client, hr *helmv2.HelmRelease) {
+	t.Helper()
+	framework.Eventually(t, time.Minute, hr.Name+" recorded", func() error {
+		fresh := &helmv2.HelmRelease{}
+		if err := c.Get(bg, client.ObjectKeyFromObject(hr), fresh); err != nil {
+			return err
+		}
+		if fresh.Annotations[stamp.ValuesAnnotation] == "" {
+			return fmt.Errorf("no %s", stamp.ValuesAnnotation)
+		}
+		return nil
+	})
+}
+
+// checks counts configstamp's checks of the HelmRelease ns/name so far (its log).
+func checks(cs *framework.Configstamp, ns, name string) int {
+	n := 0
+	for _, rec := range cs.Logs() {
+		if rec["msg"] == "Checked HelmRelease values" && rec["namespace"] == ns && rec["name"] == name {
+			n++
+		}
+	}
+	return n
+}
+
+// requestLog counts, from a watch, the distinct values of reconcile.fluxcd.io/requestedAt
+// each HelmRelease of a namespace has had (each is one request).
+type requestLog struct {
+	mu     sync.Mutex
+	values map[string]map[string]bool
+}
+
+// watchRequests watches the HelmReleases of ns until the test ends, resuming where it
+// stopped when the API server ends a watch.
+func watchRequests(t testing.TB, c client.WithWatch, ns string) *requestLog {
+	t.Helper()
+	l := &requestLog{values: map[string]map[string]bool{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	list := &helmv2.HelmReleaseList{}
+	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	rv := list.ResourceVersion
+	go func() {
+		for ctx.Err() == nil {
+			w, err := c.Watch(ctx, &helmv2.HelmReleaseList{}, client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
+			if err != nil {
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
+			for e := range w.ResultChan() {
+				hr, ok := e.Object.(*helmv2.HelmRelease)
+				if !ok || (e.Type != watch.Added && e.Type != watch.Modified) {
+					continue
+				}
+				rv = hr.ResourceVersion
+				if v := hr.Annotations[flux.RequestedAtAnnotation]; v != "" {
+					l.mu.Lock()
+					if l.values[hr.Name] == nil {
+						l.values[hr.Name] = map[string]bool{}
+					}
+					l.values[hr.Name][v] = true
+					l.mu.Unlock()
+				}
+			}
+			w.Stop()
+		}
+	}()
+	return l
+}
+
+// diff says how the counts differ from want ("" when they do not).
+func (l *requestLog) diff(want map[string]int) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for name, n := range want {
+		if got := len(l.values[name]); got != n {
+			return fmt.Sprintf("%s: %d requests, want %d", name, got, n)
+		}
+	}
+	return ""
+}
+
+// wait waits until the counts are want.
+func (l *requestLog) wait(t testing.TB, want map[string]int) {
+	t.Helper()
+	framework.Eventually(t, 2*time.Minute, "requests", func() error {
+		if d := l.diff(want); d != "" {
+			return fmt.Errorf("%s", d)
+		}
+		return nil
+	})
+}
+
+// expect asserts the counts are want now and for the period after.
+func (l *requestLog) expect(t testing.TB, period time.Duration, want map[string]int) {
+	t.Helper()
+	check := func() error {
+		if d := l.diff(want); d != "" {
+			return fmt.Errorf("%s", d)
+		}
+		return nil
+	}
+	if err := check(); err != nil {
+		t.Fatal(err)
+	}
+	if period > 0 {
+		framework.Consistently(t, period, "requests", check)
+	}
+}
