@@ -25,13 +25,18 @@ import (
 // fluxOptions run configstamp with HelmReleases watched.
 var fluxOptions = framework.Options{Args: []string{"--flux-helmreleases"}}
 
+// replayMargin is a little more than how far back the watcher replays source writes at
+// start (watcher's replayMargin, 10s).
+const replayMargin = 12 * time.Second
+
 // TestFluxHelmReleases proves, with the real HelmRelease CRD and no helm-controller, that
 // configstamp requests a reconcile (a new reconcile.fluxcd.io/requestedAt, counted on a
 // watch of the HelmReleases) exactly once per change of what a HelmRelease takes from
 // its valuesFrom ConfigMaps: none for a label-only edit or another key; one for two
 // referenced ConfigMaps edited together; none while suspended (an Event instead); one
-// at start for an edit made while configstamp was down; for a HelmRelease created before
-// configstamp first started and one created after.
+// at start for an edit made while configstamp was down, none at a restart with nothing
+// changed; for a HelmRelease created before configstamp first started and one created
+// after; in a namespace not opted in, for a HelmRelease opted in by its label alone.
 func TestFluxHelmReleases(t *testing.T) {
 	if err := env.InstallCRDs(bg, framework.FluxHelmReleaseCRD()); err != nil {
 		t.Fatal(err)
@@ -48,6 +53,18 @@ func TestFluxHelmReleases(t *testing.T) {
 		}
 	}
 	requests := watchRequests(t, c, ns)
+	// Scope as for workloads: in a namespace that is not opted in, only a HelmRelease
+	// opted in by its own label.
+	optNs := env.NewNamespace(t, false)
+	createConfigMap(t, optNs, "c", map[string]string{flux.DefaultValuesKey: "replicas: 1"}, nil)
+	labelled, plain := newHelmRelease(optNs, "labelled", false, "c"), newHelmRelease(optNs, "plain", false, "c")
+	labelled.Labels = optedIn
+	for _, hr := range []*helmv2.HelmRelease{labelled, plain} {
+		if err := c.Create(bg, hr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	optRequests := watchRequests(t, c, optNs)
 
 	cs := env.Start(t, fluxOptions)
 	// First sight: recorded, nothing requested (installing configstamp requests nothing).
@@ -58,6 +75,7 @@ func TestFluxHelmReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitValuesRecord(t, c, after)
+	waitValuesRecord(t, c, labelled)
 	requests.expect(t, 0, map[string]int{"before": 0, "suspended": 0, "after": 0})
 
 	t.Run("label-only edit and another key: none", func(t *testing.T) {
@@ -76,7 +94,17 @@ func TestFluxHelmReleases(t *testing.T) {
 	t.Run("two ConfigMaps edited together: one request", func(t *testing.T) {
 		configmaps.SetData(t, env.Client, ns, "a", flux.DefaultValuesKey, "replicas: 2")
 		configmaps.SetData(t, env.Client, ns, "b", flux.DefaultValuesKey, "image: v2")
+		configmaps.SetData(t, env.Client, optNs, "c", flux.DefaultValuesKey, "replicas: 2")
 		requests.wait(t, map[string]int{"before": 1, "after": 1})
+		optRequests.wait(t, map[string]int{"labelled": 1})
+		optRequests.expect(t, 0, map[string]int{"plain": 0})
+		fresh := &helmv2.HelmRelease{}
+		if err := c.Get(bg, client.ObjectKeyFromObject(plain), fresh); err != nil {
+			t.Fatal(err)
+		}
+		if r, ok := fresh.Annotations[stamp.ValuesAnnotation]; ok {
+			t.Errorf("plain, out of scope: recorded %s", r)
+		}
 		framework.Eventually(t, time.Minute, "suspended event", func() error {
 			return events.Find(env.Client, ns, "suspended", watcher.ReasonHelmReleaseSuspended, "")
 		})
@@ -89,8 +117,28 @@ func TestFluxHelmReleases(t *testing.T) {
 	t.Run("edited while configstamp was down: one request at start", func(t *testing.T) {
 		cs.Stop()
 		configmaps.SetData(t, env.Client, ns, "b", flux.DefaultValuesKey, "image: v3")
-		env.Start(t, fluxOptions)
+		// Past the watcher's start-up replay of recent source writes (10s): the request
+		// must come from the HelmReleases' own check at start, not from the ConfigMap.
+		time.Sleep(replayMargin)
+		cs = env.Start(t, fluxOptions)
 		requests.wait(t, map[string]int{"before": 2, "after": 2})
+		requests.expect(t, settle, map[string]int{"before": 2, "suspended": 0, "after": 2})
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("restart with nothing changed: none", func(t *testing.T) {
+		cs.Stop()
+		cs = env.Start(t, fluxOptions)
+		framework.Eventually(t, time.Minute, "checked at start", func() error {
+			for _, name := range []string{"before", "after"} {
+				if checks(cs, ns, name) == 0 {
+					return fmt.Errorf("%s not checked yet", name)
+				}
+			}
+			return nil
+		})
 		requests.expect(t, settle, map[string]int{"before": 2, "suspended": 0, "after": 2})
 	})
 }
@@ -198,23 +246,28 @@ func watchRequests(t testing.TB, c client.WithWatch, ns string) *requestLog {
 	return l
 }
 
-// diff says how the counts differ from want ("" when they do not).
-func (l *requestLog) diff(want map[string]int) string {
+// diff says how the counts differ from want ("" when they do not), and whether one is
+// past it (a request too many never goes away).
+func (l *requestLog) diff(want map[string]int) (string, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for name, n := range want {
 		if got := len(l.values[name]); got != n {
-			return fmt.Sprintf("%s: %d requests, want %d", name, got, n)
+			return fmt.Sprintf("%s: %d requests, want %d", name, got, n), got > n
 		}
 	}
-	return ""
+	return "", false
 }
 
-// wait waits until the counts are want.
+// wait waits until the counts are want; it fails at once when one is past it.
 func (l *requestLog) wait(t testing.TB, want map[string]int) {
 	t.Helper()
 	framework.Eventually(t, 2*time.Minute, "requests", func() error {
-		if d := l.diff(want); d != "" {
+		d, past := l.diff(want)
+		if past {
+			t.Fatal(d)
+		}
+		if d != "" {
 			return fmt.Errorf("%s", d)
 		}
 		return nil
@@ -225,7 +278,7 @@ func (l *requestLog) wait(t testing.TB, want map[string]int) {
 func (l *requestLog) expect(t testing.TB, period time.Duration, want map[string]int) {
 	t.Helper()
 	check := func() error {
-		if d := l.diff(want); d != "" {
+		if d, _ := l.diff(want); d != "" {
 			return fmt.Errorf("%s", d)
 		}
 		return nil
