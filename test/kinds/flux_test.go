@@ -3,13 +3,16 @@ package kinds
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -78,6 +81,8 @@ func TestFluxHelmReleases(t *testing.T) {
 	waitValuesRecord(t, c, labelled)
 	requests.expect(t, 0, map[string]int{"before": 0, "suspended": 0, "after": 0})
 
+	t.Run("self policy", func(t *testing.T) { testHelmReleasePolicy(t, c, ns) })
+
 	t.Run("label-only edit and another key: none", func(t *testing.T) {
 		seen := checks(cs, ns, "before")
 		relabel(t, ns, "a")
@@ -141,6 +146,41 @@ func TestFluxHelmReleases(t *testing.T) {
 		})
 		requests.expect(t, settle, map[string]int{"before": 2, "suspended": 0, "after": 2})
 	})
+}
+
+// testHelmReleasePolicy: under the chart's self policy, configstamp's user may change
+// only reconcile.fluxcd.io/requestedAt and configstamp.io/values-hash of a HelmRelease.
+func testHelmReleasePolicy(t *testing.T, c client.Client, ns string) {
+	hr := newHelmRelease(ns, "policy", false)
+	if err := c.Create(bg, hr); err != nil {
+		t.Fatal(err)
+	}
+	as, err := env.ConfigstampClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(helmv2.GroupVersion.WithKind(flux.Kind))
+	u.SetNamespace(ns)
+	u.SetName(hr.Name)
+	for patch, allowed := range map[string]bool{
+		`{"spec":{"suspend":true}}`:                                     false,
+		`{"spec":{"valuesFrom":[{"kind":"ConfigMap","name":"other"}]}}`: false,
+		`{"metadata":{"labels":{"extra":"x"}}}`:                         false,
+		`{"metadata":{"annotations":{"someone.else/key":"x"}}}`:         false,
+		fmt.Sprintf(`{"metadata":{"annotations":{%q:"now",%q:"k:h"}}}`, flux.RequestedAtAnnotation, stamp.ValuesAnnotation): true,
+	} {
+		err := as.Patch(bg, u, client.RawPatch(types.MergePatchType, []byte(patch)))
+		switch {
+		case allowed && err != nil:
+			t.Errorf("patch %s as configstamp refused: %v", patch, err)
+		case !allowed && (err == nil || !strings.Contains(err.Error(), "denied request")):
+			t.Errorf("patch %s as configstamp: %v, want the policy's denial", patch, err)
+		}
+	}
+	if err := as.Delete(bg, u); err == nil || !strings.Contains(err.Error(), "denied request") {
+		t.Errorf("delete as configstamp: %v, want the policy's denial", err)
+	}
 }
 
 // fluxClient is an admin client that knows HelmReleases and can watch.
