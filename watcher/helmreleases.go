@@ -70,7 +70,7 @@ func (w *watcher) setupHelmReleases(ctx context.Context) error {
 	rec := &helmReleaseReconciler{
 		client: mgr.GetClient(), recorder: mgr.GetEventRecorder("configstamp"),
 		config:  &configread.Reader{Client: mgr.GetAPIReader(), Cache: opts.Cache, Key: opts.Key, Timeout: opts.ReadTimeout, Seen: w.seen},
-		sources: opts.Sources, scope: opts.Scope, pending: w.pending, quiet: opts.Debounce, now: time.Now,
+		sources: opts.Sources, scope: opts.Scope, waiting: w.waiting, quiet: opts.Debounce, now: time.Now,
 	}
 	deps := helmReleaseDependents(queue)
 	b := ctrl.NewControllerManagedBy(mgr).Named(name).Watches(&helmv2.HelmRelease{}, helmReleaseEvents())
@@ -135,8 +135,9 @@ type helmReleaseReconciler struct {
 	config   *configread.Reader
 	sources  stamp.Options
 	scope    *scope.Scope
-	// pending reports whether a source is still in a burst: the check waits for it.
-	pending func(kind string, key types.NamespacedName) bool
+	// waiting reports whether a source is still in a burst: the check waits for it
+	// (two sources edited a moment apart make one request).
+	waiting func(kind string, key types.NamespacedName) bool
 	quiet   time.Duration
 	now     func() time.Time
 }
@@ -152,7 +153,7 @@ func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req reconcile.Req
 	}
 	srcs := flux.Sources(hr, r.sources)
 	for _, s := range srcs {
-		if r.pending(s.Kind, types.NamespacedName{Namespace: hr.Namespace, Name: s.Name}) {
+		if r.waiting(s.Kind, types.NamespacedName{Namespace: hr.Namespace, Name: s.Name}) {
 			// Its source reconciler hands it on when the burst is over.
 			return reconcile.Result{RequeueAfter: max(r.quiet, time.Second)}, nil
 		}

@@ -257,6 +257,13 @@ func (w *watcher) pending(kind string, key types.NamespacedName) bool {
 	return src != nil && src.debounce.pending(key)
 }
 
+// waiting reports whether a source is in a burst still waiting to be quiet (its
+// dependents are handed on when it is).
+func (w *watcher) waiting(kind string, key types.NamespacedName) bool {
+	src := w.sources[kind]
+	return src != nil && src.debounce.waiting(key)
+}
+
 // seen is the resourceVersion at which the watcher's metadata cache holds a source ("" for
 // a kind it does not watch, which must not start an informer, or one it does not hold).
 func (w *watcher) seen(ctx context.Context, kind, namespace, name string) string {
