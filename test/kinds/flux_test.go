@@ -2,6 +2,8 @@ package kinds
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -25,8 +28,11 @@ import (
 	"github.com/configstamp/configstamp/watcher"
 )
 
-// fluxOptions run configstamp with HelmReleases watched.
-var fluxOptions = framework.Options{Args: []string{"--flux-helmreleases"}}
+// fluxOptions run configstamp with HelmReleases watched, Secrets counted.
+var fluxOptions = framework.Options{Args: []string{"--flux-helmreleases", "--secrets"}}
+
+// secretValues is what a HelmRelease takes from a Secret: no trace of it may show.
+const secretValues = "password: hunter2"
 
 // replayMargin is a little more than how far back the watcher replays source writes at
 // start (watcher's replayMargin, 10s).
@@ -36,7 +42,8 @@ const replayMargin = 12 * time.Second
 // configstamp requests a reconcile (a new reconcile.fluxcd.io/requestedAt, counted on a
 // watch of the HelmReleases) exactly once per change of what a HelmRelease takes from
 // its valuesFrom ConfigMaps: none for a label-only edit or another key; one for two
-// referenced ConfigMaps edited together; none while suspended (an Event instead); one
+// referenced ConfigMaps edited together; one for a Secret's (keyed: no trace of its
+// values in the record); none while suspended (an Event instead); one
 // at start for an edit made while configstamp was down, none at a restart with nothing
 // changed; for a HelmRelease created before configstamp first started and one created
 // after; in a namespace not opted in, for a HelmRelease opted in by its label alone.
@@ -50,7 +57,13 @@ func TestFluxHelmReleases(t *testing.T) {
 	createConfigMap(t, ns, "b", map[string]string{flux.DefaultValuesKey: "image: v1"}, nil)
 	before := newHelmRelease(ns, "before", false, "a", "b")
 	suspended := newHelmRelease(ns, "suspended", true, "a")
-	for _, hr := range []*helmv2.HelmRelease{before, suspended} {
+	secretive := newHelmRelease(ns, "secretive", false)
+	secretive.Spec.ValuesFrom = []helmv2.ValuesReference{{Kind: "Secret", Name: "s"}}
+	if err := env.Client.Create(bg, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s"},
+		StringData: map[string]string{flux.DefaultValuesKey: secretValues}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, hr := range []*helmv2.HelmRelease{before, suspended, secretive} {
 		if err := c.Create(bg, hr); err != nil {
 			t.Fatal(err)
 		}
@@ -73,13 +86,14 @@ func TestFluxHelmReleases(t *testing.T) {
 	// First sight: recorded, nothing requested (installing configstamp requests nothing).
 	waitValuesRecord(t, c, before)
 	waitValuesRecord(t, c, suspended)
+	waitValuesRecord(t, c, secretive)
 	after := newHelmRelease(ns, "after", false, "b")
 	if err := c.Create(bg, after); err != nil {
 		t.Fatal(err)
 	}
 	waitValuesRecord(t, c, after)
 	waitValuesRecord(t, c, labelled)
-	requests.expect(t, 0, map[string]int{"before": 0, "suspended": 0, "after": 0})
+	requests.expect(t, 0, map[string]int{"before": 0, "suspended": 0, "after": 0, "secretive": 0})
 
 	t.Run("self policy", func(t *testing.T) { testHelmReleasePolicy(t, c, ns) })
 
@@ -93,14 +107,19 @@ func TestFluxHelmReleases(t *testing.T) {
 			}
 			return nil
 		})
-		requests.expect(t, 0, map[string]int{"before": 0, "suspended": 0, "after": 0})
+		requests.expect(t, 0, map[string]int{"before": 0, "suspended": 0, "after": 0, "secretive": 0})
 	})
 
 	t.Run("two ConfigMaps edited together: one request", func(t *testing.T) {
 		configmaps.SetData(t, env.Client, ns, "a", flux.DefaultValuesKey, "replicas: 2")
 		configmaps.SetData(t, env.Client, ns, "b", flux.DefaultValuesKey, "image: v2")
 		configmaps.SetData(t, env.Client, optNs, "c", flux.DefaultValuesKey, "replicas: 2")
-		requests.wait(t, map[string]int{"before": 1, "after": 1})
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"stringData":{"`+flux.DefaultValuesKey+`":"`+secretValues+`0"}}`))
+		if err := env.Client.Patch(bg, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s"}}, patch); err != nil {
+			t.Fatal(err)
+		}
+		requests.wait(t, map[string]int{"before": 1, "after": 1, "secretive": 1})
+		noSecretTrace(t, c, secretive)
 		optRequests.wait(t, map[string]int{"labelled": 1})
 		optRequests.expect(t, 0, map[string]int{"plain": 0})
 		fresh := &helmv2.HelmRelease{}
@@ -113,7 +132,7 @@ func TestFluxHelmReleases(t *testing.T) {
 		framework.Eventually(t, time.Minute, "suspended event", func() error {
 			return events.Find(env.Client, ns, "suspended", watcher.ReasonHelmReleaseSuspended, "")
 		})
-		requests.expect(t, settle, map[string]int{"before": 1, "suspended": 0, "after": 1})
+		requests.expect(t, settle, map[string]int{"before": 1, "suspended": 0, "after": 1, "secretive": 1})
 	})
 	if t.Failed() {
 		return
@@ -127,7 +146,7 @@ func TestFluxHelmReleases(t *testing.T) {
 		time.Sleep(replayMargin)
 		cs = env.Start(t, fluxOptions)
 		requests.wait(t, map[string]int{"before": 2, "after": 2})
-		requests.expect(t, settle, map[string]int{"before": 2, "suspended": 0, "after": 2})
+		requests.expect(t, settle, map[string]int{"before": 2, "suspended": 0, "after": 2, "secretive": 1})
 	})
 	if t.Failed() {
 		return
@@ -144,7 +163,7 @@ func TestFluxHelmReleases(t *testing.T) {
 			}
 			return nil
 		})
-		requests.expect(t, settle, map[string]int{"before": 2, "suspended": 0, "after": 2})
+		requests.expect(t, settle, map[string]int{"before": 2, "suspended": 0, "after": 2, "secretive": 1})
 	})
 }
 
@@ -180,6 +199,23 @@ func testHelmReleasePolicy(t *testing.T, c client.Client, ns string) {
 	}
 	if err := as.Delete(bg, u); err == nil || !strings.Contains(err.Error(), "denied request") {
 		t.Errorf("delete as configstamp: %v, want the policy's denial", err)
+	}
+}
+
+// noSecretTrace asserts that hr's record holds neither the values it takes from a Secret
+// nor their unkeyed SHA-256 (the record is keyed: configstamp's hash key).
+func noSecretTrace(t *testing.T, c client.Client, hr *helmv2.HelmRelease) {
+	t.Helper()
+	fresh := &helmv2.HelmRelease{}
+	if err := c.Get(bg, client.ObjectKeyFromObject(hr), fresh); err != nil {
+		t.Fatal(err)
+	}
+	rec := fresh.Annotations[stamp.ValuesAnnotation]
+	for _, v := range []string{secretValues, secretValues + "0"} {
+		sum := sha256.Sum256([]byte(v))
+		if rec == "" || strings.Contains(rec, "hunter2") || strings.Contains(rec, hex.EncodeToString(sum[:])) {
+			t.Errorf("record %q: empty, or a trace of the Secret's values", rec)
+		}
 	}
 }
 
