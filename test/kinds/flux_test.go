@@ -23,6 +23,7 @@ import (
 	"github.com/configstamp/configstamp/internal/flux"
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
+	"github.com/configstamp/configstamp/test/hashdoc"
 	"github.com/configstamp/configstamp/test/internal/configmaps"
 	"github.com/configstamp/configstamp/test/internal/events"
 	"github.com/configstamp/configstamp/watcher"
@@ -120,16 +121,29 @@ func TestFluxHelmReleases(t *testing.T) {
 		}
 		requests.wait(t, map[string]int{"before": 1, "after": 1, "secretive": 1})
 		noSecretTrace(t, c, secretive)
+		// The record is the config hash of the keys taken, as docs/hash.md specifies it.
+		takes := []hashdoc.Source{{Name: "a", Keys: []string{flux.DefaultValuesKey}, EnvOnly: true}, {Name: "b", Keys: []string{flux.DefaultValuesKey}, EnvOnly: true}}
+		want := hashdoc.KeyFingerprint(framework.HashKey) + ":" + hashdoc.Hash(takes, configmaps.Lookup(t, env.Client, ns), framework.HashKey, ns)
+		fresh := &helmv2.HelmRelease{}
+		if err := c.Get(bg, client.ObjectKeyFromObject(before), fresh); err != nil {
+			t.Fatal(err)
+		}
+		if got := fresh.Annotations[stamp.ValuesAnnotation]; got != want {
+			t.Errorf("before: record %s, docs/hash.md gives %s", got, want)
+		}
 		optRequests.wait(t, map[string]int{"labelled": 1})
 		optRequests.expect(t, 0, map[string]int{"plain": 0})
-		fresh := &helmv2.HelmRelease{}
+		fresh = &helmv2.HelmRelease{}
 		if err := c.Get(bg, client.ObjectKeyFromObject(plain), fresh); err != nil {
 			t.Fatal(err)
 		}
 		if r, ok := fresh.Annotations[stamp.ValuesAnnotation]; ok {
 			t.Errorf("plain, out of scope: recorded %s", r)
 		}
-		framework.Eventually(t, time.Minute, "suspended event", func() error {
+		framework.Eventually(t, time.Minute, "events", func() error {
+			if err := events.Find(env.Client, ns, "before", watcher.ReasonReconcileRequested, "configmap/a="); err != nil {
+				return err
+			}
 			return events.Find(env.Client, ns, "suspended", watcher.ReasonHelmReleaseSuspended, "")
 		})
 		requests.expect(t, settle, map[string]int{"before": 1, "suspended": 0, "after": 1, "secretive": 1})
