@@ -44,7 +44,8 @@ const replayMargin = 12 * time.Second
 // watch of the HelmReleases) exactly once per change of what a HelmRelease takes from
 // its valuesFrom ConfigMaps: none for a label-only edit or another key; one for two
 // referenced ConfigMaps edited together; one for a Secret's (keyed: no trace of its
-// values in the record); none while suspended (an Event instead); one
+// values in the record); none while suspended, nor when a required ConfigMap is deleted
+// (an Event instead); one
 // at start for an edit made while configstamp was down, none at a restart with nothing
 // changed; for a HelmRelease created before configstamp first started and one created
 // after; in a namespace not opted in, for a HelmRelease opted in by its label alone.
@@ -58,13 +59,15 @@ func TestFluxHelmReleases(t *testing.T) {
 	createConfigMap(t, ns, "b", map[string]string{flux.DefaultValuesKey: "image: v1"}, nil)
 	before := newHelmRelease(ns, "before", false, "a", "b")
 	suspended := newHelmRelease(ns, "suspended", true, "a")
+	createConfigMap(t, ns, "d", map[string]string{flux.DefaultValuesKey: "replicas: 1"}, nil)
+	held := newHelmRelease(ns, "held", false, "d")
 	secretive := newHelmRelease(ns, "secretive", false)
 	secretive.Spec.ValuesFrom = []helmv2.ValuesReference{{Kind: "Secret", Name: "s"}}
 	if err := env.Client.Create(bg, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s"},
 		StringData: map[string]string{flux.DefaultValuesKey: secretValues}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, hr := range []*helmv2.HelmRelease{before, suspended, secretive} {
+	for _, hr := range []*helmv2.HelmRelease{before, suspended, secretive, held} {
 		if err := c.Create(bg, hr); err != nil {
 			t.Fatal(err)
 		}
@@ -88,6 +91,7 @@ func TestFluxHelmReleases(t *testing.T) {
 	waitValuesRecord(t, c, before)
 	waitValuesRecord(t, c, suspended)
 	waitValuesRecord(t, c, secretive)
+	waitValuesRecord(t, c, held)
 	after := newHelmRelease(ns, "after", false, "b")
 	if err := c.Create(bg, after); err != nil {
 		t.Fatal(err)
@@ -115,6 +119,7 @@ func TestFluxHelmReleases(t *testing.T) {
 		configmaps.SetData(t, env.Client, ns, "a", flux.DefaultValuesKey, "replicas: 2")
 		configmaps.SetData(t, env.Client, ns, "b", flux.DefaultValuesKey, "image: v2")
 		configmaps.SetData(t, env.Client, optNs, "c", flux.DefaultValuesKey, "replicas: 2")
+		configmaps.Delete(t, env.Client, ns, "d") // required: helm-controller would fail
 		patch := client.RawPatch(types.MergePatchType, []byte(`{"stringData":{"`+flux.DefaultValuesKey+`":"`+secretValues+`0"}}`))
 		if err := env.Client.Patch(bg, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s"}}, patch); err != nil {
 			t.Fatal(err)
@@ -144,9 +149,12 @@ func TestFluxHelmReleases(t *testing.T) {
 			if err := events.Find(env.Client, ns, "before", watcher.ReasonReconcileRequested, "configmap/a="); err != nil {
 				return err
 			}
+			if err := events.Find(env.Client, ns, "held", watcher.ReasonConfigMissing, "configmap/d is missing"); err != nil {
+				return err
+			}
 			return events.Find(env.Client, ns, "suspended", watcher.ReasonHelmReleaseSuspended, "")
 		})
-		requests.expect(t, settle, map[string]int{"before": 1, "suspended": 0, "after": 1, "secretive": 1})
+		requests.expect(t, settle, map[string]int{"before": 1, "suspended": 0, "after": 1, "secretive": 1, "held": 0})
 	})
 	if t.Failed() {
 		return
@@ -160,7 +168,7 @@ func TestFluxHelmReleases(t *testing.T) {
 		time.Sleep(replayMargin)
 		cs = env.Start(t, fluxOptions)
 		requests.wait(t, map[string]int{"before": 2, "after": 2})
-		requests.expect(t, settle, map[string]int{"before": 2, "suspended": 0, "after": 2, "secretive": 1})
+		requests.expect(t, settle, map[string]int{"before": 2, "suspended": 0, "after": 2, "secretive": 1, "held": 0})
 	})
 	if t.Failed() {
 		return
@@ -177,7 +185,7 @@ func TestFluxHelmReleases(t *testing.T) {
 			}
 			return nil
 		})
-		requests.expect(t, settle, map[string]int{"before": 2, "suspended": 0, "after": 2, "secretive": 1})
+		requests.expect(t, settle, map[string]int{"before": 2, "suspended": 0, "after": 2, "secretive": 1, "held": 0})
 	})
 }
 
