@@ -110,6 +110,14 @@ func (d *debouncer[K]) pending(key K) bool {
 	return waiting || flying
 }
 
+// waiting reports whether key has a burst waiting to be quiet (not one being handed on).
+func (d *debouncer[K]) waiting(key K) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.burst[key]
+	return ok
+}
+
 // oldest returns how long the oldest burst waiting for quiet has lasted (0: none). A
 // burst ends at the latest debounce-max after its first event, so an age well past it
 // means bursts are not being handed on.

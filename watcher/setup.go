@@ -23,6 +23,7 @@ import (
 
 	"github.com/configstamp/configstamp/internal/configread"
 	"github.com/configstamp/configstamp/internal/decide"
+	"github.com/configstamp/configstamp/internal/flux"
 	"github.com/configstamp/configstamp/internal/scope"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
@@ -72,6 +73,10 @@ type Options struct {
 	Kinds []*workload.Kind
 	// ArgoRollouts also watches Argo Rollouts, once their CRD exists.
 	ArgoRollouts bool
+	// FluxHelmReleases also watches Flux HelmReleases, once their CRD exists, and
+	// requests a reconcile of one when the values it takes from ConfigMaps (and
+	// Secrets) change.
+	FluxHelmReleases bool
 	// Sources says which sources count; Key returns the installation's hash key, under
 	// which every digest is keyed (required).
 	Sources stamp.Options
@@ -191,18 +196,31 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 			return fmt.Errorf("set up %s controller: %w", k.Name, err)
 		}
 	}
+	var detect []*kindDetector
 	if opts.ArgoRollouts {
-		dc, err := discovery.NewDiscoveryClientForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
-		if err != nil {
-			return fmt.Errorf("discovery client: %w", err)
-		}
-		return mgr.Add(&kindDetector{kind: workload.Rollout, discovery: dc, setup: func(ctx context.Context, k *workload.Kind) error {
-			if err := w.setupKind(ctx, k); err != nil {
+		detect = append(detect, &kindDetector{kind: workload.Rollout.Kind, gvr: workload.Rollout.GVR(), setup: func(ctx context.Context) error {
+			if err := w.setupKind(ctx, workload.Rollout); err != nil {
 				return err
 			}
-			cov.cover(k.Resource)
+			cov.cover(workload.Rollout.Resource)
 			return nil
 		}})
+	}
+	if opts.FluxHelmReleases {
+		detect = append(detect, &kindDetector{kind: flux.Kind, gvr: flux.HelmRelease, setup: w.setupHelmReleases})
+	}
+	if len(detect) == 0 {
+		return nil
+	}
+	dc, err := discovery.NewDiscoveryClientForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return fmt.Errorf("discovery client: %w", err)
+	}
+	for _, d := range detect {
+		d.discovery = dc
+		if err := mgr.Add(d); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -237,6 +255,13 @@ type watcher struct {
 func (w *watcher) pending(kind string, key types.NamespacedName) bool {
 	src := w.sources[kind]
 	return src != nil && src.debounce.pending(key)
+}
+
+// waiting reports whether a source is in a burst still waiting to be quiet (its
+// dependents are handed on when it is).
+func (w *watcher) waiting(kind string, key types.NamespacedName) bool {
+	src := w.sources[kind]
+	return src != nil && src.debounce.waiting(key)
 }
 
 // seen is the resourceVersion at which the watcher's metadata cache holds a source ("" for
@@ -277,7 +302,10 @@ func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 		Watches(k.New(), rec.events(opts.Debounce))
 	if !opts.Scope.Namespaced() {
 		// A namespace that opts in; a namespaced install watches no Namespace.
-		b = b.WatchesMetadata(&corev1.Namespace{}, namespaceEvents(opts.Scope, mgr.GetClient(), k, &rec.state))
+		b = b.WatchesMetadata(&corev1.Namespace{}, namespaceEvents(opts.Scope, mgr.GetClient(), dependentsOf{
+			name: k.Kind, newList: k.NewList, items: k.Items,
+			hand: func(key types.NamespacedName, _ bool) { rec.state.addTrigger(key, trigger{}) },
+		}))
 	}
 	err := b.WithOptions(controller.Options{
 		MaxConcurrentReconciles: opts.Concurrency,
@@ -287,7 +315,7 @@ func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 		return fmt.Errorf("set up %s controller: %w", k.Resource, err)
 	}
 	for _, src := range w.sources {
-		src.addDependents(dependentsOf{kind: k, queue: queue, state: &rec.state})
+		src.addDependents(workloadDependents(k, queue, &rec.state))
 	}
 	recheckQueued.WithLabelValues(k.Kind)
 	recheckFound.WithLabelValues(k.Kind)

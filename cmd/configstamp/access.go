@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/configstamp/configstamp/internal/flux"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
@@ -53,6 +54,22 @@ func needed(kinds []*workload.Kind, sources stamp.Options, metricsSecure bool, r
 	out = append(out, sourceAccess(sources, true)...)
 	if metricsSecure {
 		out = append(out, access{"authentication.k8s.io", "tokenreviews", "create", "", ""}, access{"authorization.k8s.io", "subjectaccessreviews", "create", "", ""})
+	}
+	return out
+}
+
+// helmReleaseAccess is what --flux-helmreleases adds: read and patch HelmReleases,
+// cluster-wide or in each watched namespace.
+func helmReleaseAccess(watched []string) []access {
+	namespaces := watched
+	if len(namespaces) == 0 {
+		namespaces = []string{""} // cluster-wide
+	}
+	var out []access
+	for _, ns := range namespaces {
+		for _, verb := range []string{"get", "list", "watch", "patch"} {
+			out = append(out, access{flux.HelmRelease.Group, flux.HelmRelease.Resource, verb, "", ns})
+		}
 	}
 	return out
 }

@@ -51,6 +51,7 @@ type options struct {
 	hashKey                 string
 	hashKeyRefresh          time.Duration
 	argoRollouts            bool
+	fluxHelmReleases        bool
 	enableHTTP2             bool
 	version                 bool
 	registrationName        string
@@ -120,6 +121,7 @@ func bindOptions(fs *flag.FlagSet) *options {
 	fs.StringVar(&o.hashKey, "secret-hash-key", "", "Deprecated: use --hash-key.")
 	fs.DurationVar(&o.hashKeyRefresh, "hash-key-refresh", hashkey.DefaultRefresh, "How often each replica reads the --hash-key Secret again, to follow a rotation. A replica that meets a record or nudge made under another key reads it at once (at most once a second).")
 	fs.BoolVar(&o.argoRollouts, "argo-rollouts", false, "Also stamp Argo Rollouts (argoproj.io/v1alpha1), once their CRD exists (detected at start and later).")
+	fs.BoolVar(&o.fluxHelmReleases, "flux-helmreleases", false, "Also request a reconcile of Flux HelmReleases (helm.toolkit.fluxcd.io/v2) when the values they take from ConfigMaps (and Secrets) change, once their CRD exists.")
 	fs.BoolVar(&o.version, "version", false, "Print the version and exit.")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "Offer HTTP/2 on the webhook server. Off: HTTP/1.1 only, which is all the API server needs (and leaves HTTP/2's stream-level attacks, CVE-2023-44487 and CVE-2023-39325, out of reach).")
 	fs.IntVar(&o.concurrency, "concurrency", watcher.DefaultConcurrency, "How many workloads of each kind the watcher checks and nudges at once.")
@@ -213,6 +215,6 @@ func run(ctx context.Context, args []string) error {
 	}
 
 	s.log.Info("Starting configstamp", "version", buildVersion(), "role", o.role, "debounce", o.debounce.String(), "leaderElect", o.leaderElect, "devWebhookURL", o.devWebhookURL,
-		"watchNamespaces", s.scope.Watched, "secrets", o.secrets, "argoRollouts", o.argoRollouts, "registration", s.registrationName, "metricsSecure", o.metricsSecure, "webhookClientCA", o.webhookClientCA, "shutdownDelay", o.shutdownDelay.String())
+		"watchNamespaces", s.scope.Watched, "secrets", o.secrets, "argoRollouts", o.argoRollouts, "fluxHelmReleases", o.fluxHelmReleases, "registration", s.registrationName, "metricsSecure", o.metricsSecure, "webhookClientCA", o.webhookClientCA, "shutdownDelay", o.shutdownDelay.String())
 	return mgr.Start(mgrCtx)
 }

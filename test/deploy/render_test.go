@@ -961,3 +961,51 @@ func TestRenderHashKey(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderFluxHelmReleases: fluxHelmReleases.enabled passes --flux-helmreleases to the
+// watcher alone and grants get, list, watch and patch of HelmReleases where configstamp
+// acts (the ClusterRole, or each watched namespace's Role); off, neither.
+func TestRenderFluxHelmReleases(t *testing.T) {
+	const flag, res = "--flux-helmreleases", "helm.toolkit.fluxcd.io/helmreleases"
+	granted := func(rules []rbacv1.PolicyRule) grants {
+		got := grants{}
+		for _, r := range rules {
+			for _, g := range r.APIGroups {
+				for _, rs := range r.Resources {
+					if g+"/"+rs == res {
+						got.add(res, "", r.Verbs...)
+					}
+				}
+			}
+		}
+		return got
+	}
+	want := grants{}
+	want.add(res, "", "get", "list", "watch", "patch")
+	for _, on := range []bool{false, true} {
+		set := []string{"--set", fmt.Sprintf("fluxHelmReleases.enabled=%v", on)}
+		objs := render(t, set...)
+		if w, h := flagsOf(t, objs, "Deployment/configstamp-watcher")[flag], processFlags(t, objs)[flag]; (w == "true") != on || h != "" {
+			t.Errorf("enabled=%v: watcher %s=%q, webhook %q", on, flag, w, h)
+		}
+		if single := processFlags(t, render(t, append(set, "--set", "roles.split=false")...))[flag]; (single == "true") != on {
+			t.Errorf("enabled=%v, roles.split=false: %s=%q", on, flag, single)
+		}
+		if got := granted(typed[rbacv1.ClusterRole](t, objs, "ClusterRole/configstamp").Rules); on != maps.Equal(got, want) || (!on && len(got) > 0) {
+			t.Errorf("enabled=%v: ClusterRole grants %v", on, slices.Sorted(maps.Keys(got)))
+		}
+		found := false
+		for _, u := range renderList(t, append(set, "--set-json", `watchNamespaces=["team-a"]`)...) {
+			if u.GetKind() != "Role" || u.GetName() != "configstamp" || u.GetNamespace() != "team-a" {
+				continue
+			}
+			found = true
+			if got := granted(convert[rbacv1.Role](t, u).Rules); on != maps.Equal(got, want) || (!on && len(got) > 0) {
+				t.Errorf("enabled=%v, watchNamespaces: Role in team-a grants %v", on, slices.Sorted(maps.Keys(got)))
+			}
+		}
+		if !found {
+			t.Errorf("enabled=%v, watchNamespaces: no Role configstamp in team-a", on)
+		}
+	}
+}

@@ -6,6 +6,8 @@
 // generations, no Argo controller needed) with the CRD installed after configstamp
 // started and before; workloads opted in by their own label (counted as ReplicaSets),
 // handled once per request when they match both ways; and the extra-sources annotation.
+// Flux HelmReleases (their CRD, no helm-controller) get one reconcile request per change
+// of the values they take (flux_test.go).
 package kinds
 
 import (

@@ -17,6 +17,7 @@ excludeNamespaces: [kube-system]
 watchNamespaces: []
 secrets: {enabled: false}
 argoRollouts: {enabled: false}
+fluxHelmReleases: {enabled: false}
 debounce: 2s
 debounceMax: 30s
 minRolloutInterval: 10s

@@ -129,6 +129,9 @@ spec:
         - --secrets={{ .Values.secrets.enabled }}
         - --hash-key={{ .Release.Namespace }}/{{ include "configstamp.hashKeySecret" . }}
         - --argo-rollouts={{ .Values.argoRollouts.enabled }}
+        {{- if and .Values.fluxHelmReleases.enabled (ne .role "webhook") }}
+        - --flux-helmreleases=true
+        {{- end }}
         - --debounce={{ .Values.debounce }}
         - --debounce-max={{ .Values.debounceMax }}
         - --kube-api-qps={{ .Values.kubeAPI.qps }}
