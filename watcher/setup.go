@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -178,31 +179,54 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err := mgr.Add(cov); err != nil {
 		return err
 	}
+	var dc discovery.DiscoveryInterface
+	if opts.ArgoRollouts || slices.ContainsFunc(sourceKinds, func(k *stamp.SourceKind) bool { return k.Group != "" }) {
+		if dc, err = discovery.NewDiscoveryClientForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient()); err != nil {
+			return fmt.Errorf("discovery client: %w", err)
+		}
+	}
 	for _, k := range sourceKinds {
-		src := w.sources[k.Name]
-		err := ctrl.NewControllerManagedBy(mgr).
-			Named(k.Name).
-			WatchesMetadata(k.New(), src.events()).
-			WithOptions(controller.Options{MaxConcurrentReconciles: 2, NewQueue: func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
-				return newFairQueue(name, rl, mgr.GetLogger().WithValues("controller", name))
-			}}).
-			Complete(src)
-		if err != nil {
-			return fmt.Errorf("set up %s controller: %w", k.Name, err)
+		if k.Group == "" {
+			if err := w.setupSource(k); err != nil {
+				return err
+			}
+			continue
+		}
+		// A kind served by a CRD is watched once the CRD is there, detected as Rollouts are.
+		if err := mgr.Add(&kindDetector{gvr: k.GVK().GroupVersion().WithResource(k.Resource), discovery: dc,
+			setup: func(context.Context) error { return w.setupSource(k) }}); err != nil {
+			return err
 		}
 	}
 	if opts.ArgoRollouts {
-		dc, err := discovery.NewDiscoveryClientForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
-		if err != nil {
-			return fmt.Errorf("discovery client: %w", err)
-		}
-		return mgr.Add(&kindDetector{kind: workload.Rollout, discovery: dc, setup: func(ctx context.Context, k *workload.Kind) error {
+		k := workload.Rollout
+		return mgr.Add(&kindDetector{gvr: k.GVR(), discovery: dc, setup: func(ctx context.Context) error {
 			if err := w.setupKind(ctx, k); err != nil {
 				return err
 			}
 			cov.cover(k.Resource)
 			return nil
 		}})
+	}
+	return nil
+}
+
+// setupSource starts the controller of one source kind: metadata-only events of its
+// objects, and for a kind whose content is in status objects (the CSI driver's), the
+// events of those that record a change.
+func (w *watcher) setupSource(k *stamp.SourceKind) error {
+	mgr, src := w.mgr, w.sources[k.Name]
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named(k.Name).
+		WatchesMetadata(k.New(), src.events())
+	if k.Statuses != "" {
+		b = b.Watches(statusObject(k), src.statusEvents())
+	}
+	err := b.WithOptions(controller.Options{MaxConcurrentReconciles: 2, NewQueue: func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+		return newFairQueue(name, rl, mgr.GetLogger().WithValues("controller", name))
+	}}).Complete(src)
+	if err != nil {
+		return fmt.Errorf("set up %s controller: %w", k.Name, err)
 	}
 	return nil
 }

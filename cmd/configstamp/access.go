@@ -100,6 +100,9 @@ func sourceAccess(sources stamp.Options, flagged bool) []access {
 		if k.Counts(sources) && (k.Flag != "") == flagged {
 			for _, verb := range []string{"get", "list", "watch"} {
 				out = append(out, access{k.Group, k.Resource, verb, "", ""})
+				if k.Statuses != "" {
+					out = append(out, access{k.Group, k.Statuses, verb, "", ""})
+				}
 			}
 		}
 	}
