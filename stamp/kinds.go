@@ -175,9 +175,9 @@ var (
 		Name: KindSecretProviderClass, Group: "secrets-store.csi.x-k8s.io", Version: "v1",
 		Kind: "SecretProviderClass", Resource: "secretproviderclasses", Plural: "SecretProviderClasses",
 		Statuses: "secretproviderclasspodstatuses",
-		Aliases: []string{"secretproviderclass", "secretproviderclasses", "spc"},
-		Flag:    "--csi-secrets",
-		counts:  func(o Options) bool { return o.CSISecrets },
+		Aliases:  []string{"secretproviderclass", "secretproviderclasses", "spc"},
+		Flag:     "--csi-secrets",
+		counts:   func(o Options) bool { return o.CSISecrets },
 		// Read metadata-only: configread makes its content from the pod statuses.
 		newObject: func() Object {
 			m := &metav1.PartialObjectMetadata{}
