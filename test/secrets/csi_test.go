@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -183,11 +184,19 @@ func TestCSI(t *testing.T) {
 		checkedAfter(t, cs, ns, "csi", before)
 		rollouts(t, ns, "csi", 1)
 
-		// A rotation of a class the Deployment does not mount.
-		other := &corev1.Pod{}
-		other.Namespace, other.Name, other.UID = ns, "bystander", "00000000-0000-0000-0000-000000000001"
+		// A rotation of a class the Deployment does not mount, in a bare pod that then
+		// mounts the Deployment's class too (a first mount: the check it brings must
+		// find the Deployment's stamp current).
+		other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bystander"},
+			Spec: container(corev1.Container{}, csiVolumeOf("other"), csiVolumeOf("db"))}
+		if err := env.Client.Create(bg, other); err != nil {
+			t.Fatal(err)
+		}
 		mountStatus(t, other, "other", "v1")
 		mountStatus(t, other, "other", "v2")
+		before = checks(cs, ns, "csi")
+		mountStatus(t, other, "db", "v1")
+		checkedAfter(t, cs, ns, "csi", before)
 		rollouts(t, ns, "csi", 1)
 
 		// The driver's rotation rewrites v2 into each pod's status: one rollout.
