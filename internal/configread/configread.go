@@ -42,6 +42,21 @@ func Lookup(r client.Reader, namespace string) stamp.Lookup {
 	}
 }
 
+// LookupOver is Lookup for a template whose stored sources annotation is stored, with
+// key the namespace's digest key (NamespaceKey): a SecretProviderClass the stored stamp
+// shows with no versions yet reads as the webhook reads it (csiVersions' keepPending).
+func LookupOver(r client.Reader, namespace, stored string, key []byte) stamp.Lookup {
+	prev := stamp.ParseSources(stored)
+	plain := Lookup(r, namespace)
+	return func(ctx context.Context, kind, name string) (*corev1.ConfigMap, error) {
+		if kind != stamp.KindSecretProviderClass || len(key) == 0 {
+			return plain(ctx, kind, name)
+		}
+		src := stamp.Source{Kind: kind, Name: name, AllKeys: true, Binary: true}
+		return csiContent(ctx, r, namespace, name, prev[src.ID()] == csiPending(src, key))
+	}
+}
+
 // sourceKind is the source kind named kind; a ConfigMap's for an unknown name
 // (stamp.Consumed gives none).
 func sourceKind(kind string) *stamp.SourceKind {
