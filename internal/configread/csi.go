@@ -18,7 +18,7 @@ import (
 // SecretProviderClassPodStatus objects.
 const csiStatusListPage = 500
 
-// StatusListKind is the list kind of a source kind's Statuses resource.
+// statusList is an empty list of a source kind's Statuses (the pod statuses).
 func statusList(k *stamp.SourceKind) *unstructured.UnstructuredList {
 	l := &unstructured.UnstructuredList{}
 	l.SetAPIVersion(k.Group + "/" + k.Version)
