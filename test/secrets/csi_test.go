@@ -119,8 +119,9 @@ func classDigest(key []byte, ns, class string, versions map[string]string) strin
 }
 
 // TestCSI runs configstamp twice: without --csi-secrets (a rotation rolls nothing, and
-// nothing of the driver's is read), then with it: the first mounts roll nothing, a
-// rotation v1 -> v2 rolls once, the new pods' own statuses with v2 roll nothing more,
+// nothing of the driver's is read), then with it, for a Deployment created while it was
+// down (adopted without a rollout) and one created after: the first mounts roll
+// nothing, a rotation v1 -> v2 rolls once, the new pods' own statuses with v2 roll nothing more,
 // a rotation of a class the Deployment does not mount rolls nothing, and the stamp
 // holds only keyed digests.
 func TestCSI(t *testing.T) {
@@ -167,8 +168,29 @@ func TestCSI(t *testing.T) {
 		createClass(t, ns, "db")
 		createClass(t, ns, "other")
 		createConfigMap(t, ns, "app", map[string]string{"k": "1"})
+		// "early" is created while configstamp is down (admitted unstamped: the
+		// registration fails open), its pods mounting their own class at v1.
+		createClass(t, ns, "early")
+		createDeployment(t, ns, "early", container(corev1.Container{}, configMapVolume("app"), csiVolumeOf("early")))
+		rollouts(t, ns, "early", 1)
+		mountAll(t, ns, "early", "early", "v1")
+
 		cs := env.Start(t, framework.Options{Args: []string{"--hash-key", keyNS + "/key", "--csi-secrets"}})
 		key := readKey(t, keyNS, "key")
+		// Adopted without a rollout; its rotation then rolls it once, its new pods' own
+		// statuses roll nothing.
+		checkedAfter(t, cs, ns, "early", 0)
+		rollouts(t, ns, "early", 1)
+		before := checks(cs, ns, "early")
+		mountAll(t, ns, "early", "early", "v2")
+		checkedAfter(t, cs, ns, "early", before)
+		rollouts(t, ns, "early", 2)
+		before = checks(cs, ns, "early")
+		if n := mountAll(t, ns, "early", "early", "v2"); n == 0 {
+			t.Fatal("the rolled Deployment early has no new pod to mount")
+		}
+		checkedAfter(t, cs, ns, "early", before)
+		rollouts(t, ns, "early", 2)
 		createDeployment(t, ns, "csi", spec)
 		d := rollouts(t, ns, "csi", 1)
 		pending := "secretproviderclass/db=" + classDigest(key, ns, "db", nil)[:12]
@@ -177,7 +199,7 @@ func TestCSI(t *testing.T) {
 		}
 
 		// The first mounts record v1: the pods run it already.
-		before := checks(cs, ns, "csi")
+		before = checks(cs, ns, "csi")
 		if n := mountAll(t, ns, "csi", "db", "v1"); n != 2 {
 			t.Fatalf("mounted %d pods, want 2", n)
 		}
