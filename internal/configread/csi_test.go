@@ -1,10 +1,18 @@
 package configread
 
 import (
+	"context"
 	"maps"
+	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/configstamp/configstamp/stamp"
 )
 
 // status is a SecretProviderClassPodStatus as the driver writes it.
@@ -51,5 +59,52 @@ func TestCSIVersions(t *testing.T) {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestLookupOverCSI: the webhook's reads and explain's give one digest for a class whose
+// stored stamp holds "no versions yet" and whose pods only mounted it.
+func TestLookupOverCSI(t *testing.T) {
+	gv := schema.GroupVersion{Group: "secrets-store.csi.x-k8s.io", Version: "v1"}
+	scheme := runtime.NewScheme()
+	scheme.AddKnownTypeWithName(gv.WithKind("SecretProviderClass"), &unstructured.Unstructured{})
+	scheme.AddKnownTypeWithName(gv.WithKind("SecretProviderClassList"), &unstructured.UnstructuredList{})
+	scheme.AddKnownTypeWithName(gv.WithKind("SecretProviderClassPodStatus"), &unstructured.Unstructured{})
+	scheme.AddKnownTypeWithName(gv.WithKind("SecretProviderClassPodStatusList"), &unstructured.UnstructuredList{})
+	spc := &unstructured.Unstructured{}
+	spc.SetGroupVersionKind(gv.WithKind("SecretProviderClass"))
+	spc.SetNamespace("ns")
+	spc.SetName("db")
+	st := status("db", "", 1, "secret/a", "v1")
+	st.SetGroupVersionKind(gv.WithKind("SecretProviderClassPodStatus"))
+	st.SetNamespace("ns")
+	st.SetName("p-ns-db")
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(spc, &st).Build()
+	key := stamp.NamespaceKey([]byte("0123456789abcdef0123456789abcdef"), "ns")
+	srcs := stamp.Consumed(nil, &corev1.PodSpec{Volumes: []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{
+		Driver: stamp.CSIDriver, VolumeAttributes: map[string]string{stamp.CSIClassAttribute: "db"}}}}}}, stamp.Options{CSISecrets: true})
+	pending := "secretproviderclass/db=" + csiPending(srcs[0], key)
+	for _, tc := range []struct {
+		stored      string
+		wantPending bool
+	}{{pending, true}, {"", false}} {
+		got, err := stamp.Compute(context.Background(), srcs, LookupOver(c, "ns", tc.stored, key), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(got.SourcesAnnotation(), "missing") {
+			t.Fatalf("the class reads as missing: %s", got.SourcesAnnotation())
+		}
+		if isPending := got.SourcesAnnotation() == pending; isPending != tc.wantPending {
+			t.Errorf("stored %q: sources %q, pending %v, want %v", tc.stored, got.SourcesAnnotation(), isPending, tc.wantPending)
+		}
+		keyFn := func() []byte { return []byte("0123456789abcdef0123456789abcdef") }
+		webhook, err := (&Reader{Client: c, Key: keyFn}).StampOver(context.Background(), "ns", srcs, tc.stored)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if webhook.Hash != got.Hash {
+			t.Errorf("stored %q: the webhook's hash %s, explain's %s", tc.stored, webhook.Hash, got.Hash)
+		}
 	}
 }
