@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -112,6 +113,20 @@ func mountAll(t testing.TB, ns, name, class, version string) int {
 	return n
 }
 
+// rolledTo waits until the Deployment has n ReplicaSets and its rollout is complete,
+// without rollouts' settle: a later rollouts call of the same count asserts that no
+// other rollout followed (ReplicaSets stay).
+func rolledTo(t testing.TB, ns, name string, n int) {
+	t.Helper()
+	framework.Eventually(t, time.Minute, fmt.Sprintf("%s has %d ReplicaSets", name, n), func() error {
+		if got := len(env.ReplicaSets(t, env.Deployment(t, ns, name))); got != n {
+			return fmt.Errorf("%d ReplicaSets, want %d", got, n)
+		}
+		return nil
+	})
+	env.RolledOut(t, ns, name)
+}
+
 // classDigest is the documented keyed digest of a SecretProviderClass whose driver
 // records versions (id -> version; none: no versions yet), in hex.
 func classDigest(key []byte, ns, class string, versions map[string]string) string {
@@ -142,7 +157,8 @@ func TestCSI(t *testing.T) {
 		mark := auditMark()
 		cs := env.Start(t, framework.Options{Args: []string{"--hash-key", keyNS + "/key"}})
 		createDeployment(t, ns, "csioff", spec)
-		d := rollouts(t, ns, "csioff", 1)
+		rolledTo(t, ns, "csioff", 1)
+		d := env.Deployment(t, ns, "csioff")
 		if got := d.Spec.Template.Annotations[stamp.SourcesAnnotation]; strings.Contains(got, stamp.KindSecretProviderClass) {
 			t.Fatalf("off: sources %q name a SecretProviderClass", got)
 		}
@@ -172,7 +188,7 @@ func TestCSI(t *testing.T) {
 		// registration fails open), its pods mounting their own class at v1.
 		createClass(t, ns, "early")
 		createDeployment(t, ns, "early", container(corev1.Container{}, configMapVolume("app"), csiVolumeOf("early")))
-		rollouts(t, ns, "early", 1)
+		rolledTo(t, ns, "early", 1)
 		mountAll(t, ns, "early", "early", "v1")
 
 		cs := env.Start(t, framework.Options{Args: []string{"--hash-key", keyNS + "/key", "--csi-secrets"}})
@@ -180,11 +196,11 @@ func TestCSI(t *testing.T) {
 		// Adopted without a rollout; its rotation then rolls it once, its new pods' own
 		// statuses roll nothing.
 		checkedAfter(t, cs, ns, "early", 0)
-		rollouts(t, ns, "early", 1)
+		rolledTo(t, ns, "early", 1)
 		before := checks(cs, ns, "early")
 		mountAll(t, ns, "early", "early", "v2")
 		checkedAfter(t, cs, ns, "early", before)
-		rollouts(t, ns, "early", 2)
+		rolledTo(t, ns, "early", 2)
 		before = checks(cs, ns, "early")
 		if n := mountAll(t, ns, "early", "early", "v2"); n == 0 {
 			t.Fatal("the rolled Deployment early has no new pod to mount")
@@ -192,7 +208,8 @@ func TestCSI(t *testing.T) {
 		checkedAfter(t, cs, ns, "early", before)
 		rollouts(t, ns, "early", 2)
 		createDeployment(t, ns, "csi", spec)
-		d := rollouts(t, ns, "csi", 1)
+		rolledTo(t, ns, "csi", 1)
+		d := env.Deployment(t, ns, "csi")
 		pending := "secretproviderclass/db=" + classDigest(key, ns, "db", nil)[:12]
 		if got := d.Spec.Template.Annotations[stamp.SourcesAnnotation]; !strings.Contains(got, pending) {
 			t.Fatalf("created before any mount: sources %q, want %q (no versions yet)", got, pending)
@@ -204,7 +221,7 @@ func TestCSI(t *testing.T) {
 			t.Fatalf("mounted %d pods, want 2", n)
 		}
 		checkedAfter(t, cs, ns, "csi", before)
-		rollouts(t, ns, "csi", 1)
+		rolledTo(t, ns, "csi", 1)
 
 		// A rotation of a class the Deployment does not mount, in a bare pod that then
 		// mounts the Deployment's class too (a first mount: the check it brings must
@@ -225,7 +242,7 @@ func TestCSI(t *testing.T) {
 		before = checks(cs, ns, "csi")
 		mountAll(t, ns, "csi", "db", "v2")
 		checkedAfter(t, cs, ns, "csi", before)
-		rollouts(t, ns, "csi", 2)
+		rolledTo(t, ns, "csi", 2)
 		// The new pods mount and record v2 themselves: nothing more.
 		before = checks(cs, ns, "csi")
 		if n := mountAll(t, ns, "csi", "db", "v2"); n == 0 {
