@@ -16,6 +16,10 @@ type Options struct {
 	// envFrom.secretRef, secretKeyRef, secret/ entries of extra-sources). Off, they are
 	// left out as if not referenced.
 	Secrets bool
+	// CSISecrets: SecretProviderClasses that csi volumes of the Secrets Store CSI driver
+	// mount count as sources (their digest is over the object versions the driver
+	// records). Off, nothing of the driver's is read.
+	CSISecrets bool
 	// MaxSources is the most sources one workload may consume and still be stamped
 	// (0: DefaultMaxSources); see SourceCap.
 	MaxSources int
@@ -298,13 +302,13 @@ func sourceVolume(v *corev1.Volume) (corev1.Volume, bool) {
 	var out corev1.Volume
 	for _, k := range sourceKinds {
 		if k.volume != nil && refFound(k.volume(v)) {
-			out.ConfigMap, out.Secret = v.ConfigMap, v.Secret
+			out.ConfigMap, out.Secret, out.CSI = v.ConfigMap, v.Secret, v.CSI
 		}
 		if v.Projected != nil && k.projected != nil && slices.ContainsFunc(v.Projected.Sources, func(p corev1.VolumeProjection) bool { return refFound(k.projected(&p)) }) {
 			out.Projected = v.Projected
 		}
 	}
-	return out, out.ConfigMap != nil || out.Secret != nil || out.Projected != nil
+	return out, out.ConfigMap != nil || out.Secret != nil || out.CSI != nil || out.Projected != nil
 }
 
 // addContainerRefs adds to refs the env and envFrom entries of ct that reference a

@@ -183,20 +183,18 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err := mgr.Add(cov); err != nil {
 		return err
 	}
-	for _, k := range sourceKinds {
-		src := w.sources[k.Name]
-		err := ctrl.NewControllerManagedBy(mgr).
-			Named(k.Name).
-			WatchesMetadata(k.New(), src.events()).
-			WithOptions(controller.Options{MaxConcurrentReconciles: 2, NewQueue: func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
-				return newFairQueue(name, rl, mgr.GetLogger().WithValues("controller", name))
-			}}).
-			Complete(src)
-		if err != nil {
-			return fmt.Errorf("set up %s controller: %w", k.Name, err)
-		}
-	}
 	var detect []*kindDetector
+	for _, k := range sourceKinds {
+		if k.Group == "" {
+			if err := w.setupSource(k); err != nil {
+				return err
+			}
+			continue
+		}
+		// A kind served by a CRD is watched once the CRD is there, detected as Rollouts are.
+		detect = append(detect, &kindDetector{kind: k.Name, gvr: k.GVK().GroupVersion().WithResource(k.Resource),
+			setup: func(context.Context) error { return w.setupSource(k) }})
+	}
 	if opts.ArgoRollouts {
 		detect = append(detect, &kindDetector{kind: workload.Rollout.Kind, gvr: workload.Rollout.GVR(), setup: func(ctx context.Context) error {
 			if err := w.setupKind(ctx, workload.Rollout); err != nil {
@@ -221,6 +219,26 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		if err := mgr.Add(d); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// setupSource starts the controller of one source kind: metadata-only events of its
+// objects, and for a kind whose content is in status objects (the CSI driver's), the
+// events of those that record a change.
+func (w *watcher) setupSource(k *stamp.SourceKind) error {
+	mgr, src := w.mgr, w.sources[k.Name]
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named(k.Name).
+		WatchesMetadata(k.New(), src.events())
+	if k.Statuses != "" {
+		b = b.Watches(statusObject(k), src.statusEvents())
+	}
+	err := b.WithOptions(controller.Options{MaxConcurrentReconciles: 2, NewQueue: func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+		return newFairQueue(name, rl, mgr.GetLogger().WithValues("controller", name))
+	}}).Complete(src)
+	if err != nil {
+		return fmt.Errorf("set up %s controller: %w", k.Name, err)
 	}
 	return nil
 }

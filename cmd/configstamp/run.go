@@ -48,6 +48,7 @@ type options struct {
 	recheckInterval         time.Duration
 	rollStaleAtInstall      bool
 	secrets                 bool
+	csiSecrets              bool
 	hashKey                 string
 	hashKeyRefresh          time.Duration
 	argoRollouts            bool
@@ -117,6 +118,7 @@ func bindOptions(fs *flag.FlagSet) *options {
 	fs.DurationVar(&o.recheckInterval, "recheck-interval", watcher.DefaultRecheckInterval, "How often the leader goes over every workload in its cache and checks again those whose template, stamp, configstamp annotations or sources' versions moved since their last check (a safety net for a change no event rolled; jittered by up to 20%). 0: never.")
 	fs.BoolVar(&o.rollStaleAtInstall, "roll-stale-at-install", false, "Roll unstamped workloads that predate configstamp when their config was written after their pods started. Off: installing rolls nothing.")
 	fs.BoolVar(&o.secrets, "secrets", false, "Also hash the Secrets pod templates consume (secret volumes, projected secrets, envFrom.secretRef, secretKeyRef). Off: Secrets are never read.")
+	fs.BoolVar(&o.csiSecrets, "csi-secrets", false, "Also follow the Secrets Store CSI driver: a csi volume of driver secrets-store.csi.k8s.io counts as its SecretProviderClass, digested (keyed) over the object versions the driver records in SecretProviderClassPodStatus objects, so a rotation rolls the workload once. Its CRDs are detected at start and later. Off: nothing of the driver's is read.")
 	fs.StringVar(&o.hashKey, "hash-key", "", "NAMESPACE/NAME of the Secret holding the installation's HMAC key, under which every digest is keyed per namespace (required). An empty Secret (the chart's) gets a random key; a missing one is created when configstamp may (dev mode).")
 	fs.StringVar(&o.hashKey, "secret-hash-key", "", "Deprecated: use --hash-key.")
 	fs.DurationVar(&o.hashKeyRefresh, "hash-key-refresh", hashkey.DefaultRefresh, "How often each replica reads the --hash-key Secret again, to follow a rotation. A replica that meets a record or nudge made under another key reads it at once (at most once a second).")
@@ -215,6 +217,6 @@ func run(ctx context.Context, args []string) error {
 	}
 
 	s.log.Info("Starting configstamp", "version", buildVersion(), "role", o.role, "debounce", o.debounce.String(), "leaderElect", o.leaderElect, "devWebhookURL", o.devWebhookURL,
-		"watchNamespaces", s.scope.Watched, "secrets", o.secrets, "argoRollouts", o.argoRollouts, "fluxHelmReleases", o.fluxHelmReleases, "registration", s.registrationName, "metricsSecure", o.metricsSecure, "webhookClientCA", o.webhookClientCA, "shutdownDelay", o.shutdownDelay.String())
+		"watchNamespaces", s.scope.Watched, "secrets", o.secrets, "csiSecrets", o.csiSecrets, "argoRollouts", o.argoRollouts, "fluxHelmReleases", o.fluxHelmReleases, "registration", s.registrationName, "metricsSecure", o.metricsSecure, "webhookClientCA", o.webhookClientCA, "shutdownDelay", o.shutdownDelay.String())
 	return mgr.Start(mgrCtx)
 }

@@ -61,7 +61,7 @@ type setup struct {
 
 // newSetup reads what every step needs: the scope, the kinds and the client config.
 func newSetup(o *options) (*setup, error) {
-	s := &setup{o: o, log: ctrl.Log.WithName("setup"), sources: stamp.Options{Secrets: o.secrets, MaxSources: o.bounds.maxSources}, registrationName: o.registrationName}
+	s := &setup{o: o, log: ctrl.Log.WithName("setup"), sources: stamp.Options{Secrets: o.secrets, CSISecrets: o.csiSecrets, MaxSources: o.bounds.maxSources}, registrationName: o.registrationName}
 	var err error
 	if s.scope, err = scope.NewWatched(o.namespaceLabel, strings.Split(o.excludeNamespaces, ","), o.watched()); err != nil {
 		return nil, err

@@ -337,6 +337,40 @@ func TestRenderFeatureFlags(t *testing.T) {
 	}
 }
 
+// TestRenderCSISecrets: csiSecrets.enabled reaches both roles' processes and grants the
+// CSI driver's kinds (read and watch for the watcher; get, and list of the pod
+// statuses, for the webhook) only then.
+func TestRenderCSISecrets(t *testing.T) {
+	csiRules := func(objs map[string]*unstructured.Unstructured, key string) []string {
+		var out []string
+		for _, r := range typed[rbacv1.ClusterRole](t, objs, key).Rules {
+			if slices.Contains(r.APIGroups, "secrets-store.csi.x-k8s.io") {
+				out = append(out, fmt.Sprint(r.Resources, r.Verbs))
+			}
+		}
+		return out
+	}
+	off := render(t)
+	if f := processFlags(t, off); f["--csi-secrets"] != "false" {
+		t.Errorf("default: --csi-secrets=%q, want false", f["--csi-secrets"])
+	}
+	for _, key := range []string{"ClusterRole/configstamp", "ClusterRole/configstamp-webhook"} {
+		if got := csiRules(off, key); len(got) != 0 {
+			t.Errorf("default: %s grants %v of the CSI driver's", key, got)
+		}
+	}
+	on := render(t, "--set", "csiSecrets.enabled=true")
+	if f, w := processFlags(t, on), flagsOf(t, on, "Deployment/configstamp-watcher"); f["--csi-secrets"] != "true" || w["--csi-secrets"] != "true" {
+		t.Errorf("enabled: --csi-secrets=%q (webhook), %q (watcher), want true", f["--csi-secrets"], w["--csi-secrets"])
+	}
+	if got, want := csiRules(on, "ClusterRole/configstamp"), []string{"[secretproviderclasses secretproviderclasspodstatuses] [get list watch]"}; !slices.Equal(got, want) {
+		t.Errorf("enabled: the watcher's ClusterRole grants %v, want %v", got, want)
+	}
+	if got, want := csiRules(on, "ClusterRole/configstamp-webhook"), []string{"[secretproviderclasses] [get]", "[secretproviderclasspodstatuses] [get list]"}; !slices.Equal(got, want) {
+		t.Errorf("enabled: the webhook's ClusterRole grants %v, want %v", got, want)
+	}
+}
+
 func TestRenderReadTimeoutFollowsWebhookTimeout(t *testing.T) {
 	for seconds, want := range map[string]string{"5": "--read-timeout=3000ms", "10": "--read-timeout=6000ms", "1": "--read-timeout=600ms"} {
 		dep := typed[appsv1.Deployment](t, render(t, "--set", "webhook.timeoutSeconds="+seconds), "Deployment/configstamp")

@@ -16,6 +16,7 @@ namespaceLabel: configstamp.io/inject
 excludeNamespaces: [kube-system]
 watchNamespaces: []
 secrets: {enabled: false}
+csiSecrets: {enabled: false}
 argoRollouts: {enabled: false}
 fluxHelmReleases: {enabled: false}
 debounce: 2s
