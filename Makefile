@@ -58,7 +58,7 @@ test-precision: ## Exactly-once rollouts counted as ReplicaSets, on Deployments 
 	  $(GO) test -count=1 -timeout 20m ./test/precision/...
 
 .PHONY: test-kinds
-test-kinds: ## Exactly-once rollouts of StatefulSets, DaemonSets, Argo Rollouts, workloads opted in by label, extra sources.
+test-kinds: ## Exactly-once rollouts of StatefulSets, DaemonSets, Argo Rollouts, workloads opted in by label, extra sources; Flux HelmRelease reconcile requests.
 	CONFIGSTAMP_BIN_DIR=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) e2e | tail -1)} \
 	  $(GO) test -count=1 -timeout 20m ./test/kinds/...
 

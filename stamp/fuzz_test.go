@@ -27,6 +27,7 @@ func FuzzConsumed(f *testing.F) {
 	}
 	f.Add([]byte(`{"initContainers":[{"envFrom":[{"configMapRef":{"name":"a","optional":true}},{"secretRef":{"name":"a"}}]}],"containers":[{"env":[{"valueFrom":{"configMapKeyRef":{"name":"a","key":""}}}]}]}`), "configmap/a,configmap/a", true)
 	f.Add([]byte(`{"volumes":[{"projected":{"sources":[{"configMap":{"name":"p","items":[{"key":"b"},{"key":"a"}]}},{"secret":{"name":"p","optional":false}}]}}]}`), "secret/p", false)
+	f.Add([]byte(`{"containers":[{"envFrom":[{"configMapRef":{"name":"a"}},{"configMapRef":{"name":"a","optional":true}},{"prefix":"X_","configMapRef":{"name":"a"}}]},{"envFrom":[{"configMapRef":{"name":"a"}},{"secretRef":{"name":"a","optional":true}}]},{"envFrom":[{"configMapRef":{"name":"a","optional":true}}]}]}`), "", true)
 	f.Add([]byte(`null`), "configmap/", true)
 	f.Fuzz(func(t *testing.T, raw []byte, extra string, secrets bool) {
 		var spec corev1.PodSpec

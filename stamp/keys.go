@@ -35,6 +35,11 @@ const (
 	// show (mounted by a sidecar injected at pod creation, read through the API):
 	// "configmap/a, secret/b". Each counts with all its keys, as optional.
 	ExtraSourcesAnnotation = "configstamp.io/extra-sources"
+	// ValuesAnnotation on a Flux HelmRelease's metadata records the keyed digest of the
+	// values it takes from ConfigMaps and Secrets (spec.valuesFrom) as of configstamp's
+	// last reconcile request ("keyfingerprint:hash", the hash as a config hash is made):
+	// configstamp requests a reconcile only when it changes, once.
+	ValuesAnnotation = "configstamp.io/values-hash"
 	// CoverageAnnotation on the MutatingWebhookConfiguration records, as a JSON object,
 	// when configstamp began to stamp each workload kind ("deployments", ...) and to
 	// count Secrets ("secrets"), on the API server's clock: a workload created before

@@ -14,8 +14,16 @@ import (
 // Source kind names. The name is part of the hash encoding, so a ConfigMap and a Secret
 // of one name never share an encoding.
 const (
-	KindConfigMap = "configmap"
-	KindSecret    = "secret"
+	KindConfigMap           = "configmap"
+	KindSecret              = "secret"
+	KindSecretProviderClass = "secretproviderclass"
+)
+
+// CSIDriver is the Secrets Store CSI driver's name in a pod's csi volumes, and
+// CSIClassAttribute the volume attribute naming the SecretProviderClass it mounts.
+const (
+	CSIDriver         = "secrets-store.csi.k8s.io"
+	CSIClassAttribute = "secretProviderClass"
 )
 
 // SourceKind is one kind of object whose content a pod consumes.
@@ -26,6 +34,9 @@ type SourceKind struct {
 	// Group, Version, Kind and Resource (plural) name it in the API, for reads, watches
 	// and permissions (get, list, watch); Kind also in messages ("Secret digests").
 	Group, Version, Kind, Resource string
+	// Statuses, when set, is a resource of the same group whose objects carry the
+	// kind's content (the CSI driver's pod statuses): read, listed and watched with it.
+	Statuses string
 	// Aliases are what a user may type for it on the command line.
 	Aliases []string
 	// Flag turns the kind on ("": always on); Plural names it in messages about it.
@@ -156,6 +167,41 @@ var (
 			return podRef{}, false
 		},
 	}
+	// SecretProviderClass is a class of the Secrets Store CSI driver a csi volume mounts.
+	// Its content is not the object's: it is the object versions the driver records in
+	// the class's SecretProviderClassPodStatus objects (configread reads them), keyed as
+	// every digest is. Only a volume can reference it.
+	SecretProviderClass = &SourceKind{
+		Name: KindSecretProviderClass, Group: "secrets-store.csi.x-k8s.io", Version: "v1",
+		Kind: "SecretProviderClass", Resource: "secretproviderclasses", Plural: "SecretProviderClasses",
+		Statuses: "secretproviderclasspodstatuses",
+		Aliases:  []string{"secretproviderclass", "secretproviderclasses", "spc"},
+		Flag:     "--csi-secrets",
+		counts:   func(o Options) bool { return o.CSISecrets },
+		// Read metadata-only: configread makes its content from the pod statuses.
+		newObject: func() Object {
+			m := &metav1.PartialObjectMetadata{}
+			m.SetGroupVersionKind(schema.GroupVersionKind{Group: "secrets-store.csi.x-k8s.io", Version: "v1", Kind: "SecretProviderClass"})
+			return m
+		},
+		content: func(o Object) *corev1.ConfigMap {
+			if o == nil {
+				return nil
+			}
+			m, _ := o.(*metav1.PartialObjectMetadata)
+			if m == nil {
+				return nil
+			}
+			return &corev1.ConfigMap{ObjectMeta: m.ObjectMeta, Data: map[string]string{}}
+		},
+		volume: func(v *corev1.Volume) (podRef, bool) {
+			if s := v.CSI; s != nil && s.Driver == CSIDriver {
+				// The driver needs the class: its volume is never optional.
+				return podRef{name: s.VolumeAttributes[CSIClassAttribute]}, true
+			}
+			return podRef{}, false
+		},
+	}
 )
 
 // SecretContent is a Secret as the stamp sees it: every key of its data as a data key
@@ -175,7 +221,7 @@ func SecretContent(sec *corev1.Secret) *corev1.ConfigMap {
 
 // sourceKinds are the source kinds, in Name order (the encoding sorts sources so too):
 // controllers, permissions and messages follow it.
-var sourceKinds = []*SourceKind{ConfigMap, Secret}
+var sourceKinds = []*SourceKind{ConfigMap, Secret, SecretProviderClass}
 
 // SourceKinds returns the source kinds, in Name order.
 func SourceKinds() []*SourceKind { return sourceKinds }

@@ -7,7 +7,7 @@ import (
 )
 
 func TestSourceKinds(t *testing.T) {
-	if got, want := SourceNames("/NAME"), "configmap/NAME or secret/NAME"; got != want {
+	if got, want := SourceNames("/NAME"), "configmap/NAME, secret/NAME or secretproviderclass/NAME"; got != want {
 		t.Errorf("SourceNames: %q, want %q", got, want)
 	}
 	for _, k := range SourceKinds() {

@@ -16,6 +16,10 @@ type Options struct {
 	// envFrom.secretRef, secretKeyRef, secret/ entries of extra-sources). Off, they are
 	// left out as if not referenced.
 	Secrets bool
+	// CSISecrets: SecretProviderClasses that csi volumes of the Secrets Store CSI driver
+	// mount count as sources (their digest is over the object versions the driver
+	// records). Off, nothing of the driver's is read.
+	CSISecrets bool
 	// MaxSources is the most sources one workload may consume and still be stamped
 	// (0: DefaultMaxSources); see SourceCap.
 	MaxSources int
@@ -269,8 +273,8 @@ func (s Source) present(cm *corev1.ConfigMap, k string) bool {
 
 // ReferencesOnly returns the least pod spec that Consumed reads as it reads spec,
 // whatever the Options: the volumes that mount a source, with only their source; and one
-// container holding every envFrom entry that names a source and every distinct env
-// selection of a source's key, unnamed, from all init and app containers (Consumed
+// container holding every distinct envFrom entry that names a source and every distinct
+// env selection of a source's key, unnamed, from all init and app containers (Consumed
 // takes them alike). The references are shared with spec, not copied.
 func ReferencesOnly(spec *corev1.PodSpec) corev1.PodSpec {
 	var out corev1.PodSpec
@@ -298,20 +302,21 @@ func sourceVolume(v *corev1.Volume) (corev1.Volume, bool) {
 	var out corev1.Volume
 	for _, k := range sourceKinds {
 		if k.volume != nil && refFound(k.volume(v)) {
-			out.ConfigMap, out.Secret = v.ConfigMap, v.Secret
+			out.ConfigMap, out.Secret, out.CSI = v.ConfigMap, v.Secret, v.CSI
 		}
 		if v.Projected != nil && k.projected != nil && slices.ContainsFunc(v.Projected.Sources, func(p corev1.VolumeProjection) bool { return refFound(k.projected(&p)) }) {
 			out.Projected = v.Projected
 		}
 	}
-	return out, out.ConfigMap != nil || out.Secret != nil || out.Projected != nil
+	return out, out.ConfigMap != nil || out.Secret != nil || out.CSI != nil || out.Projected != nil
 }
 
 // addContainerRefs adds to refs the env and envFrom entries of ct that reference a
 // source of any kind, each distinct selection once.
 func addContainerRefs(refs *corev1.Container, ct *corev1.Container) {
 	for _, e := range ct.EnvFrom {
-		if slices.ContainsFunc(sourceKinds, func(k *SourceKind) bool { return k.envFrom != nil && refFound(k.envFrom(&e)) }) {
+		if slices.ContainsFunc(sourceKinds, func(k *SourceKind) bool { return k.envFrom != nil && refFound(k.envFrom(&e)) }) &&
+			!slices.ContainsFunc(refs.EnvFrom, func(kept corev1.EnvFromSource) bool { return equality.Semantic.DeepEqual(kept, e) }) {
 			refs.EnvFrom = append(refs.EnvFrom, e)
 		}
 	}

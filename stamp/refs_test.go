@@ -98,3 +98,32 @@ func TestUnmet(t *testing.T) {
 		})
 	}
 }
+
+// TestReferencesOnlyKeepsEachEnvFromOnce: containers of one pod that all take the same
+// ConfigMap with envFrom (a Helm chart's sidecars) leave one entry in the cached form;
+// entries that differ (optional, prefix, kind) are each kept. Consumed reads both forms
+// alike (FuzzConsumed).
+func TestReferencesOnlyKeepsEachEnvFromOnce(t *testing.T) {
+	cm := func(name string, optional bool, prefix string) corev1.EnvFromSource {
+		e := corev1.EnvFromSource{Prefix: prefix, ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}}}
+		if optional {
+			e.ConfigMapRef.Optional = &optional
+		}
+		return e
+	}
+	spec := &corev1.PodSpec{
+		InitContainers: []corev1.Container{{Name: "init", EnvFrom: []corev1.EnvFromSource{cm("a", false, "")}}},
+		Containers: []corev1.Container{
+			{Name: "app", EnvFrom: []corev1.EnvFromSource{cm("a", false, ""), cm("a", true, ""), cm("a", false, "X_")}},
+			{Name: "sidecar", EnvFrom: []corev1.EnvFromSource{cm("a", false, ""), cm("b", false, ""), cm("a", true, "")}},
+		},
+	}
+	only := ReferencesOnly(spec)
+	want := []corev1.EnvFromSource{cm("a", false, ""), cm("a", true, ""), cm("a", false, "X_"), cm("b", false, "")}
+	if len(only.Containers) != 1 || !reflect.DeepEqual(only.Containers[0].EnvFrom, want) {
+		t.Fatalf("ReferencesOnly kept envFrom %+v, want each distinct entry once: %+v", only.Containers, want)
+	}
+	if got, whole := Consumed(nil, &only, Options{}), Consumed(nil, spec, Options{}); !reflect.DeepEqual(got, whole) {
+		t.Fatalf("Consumed of ReferencesOnly %#v, of the whole spec %#v", got, whole)
+	}
+}

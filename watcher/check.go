@@ -389,7 +389,11 @@ func (r *workloadReconciler) trimmed(obj client.Object) client.Object {
 
 // expected is the stamp of the config obj consumes, read live.
 func (r *workloadReconciler) expected(ctx context.Context, obj client.Object, refs []stamp.Source) (stamp.Stamp, error) {
-	st, err := r.config.Stamp(ctx, obj.GetNamespace(), refs)
+	stored := ""
+	if tmpl := r.kind.Template(obj); tmpl != nil {
+		stored = tmpl.Annotations[stamp.SourcesAnnotation]
+	}
+	st, err := r.config.StampOver(ctx, obj.GetNamespace(), refs, stored)
 	if err != nil {
 		return stamp.Stamp{}, fmt.Errorf("compute stamp of %s %s/%s: %w", r.kind, obj.GetNamespace(), obj.GetName(), err)
 	}

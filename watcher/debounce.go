@@ -71,6 +71,7 @@ func (d *debouncer[K]) ready(key K) (over, changed bool, wait time.Duration) {
 		return false, false, wait
 	}
 	delete(d.burst, key)
+	d.burst = emptied(d.burst)
 	d.flight[key] = struct{}{}
 	d.report()
 	return true, w.changed, 0
@@ -81,6 +82,7 @@ func (d *debouncer[K]) done(key K) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.flight, key)
+	d.flight = emptied(d.flight)
 }
 
 // restore puts back a burst that ready ended but whose work failed: it is due at once,
@@ -108,6 +110,14 @@ func (d *debouncer[K]) pending(key K) bool {
 	return waiting || flying
 }
 
+// waiting reports whether key has a burst waiting to be quiet (not one being handed on).
+func (d *debouncer[K]) waiting(key K) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.burst[key]
+	return ok
+}
+
 // oldest returns how long the oldest burst waiting for quiet has lasted (0: none). A
 // burst ends at the latest debounce-max after its first event, so an age well past it
 // means bursts are not being handed on.
@@ -133,4 +143,13 @@ func (d *debouncer[K]) report() {
 	if d.gauge != nil {
 		d.gauge.Set(float64(len(d.burst)))
 	}
+}
+
+// emptied is m, or a new map when m is empty: a Go map keeps the room it grew to, so a
+// map emptied after a burst of 10,000 keys would hold that memory for good.
+func emptied[K comparable, V any](m map[K]V) map[K]V {
+	if len(m) == 0 {
+		return map[K]V{}
+	}
+	return m
 }

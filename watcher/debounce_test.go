@@ -1,6 +1,7 @@
 package watcher
 
 import (
+	"reflect"
 	"testing"
 	"time"
 )
@@ -176,5 +177,36 @@ func TestDebouncerOldestBurst(t *testing.T) {
 	d.ready("b")
 	if got := d.oldest(); got != 0 {
 		t.Fatalf("oldest %v after both were handed on, want 0", got)
+	}
+}
+
+// TestDebouncerLetsGoOfABurst: once every key of a burst of thousands is handed on, the
+// debouncer holds maps made afresh, not the ones grown for the burst (a Go map keeps
+// its room after deletes: about 1 MiB at 10,000 keys, for good).
+func TestDebouncerLetsGoOfABurst(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1000, 0)}
+	d := newDebouncer[int](time.Second, 10*time.Second)
+	d.now = clk.now
+	for i := range 10000 {
+		d.touch(i, true)
+	}
+	burst := reflect.ValueOf(d.burst).Pointer()
+	clk.advance(time.Second)
+	for i := range 10000 {
+		if over, _, _ := d.ready(i); !over {
+			t.Fatalf("key %d not ready after the quiet", i)
+		}
+	}
+	flight := reflect.ValueOf(d.flight).Pointer()
+	for i := range 10000 {
+		d.done(i)
+	}
+	if reflect.ValueOf(d.burst).Pointer() == burst || reflect.ValueOf(d.flight).Pointer() == flight {
+		t.Fatal("the debouncer still holds the maps grown for the burst")
+	}
+	d.touch(1, true) // and still works
+	clk.advance(time.Second)
+	if over, changed, _ := d.ready(1); !over || !changed {
+		t.Fatal("a new burst after the old one was not handed on")
 	}
 }

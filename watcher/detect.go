@@ -5,31 +5,31 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-
-	"github.com/configstamp/configstamp/internal/workload"
 )
 
 // detectInterval is how often the API is checked for a kind that is not served yet.
 const detectInterval = 15 * time.Second
 
-// kindDetector sets up the watch of a kind served by a CRD (Argo Rollouts) once the API
-// server serves it: at start, or when the CRD is installed later. While it is absent it
-// logs nothing (at the default level) and reports no error. It runs on the leader, as
-// the controllers it sets up do.
+// kindDetector sets up the watch of a kind served by a CRD (Argo Rollouts, Flux
+// HelmReleases) once the API server serves it: at start, or when the CRD is installed
+// later. While it is absent it logs nothing (at the default level) and reports no error.
+// It runs on the leader, as the controllers it sets up do.
 type kindDetector struct {
-	kind      *workload.Kind
+	kind      string // its Kind, in logs
+	gvr       schema.GroupVersionResource
 	discovery discovery.DiscoveryInterface
-	setup     func(context.Context, *workload.Kind) error
+	setup     func(context.Context) error
 }
 
 // Start polls discovery until the kind is served, then sets it up, then waits.
 func (d *kindDetector) Start(ctx context.Context) error {
-	log := logf.FromContext(ctx).WithName("detect").WithValues("kind", d.kind.Kind, "group", d.kind.Group)
+	log := logf.FromContext(ctx).WithName("detect").WithValues("kind", d.kind, "group", d.gvr.Group)
 	for {
 		if d.served(ctx) {
-			if err := d.setup(ctx, d.kind); err != nil {
+			if err := d.setup(ctx); err != nil {
 				return err
 			}
 			log.Info("Watching workloads of a kind now served by the API server")
@@ -48,7 +48,7 @@ func (d *kindDetector) Start(ctx context.Context) error {
 // served reports whether the API server serves the kind's resource. A transient error
 // counts as not yet: it is asked again at the next interval.
 func (d *kindDetector) served(ctx context.Context) bool {
-	list, err := d.discovery.ServerResourcesForGroupVersion(d.kind.GVR().GroupVersion().String())
+	list, err := d.discovery.ServerResourcesForGroupVersion(d.gvr.GroupVersion().String())
 	if err != nil {
 		if !apierrors.IsNotFound(err) {
 			logf.FromContext(ctx).V(1).Info("Discovery failed; checking again later", "error", err.Error())
@@ -56,7 +56,7 @@ func (d *kindDetector) served(ctx context.Context) bool {
 		return false
 	}
 	for _, r := range list.APIResources {
-		if r.Name == d.kind.Resource {
+		if r.Name == d.gvr.Resource {
 			return true
 		}
 	}

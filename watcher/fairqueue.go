@@ -101,6 +101,7 @@ func (q *fairQueue) taken(item reconcile.Request) {
 		return
 	}
 	delete(q.queued, item)
+	q.queued = emptied(q.queued)
 	if q.depth[item.Namespace]--; q.depth[item.Namespace] <= 0 {
 		delete(q.depth, item.Namespace)
 	}

@@ -37,7 +37,7 @@ func TestFanOutNeverBlocks(t *testing.T) {
 	queue := testQueue(t)
 	states := &workloadStates{}
 	r := &sourceReconciler{kind: stamp.ConfigMap.Name, client: c, scope: sc}
-	r.addDependents(dependentsOf{kind: workload.Deployment, queue: queue, state: states})
+	r.addDependents(workloadDependents(workload.Deployment, queue, states))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := r.fanOut(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "cfg"}}, true); err != nil {

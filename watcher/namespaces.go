@@ -58,10 +58,11 @@ func inScope(ctx context.Context, c client.Reader, sc *scope.Scope, obj client.O
 	return sc.IncludesWorkload(ns.Name, ns.Labels, obj.GetLabels()), nil
 }
 
-// namespaceEvents checks every workload of a namespace that comes into scope (the
-// opt-in label added), so each gets its record at once: the first config change after
-// that is then judged precisely. The initial list is covered by the workloads' own.
-func namespaceEvents(sc *scope.Scope, c client.Reader, kind *workload.Kind, state *workloadStates) handler.TypedEventHandler[client.Object, reconcile.Request] {
+// namespaceEvents checks every dependent of one kind (a workload kind, HelmReleases) in
+// a namespace that comes into scope (the opt-in label added), so each gets its record
+// at once: the first config change after that is then judged precisely. The initial
+// list is covered by the kind's own.
+func namespaceEvents(sc *scope.Scope, c client.Reader, d dependentsOf) handler.TypedEventHandler[client.Object, reconcile.Request] {
 	return handler.Funcs{
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			was := sc.Includes(e.ObjectOld.GetName(), e.ObjectOld.GetLabels())
@@ -69,14 +70,16 @@ func namespaceEvents(sc *scope.Scope, c client.Reader, kind *workload.Kind, stat
 			if was || !is {
 				return
 			}
-			list := kind.NewList()
+			list := d.newList()
 			if err := c.List(ctx, list, client.InNamespace(e.ObjectNew.GetName()), client.UnsafeDisableDeepCopy); err != nil {
-				logf.FromContext(ctx).Error(err, "List workloads of a namespace that opted in", "namespace", e.ObjectNew.GetName(), "kind", kind.Kind)
+				logf.FromContext(ctx).Error(err, "List workloads of a namespace that opted in", "namespace", e.ObjectNew.GetName(), "kind", d.name)
 				return
 			}
-			for _, obj := range kind.Items(list) {
+			for _, obj := range d.items(list) {
 				key := client.ObjectKeyFromObject(obj)
-				state.addTrigger(key, trigger{})
+				if d.hand != nil {
+					d.hand(key, false)
+				}
 				q.Add(reconcile.Request{NamespacedName: key})
 			}
 		},

@@ -23,6 +23,7 @@ import (
 
 	"github.com/configstamp/configstamp/internal/configread"
 	"github.com/configstamp/configstamp/internal/decide"
+	"github.com/configstamp/configstamp/internal/flux"
 	"github.com/configstamp/configstamp/internal/scope"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
@@ -72,6 +73,10 @@ type Options struct {
 	Kinds []*workload.Kind
 	// ArgoRollouts also watches Argo Rollouts, once their CRD exists.
 	ArgoRollouts bool
+	// FluxHelmReleases also watches Flux HelmReleases, once their CRD exists, and
+	// requests a reconcile of one when the values it takes from ConfigMaps (and
+	// Secrets) change.
+	FluxHelmReleases bool
 	// Sources says which sources count; Key returns the installation's hash key, under
 	// which every digest is keyed (required).
 	Sources stamp.Options
@@ -182,31 +187,62 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err := mgr.Add(cov); err != nil {
 		return err
 	}
+	var detect []*kindDetector
 	for _, k := range sourceKinds {
-		src := w.sources[k.Name]
-		err := ctrl.NewControllerManagedBy(mgr).
-			Named(k.Name).
-			WatchesMetadata(k.New(), src.events()).
-			WithOptions(controller.Options{MaxConcurrentReconciles: 2, NewQueue: func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
-				return newFairQueue(name, rl, mgr.GetLogger().WithValues("controller", name))
-			}}).
-			Complete(src)
-		if err != nil {
-			return fmt.Errorf("set up %s controller: %w", k.Name, err)
-		}
-	}
-	if opts.ArgoRollouts {
-		dc, err := discovery.NewDiscoveryClientForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
-		if err != nil {
-			return fmt.Errorf("discovery client: %w", err)
-		}
-		return mgr.Add(&kindDetector{kind: workload.Rollout, discovery: dc, setup: func(ctx context.Context, k *workload.Kind) error {
-			if err := w.setupKind(ctx, k); err != nil {
+		if k.Group == "" {
+			if err := w.setupSource(k); err != nil {
 				return err
 			}
-			cov.cover(k.Resource)
+			continue
+		}
+		// A kind served by a CRD is watched once the CRD is there, detected as Rollouts are.
+		detect = append(detect, &kindDetector{kind: k.Name, gvr: k.GVK().GroupVersion().WithResource(k.Resource),
+			setup: func(context.Context) error { return w.setupSource(k) }})
+	}
+	if opts.ArgoRollouts {
+		detect = append(detect, &kindDetector{kind: workload.Rollout.Kind, gvr: workload.Rollout.GVR(), setup: func(ctx context.Context) error {
+			if err := w.setupKind(ctx, workload.Rollout); err != nil {
+				return err
+			}
+			cov.cover(workload.Rollout.Resource)
 			return nil
 		}})
+	}
+	if opts.FluxHelmReleases {
+		detect = append(detect, &kindDetector{kind: flux.Kind, gvr: flux.HelmRelease, setup: w.setupHelmReleases})
+	}
+	if len(detect) == 0 {
+		return nil
+	}
+	dc, err := discovery.NewDiscoveryClientForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return fmt.Errorf("discovery client: %w", err)
+	}
+	for _, d := range detect {
+		d.discovery = dc
+		if err := mgr.Add(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setupSource starts the controller of one source kind: metadata-only events of its
+// objects, and for a kind whose content is in status objects (the CSI driver's), the
+// events of those that record a change.
+func (w *watcher) setupSource(k *stamp.SourceKind) error {
+	mgr, src := w.mgr, w.sources[k.Name]
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named(k.Name).
+		WatchesMetadata(k.New(), src.events())
+	if k.Statuses != "" {
+		b = b.Watches(statusObject(k), src.statusEvents())
+	}
+	err := b.WithOptions(controller.Options{MaxConcurrentReconciles: 2, NewQueue: func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+		return newFairQueue(name, rl, mgr.GetLogger().WithValues("controller", name))
+	}}).Complete(src)
+	if err != nil {
+		return fmt.Errorf("set up %s controller: %w", k.Name, err)
 	}
 	return nil
 }
@@ -241,6 +277,13 @@ type watcher struct {
 func (w *watcher) pending(kind string, key types.NamespacedName) bool {
 	src := w.sources[kind]
 	return src != nil && src.debounce.pending(key)
+}
+
+// waiting reports whether a source is in a burst still waiting to be quiet (its
+// dependents are handed on when it is).
+func (w *watcher) waiting(kind string, key types.NamespacedName) bool {
+	src := w.sources[kind]
+	return src != nil && src.debounce.waiting(key)
 }
 
 // seen is the resourceVersion at which the watcher's metadata cache holds a source ("" for
@@ -281,7 +324,10 @@ func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 		Watches(k.New(), rec.events(opts.Debounce))
 	if !opts.Scope.Namespaced() {
 		// A namespace that opts in; a namespaced install watches no Namespace.
-		b = b.WatchesMetadata(&corev1.Namespace{}, namespaceEvents(opts.Scope, mgr.GetClient(), k, &rec.state))
+		b = b.WatchesMetadata(&corev1.Namespace{}, namespaceEvents(opts.Scope, mgr.GetClient(), dependentsOf{
+			name: k.Kind, newList: k.NewList, items: k.Items,
+			hand: func(key types.NamespacedName, _ bool) { rec.state.addTrigger(key, trigger{}) },
+		}))
 	}
 	err := b.WithOptions(controller.Options{
 		MaxConcurrentReconciles: opts.Concurrency,
@@ -291,7 +337,7 @@ func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 		return fmt.Errorf("set up %s controller: %w", k.Resource, err)
 	}
 	for _, src := range w.sources {
-		src.addDependents(dependentsOf{kind: k, queue: queue, state: &rec.state})
+		src.addDependents(workloadDependents(k, queue, &rec.state))
 	}
 	recheckQueued.WithLabelValues(k.Kind)
 	recheckFound.WithLabelValues(k.Kind)

@@ -20,13 +20,24 @@ import (
 	"github.com/configstamp/configstamp/stamp"
 )
 
-// dependentsOf is where a source hands on the workloads of one kind that consume it:
-// the kind's controller, through its queue (an add never blocks), and the triggers in
-// its workload state.
+// dependentsOf is where a source hands on the consumers of one kind that take from it:
+// the kind's controller, through its queue (an add never blocks), and hand, which tells
+// it (before the queue does) that a source changed: a workload kind's triggers in its
+// workload state.
 type dependentsOf struct {
-	kind  *workload.Kind
-	queue *fairQueue
-	state *workloadStates
+	name    string // the kind, in logs: "Deployment"
+	newList func() client.ObjectList
+	items   func(client.ObjectList) []client.Object
+	queue   *fairQueue
+	hand    func(key types.NamespacedName, changed bool) // nil: nothing to tell
+}
+
+// workloadDependents are the workloads of kind as dependents.
+func workloadDependents(kind *workload.Kind, queue *fairQueue, state *workloadStates) dependentsOf {
+	return dependentsOf{name: kind.Kind, newList: kind.NewList, items: kind.Items, queue: queue,
+		hand: func(key types.NamespacedName, changed bool) {
+			state.addTrigger(key, trigger{changed: changed, handoff: true})
+		}}
 }
 
 // sourceReconciler turns events of one source kind (ConfigMaps or Secrets; metadata
@@ -125,21 +136,23 @@ func (r *sourceReconciler) fanOut(ctx context.Context, req reconcile.Request, ch
 	kinds := slices.Clone(r.dependents)
 	r.mu.Unlock()
 	for _, d := range kinds {
-		list := d.kind.NewList()
+		list := d.newList()
 		if err := r.client.List(ctx, list, client.InNamespace(req.Namespace),
 			client.MatchingFields{SourceIndex: indexKey(r.kind, req.Namespace, req.Name)}, client.UnsafeDisableDeepCopy); err != nil {
-			return reconcile.Result{}, fmt.Errorf("list %s dependents of %s %s: %w", d.kind, r.kind, req, err)
+			return reconcile.Result{}, fmt.Errorf("list %s dependents of %s %s: %w", d.name, r.kind, req, err)
 		}
-		items := d.kind.Items(list)
+		items := d.items(list)
 		if len(items) > 0 {
-			logf.FromContext(ctx).V(1).Info("Source quiet; checking its dependents", "source", r.kind, "kind", d.kind.Kind, "dependents", len(items))
+			logf.FromContext(ctx).V(1).Info("Source quiet; checking its dependents", "source", r.kind, "kind", d.name, "dependents", len(items))
 		}
 		for _, obj := range items {
 			if !nsIn && !r.scope.Labelled(obj.GetLabels()) {
 				continue
 			}
 			key := client.ObjectKeyFromObject(obj)
-			d.state.addTrigger(key, trigger{changed: changed, handoff: true})
+			if d.hand != nil {
+				d.hand(key, changed)
+			}
 			d.queue.Add(reconcile.Request{NamespacedName: key})
 		}
 	}

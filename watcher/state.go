@@ -45,10 +45,6 @@ type workloadState struct {
 	// is checked (it may have made room). The value tells the checks apart: a check
 	// clears the mark only if it did not set it again.
 	oversize uint64
-	// checked is the fingerprint taken before its last check that ended with nothing
-	// left to do (checkedSet: there was one); the re-check skips it while it holds.
-	checked    uint64
-	checkedSet bool
 	// rolls counts configstamp's rollouts of it.
 	rolls uint64
 	// abandoned: its last finished check left it alone after its bypass retries ran out;
@@ -63,7 +59,7 @@ type workloadState struct {
 
 func (s *workloadState) empty() bool {
 	return s.trigger == (trigger{}) && s.lastRoll.IsZero() && s.bypasses == 0 && s.unreads == 0 && s.keyMismatches == 0 && s.timeouts == 0 && s.oversize == 0 &&
-		!s.checkedSet && s.rolls == 0 && s.tooManyAt.IsZero() && !s.abandoned && !s.quiet
+		s.rolls == 0 && s.tooManyAt.IsZero() && !s.abandoned && !s.quiet
 }
 
 // workloadStates holds the state of each workload of one kind, by namespace and name.
@@ -72,6 +68,11 @@ func (s *workloadState) empty() bool {
 type workloadStates struct {
 	mu sync.Mutex
 	m  map[types.NamespacedName]*workloadState
+	// checked is each workload's fingerprint taken before its last check that ended with
+	// nothing left to do; the re-check skips it while it holds. Nearly every workload has
+	// one and most have nothing else: kept apart from m, it costs a map entry, not a
+	// workloadState.
+	checked map[types.NamespacedName]uint64
 	// seq is the last oversize mark given.
 	seq uint64
 	// swept is when rolled last forgot old rollouts.
@@ -124,8 +125,10 @@ func (t trigger) recheckOnly() bool { return t.recheck && !t.event && !t.changed
 func (s *workloadStates) setChecked(key types.NamespacedName, fp uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.get(key)
-	st.checked, st.checkedSet = fp, true
+	if s.checked == nil {
+		s.checked = map[types.NamespacedName]uint64{}
+	}
+	s.checked[key] = fp
 }
 
 // checkedAs returns key's fingerprint at its last finished check, or a value no
@@ -134,11 +137,11 @@ func (s *workloadStates) setChecked(key types.NamespacedName, fp uint64) {
 func (s *workloadStates) checkedAs(key types.NamespacedName) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.peek(key)
-	if !st.checkedSet {
-		return ^st.checked // differs from every fingerprint equal to st.checked (0)
+	fp, ok := s.checked[key]
+	if !ok {
+		return ^fp // differs from every fingerprint equal to fp (0)
 	}
-	return st.checked
+	return fp
 }
 
 // beginCheck starts a check of key: it returns whether its last finished check left it
@@ -329,8 +332,8 @@ func (s *workloadStates) rolled(key types.NamespacedName, minInterval time.Durat
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	// Most workloads keep a state (their fingerprint): the sweep is over all of them, so
-	// at most once per minInterval, not at every rollout of a fan-out.
+	// The sweep is over every workload with a state, so at most once per minInterval,
+	// not at every rollout of a fan-out.
 	if len(s.m) > 256 && now.Sub(s.swept) >= minInterval {
 		s.swept = now
 		for k, st := range s.m {
@@ -348,6 +351,7 @@ func (s *workloadStates) rolled(key types.NamespacedName, minInterval time.Durat
 func (s *workloadStates) forget(key types.NamespacedName) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	delete(s.checked, key)
 	if st, ok := s.m[key]; ok {
 		*st = workloadState{trigger: st.trigger}
 		s.tidy(key)

@@ -100,3 +100,30 @@ func TestWorkloadStateConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestCheckedFingerprintApart: a workload whose only state is its fingerprint at its
+// last finished check (after the initial list, nearly every one) keeps no workloadState
+// (BENCHMARKS.md, "Memory in the number of workloads"); the re-check reads the same
+// fingerprint, and a workload that is gone keeps none.
+func TestCheckedFingerprintApart(t *testing.T) {
+	var s workloadStates
+	keys := []types.NamespacedName{{Namespace: "ns", Name: "a"}, {Namespace: "ns", Name: "b"}, {Namespace: "other", Name: "a"}}
+	for i, k := range keys {
+		s.setChecked(k, uint64(i))
+	}
+	if len(s.m) != 0 {
+		t.Fatalf("%d workload states kept for fingerprints alone, want none", len(s.m))
+	}
+	for i, k := range keys {
+		if got := s.checkedAs(k); got != uint64(i) {
+			t.Fatalf("checkedAs(%s) = %d, want %d", k, got, i)
+		}
+	}
+	s.forget(keys[0])
+	if got := s.checkedAs(keys[0]); got == 0 {
+		t.Fatal("a forgotten workload still has its fingerprint")
+	}
+	if got := s.checkedAs(keys[1]); got != 1 {
+		t.Fatalf("checkedAs(%s) = %d after another was forgotten, want 1", keys[1], got)
+	}
+}

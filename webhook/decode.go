@@ -195,3 +195,11 @@ func (s *Stamper) trusts(user string) bool {
 	}
 	return user == s.Self || slices.Contains(s.Watchers, user)
 }
+
+// storedSources is the sources annotation stored for the template ("" when none).
+func (in *input) storedSources() string {
+	if in.stored == nil {
+		return ""
+	}
+	return in.stored.Annotations[stamp.SourcesAnnotation]
+}

@@ -126,7 +126,9 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 		return respond(nil, warnings...), result
 	}
 	in := s.input(kind, req, obj, old)
-	p := in.plan(func() (stamp.Stamp, error) { return s.reader().Stamp(ctx, in.namespace, in.srcs) }, s.keyRead(ctx))
+	p := in.plan(func() (stamp.Stamp, error) {
+		return s.reader().StampOver(ctx, in.namespace, in.srcs, in.storedSources())
+	}, s.keyRead(ctx))
 	p.write(log)
 	if !in.dryRun {
 		p.count()

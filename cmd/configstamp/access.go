@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/configstamp/configstamp/internal/flux"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
@@ -57,8 +59,24 @@ func needed(kinds []*workload.Kind, sources stamp.Options, metricsSecure bool, r
 	return out
 }
 
+// helmReleaseAccess is what --flux-helmreleases adds: read and patch HelmReleases,
+// cluster-wide or in each watched namespace.
+func helmReleaseAccess(watched []string) []access {
+	namespaces := watched
+	if len(namespaces) == 0 {
+		namespaces = []string{""} // cluster-wide
+	}
+	var out []access
+	for _, ns := range namespaces {
+		for _, verb := range []string{"get", "list", "watch", "patch"} {
+			out = append(out, access{flux.HelmRelease.Group, flux.HelmRelease.Resource, verb, "", ns})
+		}
+	}
+	return out
+}
+
 // neededByWebhook is what the webhook role alone needs: get of the sources that count
-// (its live reads), the hash key Secret, and (cluster-wide) list and watch of Namespaces
+// (its live reads; list of a kind's Statuses, read for its content), the hash key Secret, and (cluster-wide) list and watch of Namespaces
 // for its scope check; nothing of workloads, and no list or watch of sources. In a
 // namespaced install (watched set) the sources are read in those namespaces only and no
 // Namespace is read.
@@ -66,7 +84,7 @@ func neededByWebhook(sources stamp.Options, metricsSecure bool, watched []string
 	out := keyAccess(hashKey)
 	var get []access
 	for _, a := range append(sourceAccess(sources, false), sourceAccess(sources, true)...) {
-		if a.verb == "get" {
+		if a.verb == "get" || (a.verb == "list" && statusesResource(a.resource)) {
 			get = append(get, a)
 		}
 	}
@@ -100,6 +118,9 @@ func sourceAccess(sources stamp.Options, flagged bool) []access {
 		if k.Counts(sources) && (k.Flag != "") == flagged {
 			for _, verb := range []string{"get", "list", "watch"} {
 				out = append(out, access{k.Group, k.Resource, verb, "", ""})
+				if k.Statuses != "" {
+					out = append(out, access{k.Group, k.Statuses, verb, "", ""})
+				}
 			}
 		}
 	}
@@ -127,4 +148,9 @@ func checkAccess(ctx context.Context, c client.Client, want []access) (missing e
 		return fmt.Errorf("configstamp may not %s: grant them (the chart's ClusterRole does, or in a namespaced install its Roles), or turn off what needs them", strings.Join(denied, ", ")), nil
 	}
 	return nil, nil
+}
+
+// statusesResource reports whether resource is a source kind's Statuses.
+func statusesResource(resource string) bool {
+	return slices.ContainsFunc(stamp.SourceKinds(), func(k *stamp.SourceKind) bool { return k.Statuses != "" && k.Statuses == resource })
 }

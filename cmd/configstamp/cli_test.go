@@ -115,7 +115,7 @@ func TestCompletion(t *testing.T) {
 		{[]string{"__complete", ""}, "explain\t"},
 		{[]string{"__completeNoDesc", ""}, "explain\nhash\nhelp\nimpact\n"},
 		{[]string{"__complete", "explain", "d"}, "deployment/\ndaemonset/\n:6\n"},
-		{[]string{"__complete", "impact", ""}, "configmap/\nsecret/\n:6\n"},
+		{[]string{"__complete", "impact", ""}, "configmap/\nsecret/\nsecretproviderclass/\n:6\n"},
 		{[]string{"__complete", "explain", "deploy/x", ""}, ":4\n"},
 		{[]string{"__complete", "explain", "--kube"}, "--kubeconfig\t"},
 	} {

@@ -48,9 +48,11 @@ type options struct {
 	recheckInterval         time.Duration
 	rollStaleAtInstall      bool
 	secrets                 bool
+	csiSecrets              bool
 	hashKey                 string
 	hashKeyRefresh          time.Duration
 	argoRollouts            bool
+	fluxHelmReleases        bool
 	enableHTTP2             bool
 	version                 bool
 	registrationName        string
@@ -116,10 +118,12 @@ func bindOptions(fs *flag.FlagSet) *options {
 	fs.DurationVar(&o.recheckInterval, "recheck-interval", watcher.DefaultRecheckInterval, "How often the leader goes over every workload in its cache and checks again those whose template, stamp, configstamp annotations or sources' versions moved since their last check (a safety net for a change no event rolled; jittered by up to 20%). 0: never.")
 	fs.BoolVar(&o.rollStaleAtInstall, "roll-stale-at-install", false, "Roll unstamped workloads that predate configstamp when their config was written after their pods started. Off: installing rolls nothing.")
 	fs.BoolVar(&o.secrets, "secrets", false, "Also hash the Secrets pod templates consume (secret volumes, projected secrets, envFrom.secretRef, secretKeyRef). Off: Secrets are never read.")
+	fs.BoolVar(&o.csiSecrets, "csi-secrets", false, "Also follow the Secrets Store CSI driver: a csi volume of driver secrets-store.csi.k8s.io counts as its SecretProviderClass, digested (keyed) over the object versions the driver records in SecretProviderClassPodStatus objects, so a rotation rolls the workload once. Its CRDs are detected at start and later. Off: nothing of the driver's is read.")
 	fs.StringVar(&o.hashKey, "hash-key", "", "NAMESPACE/NAME of the Secret holding the installation's HMAC key, under which every digest is keyed per namespace (required). An empty Secret (the chart's) gets a random key; a missing one is created when configstamp may (dev mode).")
 	fs.StringVar(&o.hashKey, "secret-hash-key", "", "Deprecated: use --hash-key.")
 	fs.DurationVar(&o.hashKeyRefresh, "hash-key-refresh", hashkey.DefaultRefresh, "How often each replica reads the --hash-key Secret again, to follow a rotation. A replica that meets a record or nudge made under another key reads it at once (at most once a second).")
 	fs.BoolVar(&o.argoRollouts, "argo-rollouts", false, "Also stamp Argo Rollouts (argoproj.io/v1alpha1), once their CRD exists (detected at start and later).")
+	fs.BoolVar(&o.fluxHelmReleases, "flux-helmreleases", false, "Also request a reconcile of Flux HelmReleases (helm.toolkit.fluxcd.io/v2) when the values they take from ConfigMaps (and Secrets) change, once their CRD exists.")
 	fs.BoolVar(&o.version, "version", false, "Print the version and exit.")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "Offer HTTP/2 on the webhook server. Off: HTTP/1.1 only, which is all the API server needs (and leaves HTTP/2's stream-level attacks, CVE-2023-44487 and CVE-2023-39325, out of reach).")
 	fs.IntVar(&o.concurrency, "concurrency", watcher.DefaultConcurrency, "How many workloads of each kind the watcher checks and nudges at once.")
@@ -213,6 +217,6 @@ func run(ctx context.Context, args []string) error {
 	}
 
 	s.log.Info("Starting configstamp", "version", buildVersion(), "role", o.role, "debounce", o.debounce.String(), "leaderElect", o.leaderElect, "devWebhookURL", o.devWebhookURL,
-		"watchNamespaces", s.scope.Watched, "secrets", o.secrets, "argoRollouts", o.argoRollouts, "registration", s.registrationName, "metricsSecure", o.metricsSecure, "webhookClientCA", o.webhookClientCA, "shutdownDelay", o.shutdownDelay.String())
+		"watchNamespaces", s.scope.Watched, "secrets", o.secrets, "csiSecrets", o.csiSecrets, "argoRollouts", o.argoRollouts, "fluxHelmReleases", o.fluxHelmReleases, "registration", s.registrationName, "metricsSecure", o.metricsSecure, "webhookClientCA", o.webhookClientCA, "shutdownDelay", o.shutdownDelay.String())
 	return mgr.Start(mgrCtx)
 }

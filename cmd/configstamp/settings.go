@@ -35,7 +35,7 @@ const containerName = "configstamp"
 // settingFlags are the server's flags explain and impact judge by, which they take under
 // the same names.
 var settingFlags = []string{"namespace-label", "exclude-namespaces", "watch-namespaces", "coverage-configmap",
-	"max-sources", "secrets", "roll-stale-at-install", "registration-name"}
+	"max-sources", "secrets", "csi-secrets", "roll-stale-at-install", "registration-name"}
 
 // settingsFlags are the command's flags of the server's settings.
 type settingsFlags struct {
@@ -237,7 +237,7 @@ func (s *settingsFlags) cluster(ctx context.Context, cl client.Client, c *cli) (
 	if err != nil {
 		return nil, nil, err
 	}
-	g := &explain.Cluster{Client: cl, Scope: sc, Secrets: o.secrets, MaxSources: o.bounds.maxSources, RollStale: o.rollStaleAtInstall,
+	g := &explain.Cluster{Client: cl, Scope: sc, Secrets: o.secrets, CSISecrets: o.csiSecrets, MaxSources: o.bounds.maxSources, RollStale: o.rollStaleAtInstall,
 		SecretsSet: s.flags.Changed("secrets"), SecretsFound: f.problem == "", Registration: o.registrationName,
 		RegistrationRead: f.registration, RegistrationReported: f.registration == nil && s.install == "", Warn: c.warn}
 	if f.dev {

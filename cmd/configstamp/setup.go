@@ -24,6 +24,7 @@ import (
 	"github.com/configstamp/configstamp/certs"
 	"github.com/configstamp/configstamp/internal/argo"
 	"github.com/configstamp/configstamp/internal/configread"
+	"github.com/configstamp/configstamp/internal/flux"
 	"github.com/configstamp/configstamp/internal/hashkey"
 	"github.com/configstamp/configstamp/internal/scope"
 	"github.com/configstamp/configstamp/internal/workload"
@@ -60,7 +61,7 @@ type setup struct {
 
 // newSetup reads what every step needs: the scope, the kinds and the client config.
 func newSetup(o *options) (*setup, error) {
-	s := &setup{o: o, log: ctrl.Log.WithName("setup"), sources: stamp.Options{Secrets: o.secrets, MaxSources: o.bounds.maxSources}, registrationName: o.registrationName}
+	s := &setup{o: o, log: ctrl.Log.WithName("setup"), sources: stamp.Options{Secrets: o.secrets, CSISecrets: o.csiSecrets, MaxSources: o.bounds.maxSources}, registrationName: o.registrationName}
 	var err error
 	if s.scope, err = scope.NewWatched(o.namespaceLabel, strings.Split(o.excludeNamespaces, ","), o.watched()); err != nil {
 		return nil, err
@@ -127,6 +128,9 @@ func (s *setup) connect() error {
 	if err := argo.AddToScheme(s.scheme); err != nil {
 		return err
 	}
+	if err := flux.AddToScheme(s.scheme); err != nil {
+		return err
+	}
 	var err error
 	if s.direct, err = client.New(s.cfg, client.Options{Scheme: s.scheme, FieldOwner: fieldOwner}); err != nil {
 		return fmt.Errorf("create client: %w", err)
@@ -145,6 +149,9 @@ func (s *setup) checkAccess(ctx context.Context) error {
 		want = neededByWebhook(s.sources, o.metricsSecure, s.scope.Watched, keyRef)
 	case s.scope.Namespaced():
 		want = neededIn(s.kinds, s.sources, o.metricsSecure, s.scope.Watched, s.coverageConfigMap(), keyRef)
+	}
+	if o.watches() && o.fluxHelmReleases {
+		want = append(want, helmReleaseAccess(s.scope.Watched)...)
 	}
 	if o.certs.enabled() {
 		// Both certificate modes keep the registration's caBundle (a JSON patch), watching
@@ -257,7 +264,7 @@ func (s *setup) setupControllers(ctx context.Context, mgr ctrl.Manager) error {
 		MaxAdmissionsInFlight: o.bounds.nudgesInFlight(),
 		Scope:                 s.scope, Registration: s.registrationName, CoverageConfigMap: s.coverageConfigMap(), MinRolloutInterval: o.minRolloutInterval,
 		RollStaleAtInstall: o.rollStaleAtInstall, RecheckInterval: o.recheckInterval, Cache: digests,
-		ArgoRollouts: o.argoRollouts, Sources: s.sources, Key: key.Key, FreshKey: key.Fresh,
+		ArgoRollouts: o.argoRollouts, FluxHelmReleases: o.fluxHelmReleases, Sources: s.sources, Key: key.Key, FreshKey: key.Fresh,
 	})
 }
 

@@ -31,11 +31,29 @@ import (
 func Lookup(r client.Reader, namespace string) stamp.Lookup {
 	return func(ctx context.Context, kind, name string) (*corev1.ConfigMap, error) {
 		k := sourceKind(kind)
+		if k == stamp.SecretProviderClass {
+			return csiContent(ctx, r, namespace, name, false)
+		}
 		obj := k.New()
 		if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj); err != nil {
 			return nil, client.IgnoreNotFound(err)
 		}
 		return k.Content(obj), nil
+	}
+}
+
+// LookupOver is Lookup for a template whose stored sources annotation is stored, with
+// key the namespace's digest key (NamespaceKey): a SecretProviderClass the stored stamp
+// shows with no versions yet reads as the webhook reads it (csiVersions' keepPending).
+func LookupOver(r client.Reader, namespace, stored string, key []byte) stamp.Lookup {
+	prev := stamp.ParseSources(stored)
+	plain := Lookup(r, namespace)
+	return func(ctx context.Context, kind, name string) (*corev1.ConfigMap, error) {
+		if kind != stamp.KindSecretProviderClass || len(key) == 0 {
+			return plain(ctx, kind, name)
+		}
+		src := stamp.Source{Kind: kind, Name: name, AllKeys: true, Binary: true}
+		return csiContent(ctx, r, namespace, name, prev[src.ID()] == csiPending(src, key))
 	}
 }
 
@@ -72,6 +90,13 @@ type Reader struct {
 // Stamp computes the stamp of srcs (stamp.Consumed of a workload in namespace), with
 // the fingerprint of the key it was keyed under.
 func (r *Reader) Stamp(ctx context.Context, namespace string, srcs []stamp.Source) (stamp.Stamp, error) {
+	return r.StampOver(ctx, namespace, srcs, "")
+}
+
+// StampOver is Stamp for a template whose stored sources annotation is stored: a
+// SecretProviderClass it shows with no versions yet keeps that digest until the driver
+// records a rotation (csiVersions).
+func (r *Reader) StampOver(ctx context.Context, namespace string, srcs []stamp.Source, stored string) (stamp.Stamp, error) {
 	var key []byte
 	fp := ""
 	if r.Key != nil {
@@ -79,7 +104,7 @@ func (r *Reader) Stamp(ctx context.Context, namespace string, srcs []stamp.Sourc
 			key, fp = stamp.NamespaceKey(k, namespace), stamp.KeyFingerprint(k)
 		}
 	}
-	st, err := compute(ctx, reads{r.Client, r.Cache, r.Seen}, key, namespace, srcs, r.Timeout)
+	st, err := compute(ctx, reads{r.Client, r.Cache, r.Seen, stamp.ParseSources(stored)}, key, namespace, srcs, r.Timeout)
 	st.Key = fp
 	return st, err
 }
@@ -168,6 +193,7 @@ type reads struct {
 	client client.Reader
 	cache  *DigestCache
 	seen   func(ctx context.Context, kind, namespace, name string) string
+	stored map[string]string // the stored sources annotation, parsed
 }
 
 // compute reads srcs live under timeout (no deadline when timeout is 0) and combines
@@ -228,6 +254,15 @@ func digest(ctx context.Context, rd reads, hmacKey []byte, namespace string, src
 		return nil, stamp.ErrNoKey
 	}
 	r, cache := rd.client, rd.cache
+	if src.Kind == stamp.KindSecretProviderClass {
+		// Its content moves without the class: never cached.
+		cm, err := csiContent(ctx, r, namespace, src.Name, rd.stored[src.ID()] == csiPending(src, hmacKey))
+		if err != nil || stamp.Ignored(cm) {
+			return nil, err
+		}
+		d := stamp.SourceDigest(src, cm, hmacKey)
+		return &d, nil
+	}
 	key := cacheKey(namespace, src, hmacKey)
 	if cache != nil {
 		if v, ok := cache.lru.Get(key); ok && !moved(ctx, rd, namespace, src, v.(cached)) {

@@ -31,6 +31,9 @@ type Cluster struct {
 	// Secrets: Secrets count, as with the server's --secrets; used only when the
 	// registration can't be read (secretsCount).
 	Secrets bool
+	// CSISecrets: the Secrets Store CSI driver's classes count, as with the server's
+	// --csi-secrets.
+	CSISecrets bool
 	// HashKey names the Secret holding the installation's hash key (the server's
 	// --hash-key); nil or unreadable: the webhook computes the digests (a dry-run).
 	HashKey *types.NamespacedName
@@ -119,7 +122,7 @@ func (c *Cluster) Explain(ctx context.Context, kind *workload.Kind, namespace, n
 
 // options are the stamp options of the server's settings, with Secrets counted or not.
 func (c *Cluster) options(secrets bool) stamp.Options {
-	return stamp.Options{Secrets: secrets, MaxSources: c.MaxSources}
+	return stamp.Options{Secrets: secrets, CSISecrets: c.CSISecrets, MaxSources: c.MaxSources}
 }
 
 // inScope says whether obj is in scope, from its namespace ns (known: ns could be read)
@@ -281,7 +284,16 @@ func (c *Cluster) live(ctx context.Context, kind *workload.Kind, obj client.Obje
 	if len(refs) == 0 {
 		return l, nil
 	}
-	lookup := configread.Lookup(c.Client, namespace)
+	hashKey := c.hashKey(ctx)
+	var nsKey []byte
+	if hashKey != nil {
+		nsKey = stamp.NamespaceKey(hashKey, namespace)
+	}
+	stored := ""
+	if tmpl := kind.Template(obj); tmpl != nil {
+		stored = tmpl.Annotations[stamp.SourcesAnnotation]
+	}
+	lookup := configread.LookupOver(c.Client, namespace, stored, nsKey)
 	readable := true
 	for _, ref := range refs {
 		cm, err := lookup(ctx, ref.Kind, ref.Name)
@@ -296,7 +308,7 @@ func (c *Cluster) live(ctx context.Context, kind *workload.Kind, obj client.Obje
 		}
 		l.Content[ref.ID()] = cm
 	}
-	if k := c.hashKey(ctx); k != nil && readable {
+	if k := hashKey; k != nil && readable {
 		// The digests of the content just read (each source is read once).
 		st, err := stamp.Compute(ctx, refs, func(_ context.Context, kind, name string) (*corev1.ConfigMap, error) {
 			return l.Content[kind+"/"+name], nil

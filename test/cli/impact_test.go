@@ -184,7 +184,7 @@ current-context: c
 	}{
 		{"missing object", []string{"explain", "-n", f.in, "deployment/nope"}, "error: deployment/nope not found in namespace " + f.in},
 		{"unsupported kind", []string{"explain", "-n", f.in, "pod/web"}, `error: unsupported kind "pod": want deployment, statefulset, daemonset, cronjob, job or rollout`},
-		{"unsupported source kind", []string{"impact", "-n", f.in, "deployment/current"}, `error: unsupported kind "deployment": want configmap or secret`},
+		{"unsupported source kind", []string{"impact", "-n", f.in, "deployment/current"}, `error: unsupported kind "deployment": want configmap, secret or secretproviderclass`},
 		{"no access", []string{"explain", "-n", f.in, "deployment/current", "--kubeconfig", noAccess}, "error: no access to deployment/current in namespace " + f.in},
 		{"no access impact", []string{"impact", "-n", f.in, "configmap/app", "--kubeconfig", noAccess}, "error: no access to"},
 		{"unreachable", []string{"explain", "deployment/current", "--kubeconfig", unreachable}, "error: cannot reach the cluster"},

@@ -83,7 +83,7 @@ func TestRenderNetworkPolicy(t *testing.T) {
 func TestRenderSelfPolicy(t *testing.T) {
 	vap := "--api-versions=admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy"
 	objs := render(t, vap)
-	for _, name := range []string{"configstamp-workloads", "configstamp-cronjobs", "configstamp-registration", "configstamp-hash-key"} {
+	for _, name := range []string{"configstamp-workloads", "configstamp-cronjobs", "configstamp-helmreleases", "configstamp-registration", "configstamp-hash-key"} {
 		p := typed[admissionregistrationv1.ValidatingAdmissionPolicy](t, objs, "ValidatingAdmissionPolicy/"+name)
 		if len(p.Spec.MatchConditions) != 1 || p.Spec.MatchConditions[0].Expression != "request.userInfo.username in ['system:serviceaccount:"+releaseNS+":configstamp', 'system:serviceaccount:"+releaseNS+":configstamp-webhook']" {
 			t.Errorf("%s: match conditions %+v", name, p.Spec.MatchConditions)

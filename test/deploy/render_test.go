@@ -345,6 +345,40 @@ func TestRenderFeatureFlags(t *testing.T) {
 	}
 }
 
+// TestRenderCSISecrets: csiSecrets.enabled reaches both roles' processes and grants the
+// CSI driver's kinds (read and watch for the watcher; get, and list of the pod
+// statuses, for the webhook) only then.
+func TestRenderCSISecrets(t *testing.T) {
+	csiRules := func(objs map[string]*unstructured.Unstructured, key string) []string {
+		var out []string
+		for _, r := range typed[rbacv1.ClusterRole](t, objs, key).Rules {
+			if slices.Contains(r.APIGroups, "secrets-store.csi.x-k8s.io") {
+				out = append(out, fmt.Sprint(r.Resources, r.Verbs))
+			}
+		}
+		return out
+	}
+	off := render(t)
+	if f := processFlags(t, off); f["--csi-secrets"] != "false" {
+		t.Errorf("default: --csi-secrets=%q, want false", f["--csi-secrets"])
+	}
+	for _, key := range []string{"ClusterRole/configstamp", "ClusterRole/configstamp-webhook"} {
+		if got := csiRules(off, key); len(got) != 0 {
+			t.Errorf("default: %s grants %v of the CSI driver's", key, got)
+		}
+	}
+	on := render(t, "--set", "csiSecrets.enabled=true")
+	if f, w := processFlags(t, on), flagsOf(t, on, "Deployment/configstamp-watcher"); f["--csi-secrets"] != "true" || w["--csi-secrets"] != "true" {
+		t.Errorf("enabled: --csi-secrets=%q (webhook), %q (watcher), want true", f["--csi-secrets"], w["--csi-secrets"])
+	}
+	if got, want := csiRules(on, "ClusterRole/configstamp"), []string{"[secretproviderclasses secretproviderclasspodstatuses] [get list watch]"}; !slices.Equal(got, want) {
+		t.Errorf("enabled: the watcher's ClusterRole grants %v, want %v", got, want)
+	}
+	if got, want := csiRules(on, "ClusterRole/configstamp-webhook"), []string{"[secretproviderclasses] [get]", "[secretproviderclasspodstatuses] [get list]"}; !slices.Equal(got, want) {
+		t.Errorf("enabled: the webhook's ClusterRole grants %v, want %v", got, want)
+	}
+}
+
 func TestRenderReadTimeoutFollowsWebhookTimeout(t *testing.T) {
 	for seconds, want := range map[string]string{"5": "--read-timeout=3000ms", "10": "--read-timeout=6000ms", "1": "--read-timeout=600ms"} {
 		dep := typed[appsv1.Deployment](t, render(t, "--set", "webhook.timeoutSeconds="+seconds), "Deployment/configstamp")
@@ -968,6 +1002,54 @@ func TestRenderHashKey(t *testing.T) {
 					t.Errorf("%v: %s grants Secret create: %+v", set, key, r)
 				}
 			}
+		}
+	}
+}
+
+// TestRenderFluxHelmReleases: fluxHelmReleases.enabled passes --flux-helmreleases to the
+// watcher alone and grants get, list, watch and patch of HelmReleases where configstamp
+// acts (the ClusterRole, or each watched namespace's Role); off, neither.
+func TestRenderFluxHelmReleases(t *testing.T) {
+	const flag, res = "--flux-helmreleases", "helm.toolkit.fluxcd.io/helmreleases"
+	granted := func(rules []rbacv1.PolicyRule) grants {
+		got := grants{}
+		for _, r := range rules {
+			for _, g := range r.APIGroups {
+				for _, rs := range r.Resources {
+					if g+"/"+rs == res {
+						got.add(res, "", r.Verbs...)
+					}
+				}
+			}
+		}
+		return got
+	}
+	want := grants{}
+	want.add(res, "", "get", "list", "watch", "patch")
+	for _, on := range []bool{false, true} {
+		set := []string{"--set", fmt.Sprintf("fluxHelmReleases.enabled=%v", on)}
+		objs := render(t, set...)
+		if w, h := flagsOf(t, objs, "Deployment/configstamp-watcher")[flag], processFlags(t, objs)[flag]; (w == "true") != on || h != "" {
+			t.Errorf("enabled=%v: watcher %s=%q, webhook %q", on, flag, w, h)
+		}
+		if single := processFlags(t, render(t, append(set, "--set", "roles.split=false")...))[flag]; (single == "true") != on {
+			t.Errorf("enabled=%v, roles.split=false: %s=%q", on, flag, single)
+		}
+		if got := granted(typed[rbacv1.ClusterRole](t, objs, "ClusterRole/configstamp").Rules); on != maps.Equal(got, want) || (!on && len(got) > 0) {
+			t.Errorf("enabled=%v: ClusterRole grants %v", on, slices.Sorted(maps.Keys(got)))
+		}
+		found := false
+		for _, u := range renderList(t, append(set, "--set-json", `watchNamespaces=["team-a"]`)...) {
+			if u.GetKind() != "Role" || u.GetName() != "configstamp" || u.GetNamespace() != "team-a" {
+				continue
+			}
+			found = true
+			if got := granted(convert[rbacv1.Role](t, u).Rules); on != maps.Equal(got, want) || (!on && len(got) > 0) {
+				t.Errorf("enabled=%v, watchNamespaces: Role in team-a grants %v", on, slices.Sorted(maps.Keys(got)))
+			}
+		}
+		if !found {
+			t.Errorf("enabled=%v, watchNamespaces: no Role configstamp in team-a", on)
 		}
 	}
 }

@@ -154,3 +154,10 @@ func (e *Env) ArgoClient(t testing.TB) client.Client {
 	}
 	return c
 }
+
+// FluxHelmReleaseCRD is the path of the Flux HelmRelease CRD (helm.toolkit.fluxcd.io),
+// generated from github.com/fluxcd/helm-controller/api v1.6.5 (the module configstamp
+// uses) with controller-gen: test/testdata/flux/README.md says how.
+func FluxHelmReleaseCRD() string {
+	return filepath.Join(cluster.RepoRoot(), "test", "testdata", "flux", "helmreleases-crd.yaml")
+}

@@ -8,6 +8,8 @@
 // started; a Job copied from one runs pods with its stamp and is never written after),
 // installed over and created after; workloads opted in by their own label (counted as ReplicaSets),
 // handled once per request when they match both ways; and the extra-sources annotation.
+// Flux HelmReleases (their CRD, no helm-controller) get one reconcile request per change
+// of the values they take (flux_test.go).
 package kinds
 
 import (

@@ -45,7 +45,7 @@ func main() {
 	quick := flag.Bool("quick", false, "a smaller run (100 objects instead of 1,000; 500 instead of 5,000)")
 	only := flag.String("only", "", "comma-separated subset: "+strings.Join(sections, ","))
 	out := flag.String("out", "", "also write the table to this file")
-	flag.StringVar(&profileDir, "profile", "", "write CPU profiles of configstamp and kube-apiserver taken during the admission measurement and the rolling fan-out into this directory")
+	flag.StringVar(&profileDir, "profile", "", "write CPU profiles of configstamp and kube-apiserver taken during the admission measurement and the rolling fan-out, and heap profiles of the webhook and watcher processes in memory-workloads, into this directory")
 	flag.IntVar(&rollingN, "rolling", 0, "Deployments in the rolling fan-out (default 200, 50 with -quick)")
 	paces := flag.String("rolling-paces", "", "measure the rolling fan-out at these paces instead: semicolon-separated lists of configstamp flags (e.g. \"--concurrency 8;--concurrency 16\")")
 	writers := flag.Int("writers", 0, "concurrent writers for the admission overhead (default 20)")

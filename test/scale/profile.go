@@ -11,11 +11,13 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/configstamp/configstamp/test/cluster"
 	"github.com/configstamp/configstamp/test/framework"
 )
 
 // profileDir, when set (-profile DIR), receives CPU profiles of configstamp and of
-// kube-apiserver taken during the admission measurement.
+// kube-apiserver taken during the admission measurement, and heap profiles of each
+// role's process in memory-workloads.
 var profileDir string
 
 // profile waits for configstamp's pprof endpoint, then takes both CPU profiles at once.
@@ -68,4 +70,35 @@ func save(r io.Reader, path string) {
 	}
 	defer f.Close()
 	_, _ = io.Copy(f, r)
+}
+
+// pprofArgs, with -profile, appends to args the flag that serves configstamp's pprof
+// endpoints on a free loopback port and returns that address; "" without -profile.
+func pprofArgs(args *[]string) string {
+	if profileDir == "" {
+		return ""
+	}
+	port, err := cluster.FreePort()
+	if err != nil {
+		fail(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	*args = append(*args, "--pprof-bind-address", addr)
+	return addr
+}
+
+// heapProfile saves the heap profile of the process serving pprof at addr into path
+// (after a collection, so in-use figures are of live objects).
+func heapProfile(ctx context.Context, addr, path string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		return
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "heap profile:", err)
+		return
+	}
+	defer resp.Body.Close()
+	save(resp.Body, path)
 }

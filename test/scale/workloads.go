@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -16,23 +17,43 @@ import (
 
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
+	"github.com/configstamp/configstamp/webhook"
 )
 
-// memoryWorkloads: RSS of configstamp with n Deployments as Helm charts write them
-// (helmDeployment), each consuming its own small ConfigMap, at rest: the highest of five
-// samples 150 s after the last write (the method of memory): what the watcher's cache of
-// workloads costs as their number grows (BENCHMARKS.md, "Memory in the number of
-// workloads").
+// memoryWorkloads: RSS of configstamp's two roles, each its own process as the chart
+// runs them (one webhook process, one leader-elected watcher process), with n
+// Deployments as Helm charts write them (helmDeployment), each consuming its own small
+// ConfigMap, at rest: the highest of five samples 150 s after the last write (the method
+// of memory): what the watcher's cache of workloads costs as their number grows, and
+// that the webhook caches none (BENCHMARKS.md, "Memory in the number of workloads").
+// With -profile, a heap profile of each process is taken after the samples.
 func memoryWorkloads(ctx context.Context, env *framework.Env, n int) ([]row, error) {
 	cs := clients(env)
-	args, metricsAddr := metricsArgs()
-	p, err := env.Run(ctx, framework.Options{Args: args})
+	const ns, leaseNS = "workloads", "workloads-lease"
+	if err := namespace(ctx, cs, ns); err != nil {
+		return nil, err
+	}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: leaseNS}}, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	hookArgs, hookMetrics := metricsArgs()
+	hookPprof := pprofArgs(&hookArgs)
+	hook, err := env.Run(ctx, framework.Options{Args: append(hookArgs, "--role", "webhook")})
 	if err != nil {
 		return nil, err
 	}
-	defer p.Stop()
-	const ns = "workloads"
-	if err := namespace(ctx, cs, ns); err != nil {
+	defer hook.Stop()
+	watchArgs, watchMetrics := metricsArgs()
+	watchPprof := pprofArgs(&watchArgs)
+	watcher, err := env.Run(ctx, framework.Options{NoWebhook: true, Args: append(watchArgs, "--role", "watcher", "--leader-elect",
+		"--leader-election-namespace", leaseNS, "--registration-name", webhook.DevConfigurationName)})
+	if err != nil {
+		return nil, err
+	}
+	defer watcher.Stop()
+	if err := waitFor(2*time.Minute, "the watcher leads", func() (bool, error) {
+		return strings.Contains(watcher.Output(), `"msg":"Successfully acquired lease"`), nil
+	}); err != nil {
 		return nil, err
 	}
 	start := time.Now()
@@ -60,21 +81,37 @@ func memoryWorkloads(ctx context.Context, env *framework.Env, n int) ([]row, err
 	}
 	fmt.Printf("  each Deployment %d bytes as JSON\n", jsonSize(d))
 	time.Sleep(150 * time.Second)
-	var peak int64
+	procs := []struct {
+		role, metrics, pprof string
+		p                    *framework.Configstamp
+	}{{"watcher", watchMetrics, watchPprof, watcher}, {"webhook", hookMetrics, hookPprof, hook}}
+	peaks := make([]int64, len(procs))
 	for range 5 {
-		r, err := rss(p.PID())
+		for i, pr := range procs {
+			r, err := rss(pr.p.PID())
+			if err != nil {
+				return nil, err
+			}
+			peaks[i] = max(peaks[i], r)
+		}
+		time.Sleep(time.Second)
+	}
+	var rows []row
+	for i, pr := range procs {
+		if !pr.p.Alive() {
+			return nil, fmt.Errorf("the %s process exited:\n%s", pr.role, pr.p.Output())
+		}
+		heap, err := metric(pr.metrics, "go_memstats_heap_inuse_bytes")
 		if err != nil {
 			return nil, err
 		}
-		peak = max(peak, r)
-		time.Sleep(time.Second)
+		if pr.pprof != "" {
+			heapProfile(ctx, pr.pprof, filepath.Join(profileDir, pr.role+"-heap.pprof"))
+		}
+		rows = append(rows, row{fmt.Sprintf("RSS at rest, %d Helm-style Deployments and %d ConfigMaps, the %s process", n, n, pr.role),
+			fmt.Sprintf("%s (Go heap in use %s)", mib(peaks[i]), mib(int64(heap)))})
 	}
-	heap, err := metric(metricsAddr, "go_memstats_heap_inuse_bytes")
-	if err != nil {
-		return nil, err
-	}
-	return []row{{fmt.Sprintf("RSS at rest, %d Helm-style Deployments and %d ConfigMaps (role all)", n, n),
-		fmt.Sprintf("%s (Go heap in use %s)", mib(peak), mib(int64(heap)))}}, nil
+	return rows, nil
 }
 
 // helmLabels are ten labels of about 100 bytes each, as Helm charts set them.

@@ -16,7 +16,9 @@ namespaceLabel: configstamp.io/inject
 excludeNamespaces: [kube-system]
 watchNamespaces: []
 secrets: {enabled: false}
+csiSecrets: {enabled: false}
 argoRollouts: {enabled: false}
+fluxHelmReleases: {enabled: false}
 debounce: 2s
 debounceMax: 30s
 minRolloutInterval: 10s

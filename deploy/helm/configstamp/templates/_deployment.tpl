@@ -129,6 +129,10 @@ spec:
         - --secrets={{ .Values.secrets.enabled }}
         - --hash-key={{ .Release.Namespace }}/{{ include "configstamp.hashKeySecret" . }}
         - --argo-rollouts={{ .Values.argoRollouts.enabled }}
+        - --csi-secrets={{ .Values.csiSecrets.enabled }}
+        {{- if and .Values.fluxHelmReleases.enabled (ne .role "webhook") }}
+        - --flux-helmreleases=true
+        {{- end }}
         - --debounce={{ .Values.debounce }}
         - --debounce-max={{ .Values.debounceMax }}
         - --kube-api-qps={{ .Values.kubeAPI.qps }}
