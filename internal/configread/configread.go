@@ -67,6 +67,9 @@ type Reader struct {
 	// check of a change). Only which read comes first depends on it: a stale answer
 	// costs a read, never a wrong digest.
 	Seen func(ctx context.Context, kind, namespace, name string) string
+	// KeyDigests: give each source whose content is read its per-key digests
+	// (stamp.KeyDigests), for the keys annotation (the webhook's).
+	KeyDigests bool
 }
 
 // Stamp computes the stamp of srcs (stamp.Consumed of a workload in namespace), with
@@ -79,7 +82,7 @@ func (r *Reader) Stamp(ctx context.Context, namespace string, srcs []stamp.Sourc
 			key, fp = stamp.NamespaceKey(k, namespace), stamp.KeyFingerprint(k)
 		}
 	}
-	st, err := compute(ctx, reads{r.Client, r.Cache, r.Seen}, key, namespace, srcs, r.Timeout)
+	st, err := compute(ctx, reads{r.Client, r.Cache, r.Seen, r.KeyDigests}, key, namespace, srcs, r.Timeout)
 	st.Key = fp
 	return st, err
 }
@@ -168,6 +171,7 @@ type reads struct {
 	client client.Reader
 	cache  *DigestCache
 	seen   func(ctx context.Context, kind, namespace, name string) string
+	keys   bool
 }
 
 // compute reads srcs live under timeout (no deadline when timeout is 0) and combines
@@ -257,6 +261,9 @@ func digest(ctx context.Context, rd reads, hmacKey []byte, namespace string, src
 		return nil, nil
 	}
 	d := stamp.SourceDigest(src, cm, hmacKey)
+	if rd.keys {
+		d.Keys, d.KeysKnown = stamp.KeyDigests(src, cm, hmacKey), true
+	}
 	if cache != nil && cm != nil {
 		cache.lru.Add(key, cached{uid: string(cm.UID), resourceVersion: cm.ResourceVersion, sum: d.Sum, unmet: d.Unmet})
 	}
