@@ -146,6 +146,9 @@ func (s *setup) checkAccess(ctx context.Context) error {
 	case s.scope.Namespaced():
 		want = neededIn(s.kinds, s.sources, o.metricsSecure, s.scope.Watched, s.coverageConfigMap(), keyRef)
 	}
+	if o.watches() {
+		want = append(want, o.notify.access()...)
+	}
 	if o.certs.enabled() {
 		// Both certificate modes keep the registration's caBundle (a JSON patch), watching
 		// it by name.
@@ -251,12 +254,22 @@ func (s *setup) setupControllers(ctx context.Context, mgr ctrl.Manager) error {
 	if !o.watches() {
 		return nil
 	}
+	notifier, err := o.notify.notifier(s.direct)
+	if err != nil {
+		return err
+	}
+	if notifier != nil {
+		if err := mgr.Add(notifier); err != nil {
+			return err
+		}
+		s.log.Info("Sending notifications", "format", o.notify.format)
+	}
 	return watcher.SetupWithManager(ctx, mgr, watcher.Options{
 		Debounce: o.debounce, DebounceMax: o.debounceMax, ReadTimeout: o.readTimeout, Concurrency: o.concurrency,
 		MaxAdmissionsInFlight: o.bounds.nudgesInFlight(),
 		Scope:                 s.scope, Registration: s.registrationName, CoverageConfigMap: s.coverageConfigMap(), MinRolloutInterval: o.minRolloutInterval,
 		RollStaleAtInstall: o.rollStaleAtInstall, RecheckInterval: o.recheckInterval, Cache: digests,
-		ArgoRollouts: o.argoRollouts, Sources: s.sources, Key: key.Key, FreshKey: key.Fresh,
+		ArgoRollouts: o.argoRollouts, Sources: s.sources, Key: key.Key, FreshKey: key.Fresh, Notify: notifier,
 	})
 }
 
