@@ -104,7 +104,16 @@ type cached struct {
 	uid, resourceVersion string
 	sum                  [32]byte
 	unmet                string
+	// keys are the per-key digests (stamp.KeyDigests), where keysKnown: read with
+	// them, and at most maxCachedKeys bytes.
+	keys      string
+	keysKnown bool
 }
+
+// maxCachedKeys bounds the per-key digests a cache entry keeps (the cache's memory:
+// at most 8 MiB more for its 16384 entries). A source with more is read whole whenever
+// its keys are asked for.
+const maxCachedKeys = 512
 
 // NewDigestCache holds up to size digests.
 func NewDigestCache(size int) *DigestCache { return &DigestCache{lru: lru.New(size)} }
@@ -234,12 +243,13 @@ func digest(ctx context.Context, rd reads, hmacKey []byte, namespace string, src
 	r, cache := rd.client, rd.cache
 	key := cacheKey(namespace, src, hmacKey)
 	if cache != nil {
-		if v, ok := cache.lru.Get(key); ok && !moved(ctx, rd, namespace, src, v.(cached)) {
+		if v, ok := cache.lru.Get(key); ok && !moved(ctx, rd, namespace, src, v.(cached)) && (!rd.keys || v.(cached).keysKnown) {
 			prev := v.(cached)
 			meta := NewMeta(src.Kind)
 			err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: src.Name}, meta)
 			if apierrors.IsNotFound(err) {
 				d := stamp.SourceDigest(src, nil, hmacKey)
+				d.KeysKnown = rd.keys // a missing source has no keys
 				return &d, nil
 			}
 			if err != nil {
@@ -249,7 +259,7 @@ func digest(ctx context.Context, rd reads, hmacKey []byte, namespace string, src
 				return nil, nil
 			}
 			if string(meta.UID) == prev.uid && meta.ResourceVersion == prev.resourceVersion {
-				return &stamp.Digest{Kind: src.Kind, Name: src.Name, Sum: prev.sum, Unmet: prev.unmet}, nil
+				return &stamp.Digest{Kind: src.Kind, Name: src.Name, Sum: prev.sum, Unmet: prev.unmet, Keys: prev.keys, KeysKnown: prev.keysKnown}, nil
 			}
 		}
 	}
@@ -265,7 +275,11 @@ func digest(ctx context.Context, rd reads, hmacKey []byte, namespace string, src
 		d.Keys, d.KeysKnown = stamp.KeyDigests(src, cm, hmacKey), true
 	}
 	if cache != nil && cm != nil {
-		cache.lru.Add(key, cached{uid: string(cm.UID), resourceVersion: cm.ResourceVersion, sum: d.Sum, unmet: d.Unmet})
+		c := cached{uid: string(cm.UID), resourceVersion: cm.ResourceVersion, sum: d.Sum, unmet: d.Unmet}
+		if d.KeysKnown && len(d.Keys) <= maxCachedKeys {
+			c.keys, c.keysKnown = d.Keys, true
+		}
+		cache.lru.Add(key, c)
 	}
 	return &d, nil
 }
