@@ -216,7 +216,7 @@ type message struct {
 func (n *Notifier) Start(ctx context.Context) error {
 	go n.send(ctx)
 	batches := map[string]*batch{}
-	tick := time.NewTicker(min(n.o.Window/4, time.Second))
+	tick := time.NewTicker(max(min(n.o.Window/4, time.Second), 10*time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {
