@@ -32,8 +32,11 @@ type cloudEvent struct {
 	} `json:"data"`
 }
 
-// receiver is a notification endpoint: it answers 500 to its first fail requests.
+// receiver is a notification endpoint for the messages of namespace ns (configstamp
+// also notifies of what it catches up on in other tests' namespaces): it answers 500 to
+// the first fail requests about ns.
 type receiver struct {
+	ns       string
 	mu       sync.Mutex
 	fail     int
 	requests []string
@@ -42,8 +45,13 @@ type receiver struct {
 
 func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	b, _ := io.ReadAll(req.Body)
+	var ev cloudEvent
+	_ = json.Unmarshal(b, &ev)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if ev.Subject != r.ns && !strings.HasPrefix(ev.Subject, r.ns+"/") {
+		return
+	}
 	r.requests = append(r.requests, string(b))
 	r.types = append(r.types, req.Header.Get("Content-Type"))
 	if len(r.requests) <= r.fail {
@@ -51,7 +59,8 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
-// messages are the distinct messages received (a retry repeats its id), in order.
+// messages are the distinct messages about ns received (a retry repeats its id), in
+// order, and every request about ns.
 func (r *receiver) messages(t *testing.T) (msgs []cloudEvent, bodies []string) {
 	t.Helper()
 	r.mu.Lock()
@@ -102,7 +111,8 @@ func (r *receiver) listing(t *testing.T, n int, reasons []string, workloads ...s
 // keys that changed; none for a change that rolls nothing (a label, a key no pod
 // consumes); a 500 is retried; no payload holds a value (the Secret's hunter2).
 func TestNotifications(t *testing.T) {
-	rc := &receiver{fail: 1}
+	ns := env.NewNamespace(t, true)
+	rc := &receiver{ns: ns, fail: 1}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
 	urlNS := env.NewNamespace(t, false)
@@ -110,7 +120,6 @@ func TestNotifications(t *testing.T) {
 	env.Start(t, framework.Options{Args: []string{"--secrets", "--notify-url-secret", urlNS + "/notify", "--notify-batch-window", "3s",
 		"--min-rollout-interval", "0"}})
 
-	ns := env.NewNamespace(t, true)
 	values := []string{"hunter2", "swordfish", "value-blue", "value-green", "value-unseen-1", "value-unseen-2"}
 	create(t, configMap(ns, "shared", map[string]string{"mode": "value-blue", "level": "info"}))
 	create(t, configMap(ns, "partial", map[string]string{"seen": "1", "unseen": "value-unseen-1"}))
