@@ -34,10 +34,11 @@ const keyDigestChars = 8
 // KeyDigests renders the per-key digests of one source as the pod sees it ("k=d,..."
 // in key order; "" for a missing source): the HMAC-SHA256 under key (the NamespaceKey,
 // as SourceDigest) of s("configstamp/key v1") s(kind) s(name) s(key) and the key's
-// entry as the source encoding writes it.
-func KeyDigests(src Source, cm *corev1.ConfigMap, key []byte) string {
+// entry as the source encoding writes it. ok is false, and it stops, once they pass
+// MaxKeysAnnotation (the annotation would be left out anyway).
+func KeyDigests(src Source, cm *corev1.ConfigMap, key []byte) (_ string, ok bool) {
 	if cm == nil || len(key) == 0 {
-		return ""
+		return "", true
 	}
 	keys := src.Keys
 	if src.AllKeys {
@@ -77,8 +78,11 @@ func KeyDigests(src Source, cm *corev1.ConfigMap, key []byte) string {
 		b.WriteString(k)
 		b.WriteByte('=')
 		b.WriteString(hex.EncodeToString(m.Sum(nil))[:keyDigestChars])
+		if b.Len() > MaxKeysAnnotation {
+			return "", false
+		}
 	}
-	return b.String()
+	return b.String(), true
 }
 
 // sourceKeys is one source's entry in a KeysAnnotation.

@@ -15,7 +15,7 @@ func TestKeyDigestsNameChangedKeys(t *testing.T) {
 	v2 := &corev1.ConfigMap{Data: map[string]string{"password": "hunter3", "user": "app", "added": "y"}}
 	stampOf := func(cm *corev1.ConfigMap) Stamp {
 		d := SourceDigest(src, cm, key)
-		d.Keys, d.KeysKnown = KeyDigests(src, cm, key), true
+		d.Keys, d.KeysKnown = KeyDigests(src, cm, key)
 		return Combine([]Digest{d})
 	}
 	s1, s2 := stampOf(v1), stampOf(v2)
@@ -55,12 +55,13 @@ func TestKeyDigestsNameChangedKeys(t *testing.T) {
 	}
 	// The same content in another namespace has other key digests (keyed per namespace).
 	other := NamespaceKey([]byte("installation key"), "other")
-	if KeyDigests(src, v1, other) == KeyDigests(src, v1, key) {
+	a, _ := KeyDigests(src, v1, other)
+	if b, _ := KeyDigests(src, v1, key); a == b {
 		t.Fatal("key digests do not depend on the namespace key")
 	}
 	// Only the selected keys.
 	sel := Source{Kind: "configmap", Name: "c", Keys: []string{"user"}}
-	if got := KeyDigests(sel, v1, key); !strings.HasPrefix(got, "user=") || strings.Contains(got, ",") {
+	if got, _ := KeyDigests(sel, v1, key); !strings.HasPrefix(got, "user=") || strings.Contains(got, ",") {
 		t.Fatalf("selected keys: %q", got)
 	}
 }
@@ -74,7 +75,10 @@ func TestKeysValueOverBudget(t *testing.T) {
 	src := Source{Kind: "configmap", Name: "big", AllKeys: true}
 	cm := &corev1.ConfigMap{Data: data}
 	d := SourceDigest(src, cm, key)
-	d.Keys, d.KeysKnown = KeyDigests(src, cm, key), true
+	d.Keys, d.KeysKnown = KeyDigests(src, cm, key)
+	if d.KeysKnown {
+		t.Fatalf("over budget, and known: %d bytes", len(d.Keys))
+	}
 	if got := KeysValue(Combine([]Digest{d}), ""); got != "" {
 		t.Fatalf("over budget: %d bytes written", len(got))
 	}

@@ -270,7 +270,7 @@ func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 		mgr.GetLogger().WithValues("controller", name))
 	rec := &workloadReconciler{
 		kind: k, client: mgr.GetClient(), live: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder("configstamp"),
-		config:   &configread.Reader{Client: mgr.GetAPIReader(), Cache: opts.Cache, Key: opts.Key, Timeout: opts.ReadTimeout, Seen: w.seen},
+		config:   &configread.Reader{Client: mgr.GetAPIReader(), Cache: opts.Cache, Key: opts.Key, Timeout: opts.ReadTimeout, Seen: w.seen, KeyDigests: true},
 		freshKey: opts.FreshKey, sources: opts.Sources, scope: opts.Scope,
 		evidence:  &evidence{cache: mgr.GetClient(), live: mgr.GetAPIReader(), scope: opts.Scope, coverage: w.coverage},
 		rollStale: opts.RollStaleAtInstall, minInterval: opts.MinRolloutInterval, pending: w.pending,

@@ -67,8 +67,10 @@ type Reader struct {
 	// check of a change). Only which read comes first depends on it: a stale answer
 	// costs a read, never a wrong digest.
 	Seen func(ctx context.Context, kind, namespace, name string) string
-	// KeyDigests: give each source whose content is read its per-key digests
-	// (stamp.KeyDigests), for the keys annotation (the webhook's).
+	// KeyDigests: give each source its per-key digests (stamp.KeyDigests), for the
+	// keys annotation: computed when its content is read, else from the cache. The
+	// webhook writes them; the watcher computes them too, so that the cache entries it
+	// makes of changed content serve the webhook's read of its nudge.
 	KeyDigests bool
 }
 
@@ -104,15 +106,16 @@ type cached struct {
 	uid, resourceVersion string
 	sum                  [32]byte
 	unmet                string
-	// keys are the per-key digests (stamp.KeyDigests), where keysKnown: read with
-	// them, and at most maxCachedKeys bytes.
-	keys      string
-	keysKnown bool
+	// keys are the per-key digests (stamp.KeyDigests), where keysKnown (at most
+	// maxCachedKeys bytes); keysTried: the content was read for them (unknown then: too
+	// many), so a read that asks for keys need not read it again.
+	keys                 string
+	keysKnown, keysTried bool
 }
 
 // maxCachedKeys bounds the per-key digests a cache entry keeps (the cache's memory:
-// at most 8 MiB more for its 16384 entries). A source with more is read whole whenever
-// its keys are asked for.
+// at most 8 MiB more for its 16384 entries). A source with more has them only when its
+// content is read (a change); from the cache, its keys are unknown.
 const maxCachedKeys = 512
 
 // NewDigestCache holds up to size digests.
@@ -243,7 +246,7 @@ func digest(ctx context.Context, rd reads, hmacKey []byte, namespace string, src
 	r, cache := rd.client, rd.cache
 	key := cacheKey(namespace, src, hmacKey)
 	if cache != nil {
-		if v, ok := cache.lru.Get(key); ok && !moved(ctx, rd, namespace, src, v.(cached)) && (!rd.keys || v.(cached).keysKnown) {
+		if v, ok := cache.lru.Get(key); ok && !moved(ctx, rd, namespace, src, v.(cached)) && (!rd.keys || v.(cached).keysTried) {
 			prev := v.(cached)
 			meta := NewMeta(src.Kind)
 			err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: src.Name}, meta)
@@ -272,10 +275,10 @@ func digest(ctx context.Context, rd reads, hmacKey []byte, namespace string, src
 	}
 	d := stamp.SourceDigest(src, cm, hmacKey)
 	if rd.keys {
-		d.Keys, d.KeysKnown = stamp.KeyDigests(src, cm, hmacKey), true
+		d.Keys, d.KeysKnown = stamp.KeyDigests(src, cm, hmacKey)
 	}
 	if cache != nil && cm != nil {
-		c := cached{uid: string(cm.UID), resourceVersion: cm.ResourceVersion, sum: d.Sum, unmet: d.Unmet}
+		c := cached{uid: string(cm.UID), resourceVersion: cm.ResourceVersion, sum: d.Sum, unmet: d.Unmet, keysTried: rd.keys}
 		if d.KeysKnown && len(d.Keys) <= maxCachedKeys {
 			c.keys, c.keysKnown = d.Keys, true
 		}
