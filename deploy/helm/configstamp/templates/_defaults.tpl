@@ -16,6 +16,7 @@ namespaceLabel: configstamp.io/inject
 excludeNamespaces: [kube-system]
 watchNamespaces: []
 secrets: {enabled: false}
+notifications: {urlSecret: {name: "", key: url}, format: cloudevents, source: configstamp, batchWindow: 5s}
 argoRollouts: {enabled: false}
 debounce: 2s
 debounceMax: 30s
