@@ -61,7 +61,7 @@ func TestHandleEveryKind(t *testing.T) {
 			s := stamper(t, cm("cfg", "1"))
 			s.Kinds = all
 			resp := s.Handle(context.Background(), review(t, k, admissionv1.Create, obj, nil))
-			if !resp.Allowed || len(resp.Patches) != 2 || resp.Patches[0].Path != "/spec/template/metadata/annotations" {
+			if !resp.Allowed || len(resp.Patches) != 3 || resp.Patches[0].Path != "/spec/template/metadata/annotations" {
 				t.Fatalf("want the stamp and the record, got %+v", resp)
 			}
 			if got := resp.Patches[0].Value.(map[string]string)[stamp.HashAnnotation]; got != want.Hash {
@@ -90,7 +90,7 @@ func TestHandleExtraSources(t *testing.T) {
 	d.Annotations = map[string]string{stamp.ExtraSourcesAnnotation: "configmap/cfg, bogus, secret/s"}
 	s := stamper(t, cm("cfg", "1"))
 	resp := s.Handle(context.Background(), request(t, admissionv1.Create, d, nil))
-	if !resp.Allowed || len(resp.Patches) != 2 {
+	if !resp.Allowed || len(resp.Patches) != 3 {
 		t.Fatalf("want the stamp and the record, got %+v", resp)
 	}
 	if got := resp.Patches[0].Value.(map[string]string)[stamp.SourcesAnnotation]; !strings.HasPrefix(got, "configmap/cfg=") || strings.Contains(got, "secret") {
