@@ -83,7 +83,7 @@ func memoryWorkloads(ctx context.Context, env *framework.Env, n int) ([]row, err
 		return nil, fmt.Errorf("deployment %s: sources annotation %q, want configmap/...", d.Name, got)
 	}
 	fmt.Printf("  each Deployment %d bytes as JSON\n", jsonSize(d))
-	took, err := settled(watchMetrics, n, time.Hour)
+	took, err := settled(watchMetrics, n, 2*time.Hour) // 50,000 checks at about 15 a second: about an hour
 	if err != nil {
 		return nil, err
 	}
