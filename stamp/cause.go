@@ -60,6 +60,9 @@ type Rollout struct {
 	Ran string
 	// Restart tells that the template keeps its stamp and a restart time rolls it.
 	Restart bool
+	// StoredKeys and Keys are the workload's KeysAnnotation before and after (empty:
+	// none), which name the keys of a changed source that changed.
+	StoredKeys, Keys string
 }
 
 // ChangeCause describes a rollout configstamp causes, for `kubectl rollout history`.
@@ -106,7 +109,8 @@ func ChangeReason(r Rollout) string {
 			case a[src] == "":
 				parts = append(parts, fmt.Sprintf("%s no longer counted (digest was %s)", src, b[src]))
 			default:
-				parts = append(parts, fmt.Sprintf("%s changed (digest %s -> %s)", src, b[src], a[src]))
+				parts = append(parts, fmt.Sprintf("%s changed (digest %s -> %s; %s)", src, b[src], a[src],
+					keysNote(r.StoredKeys, r.Keys, src, b[src], a[src])))
 			}
 		}
 		if len(parts) == 0 {

@@ -38,6 +38,10 @@ type Digest struct {
 	// Sum is the HMAC-SHA256 of the source's encoding under its namespace's key
 	// (NamespaceKey), so a stamp lets no one without the key test guesses of the content.
 	Sum [sha256.Size]byte
+	// Keys are the source's per-key digests (KeyDigests), where KeysKnown: its content
+	// was read for them. Neither is part of the hash.
+	Keys      string
+	KeysKnown bool
 }
 
 // Hex is Sum in lowercase hex.

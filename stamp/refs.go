@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 )
 
 // Options say which sources count: a field for each source kind with a Flag, read by
@@ -285,9 +284,10 @@ func ReferencesOnly(spec *corev1.PodSpec) corev1.PodSpec {
 		}
 	}
 	var refs corev1.Container
+	seen := entriesSeen{envFrom: map[string]struct{}{}, env: map[string]struct{}{}}
 	for _, list := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
 		for i := range list {
-			addContainerRefs(&refs, &list[i])
+			addContainerRefs(&refs, seen, &list[i])
 		}
 	}
 	if len(refs.Env) > 0 || len(refs.EnvFrom) > 0 {
@@ -311,12 +311,16 @@ func sourceVolume(v *corev1.Volume) (corev1.Volume, bool) {
 	return out, out.ConfigMap != nil || out.Secret != nil || out.CSI != nil || out.Projected != nil
 }
 
+// entriesSeen holds the encodings of the envFrom entries and env selections kept: a
+// template may hold thousands (one tenant's), and the cache's transform runs this on
+// every event of every workload, so each entry is looked up, not compared with each kept.
+type entriesSeen struct{ envFrom, env map[string]struct{} }
+
 // addContainerRefs adds to refs the env and envFrom entries of ct that reference a
 // source of any kind, each distinct selection once.
-func addContainerRefs(refs *corev1.Container, ct *corev1.Container) {
+func addContainerRefs(refs *corev1.Container, seen entriesSeen, ct *corev1.Container) {
 	for _, e := range ct.EnvFrom {
-		if slices.ContainsFunc(sourceKinds, func(k *SourceKind) bool { return k.envFrom != nil && refFound(k.envFrom(&e)) }) &&
-			!slices.ContainsFunc(refs.EnvFrom, func(kept corev1.EnvFromSource) bool { return equality.Semantic.DeepEqual(kept, e) }) {
+		if slices.ContainsFunc(sourceKinds, func(k *SourceKind) bool { return k.envFrom != nil && refFound(k.envFrom(&e)) }) && firstSeen(seen.envFrom, &e) {
 			refs.EnvFrom = append(refs.EnvFrom, e)
 		}
 	}
@@ -324,10 +328,25 @@ func addContainerRefs(refs *corev1.Container, ct *corev1.Container) {
 		if e.ValueFrom == nil || !slices.ContainsFunc(sourceKinds, func(k *SourceKind) bool { return k.keyRef != nil && refFound(k.keyRef(e.ValueFrom)) }) {
 			continue
 		}
-		if !slices.ContainsFunc(refs.Env, func(kept corev1.EnvVar) bool { return equality.Semantic.DeepEqual(kept.ValueFrom, e.ValueFrom) }) {
+		if firstSeen(seen.env, e.ValueFrom) {
 			refs.Env = append(refs.Env, corev1.EnvVar{ValueFrom: e.ValueFrom})
 		}
 	}
+}
+
+// firstSeen reports whether entry's encoding is not in seen yet, and adds it. Equal
+// encodings are equal entries (the protobuf encoding tells a nil optional from false);
+// one that does not encode is kept.
+func firstSeen(seen map[string]struct{}, entry interface{ Marshal() ([]byte, error) }) bool {
+	b, err := entry.Marshal()
+	if err != nil {
+		return true
+	}
+	if _, ok := seen[string(b)]; ok {
+		return false
+	}
+	seen[string(b)] = struct{}{}
+	return true
 }
 
 // refFound is the second result of a reference function.

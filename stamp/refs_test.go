@@ -1,8 +1,10 @@
 package stamp
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
@@ -125,5 +127,31 @@ func TestReferencesOnlyKeepsEachEnvFromOnce(t *testing.T) {
 	}
 	if got, whole := Consumed(nil, &only, Options{}), Consumed(nil, spec, Options{}); !reflect.DeepEqual(got, whole) {
 		t.Fatalf("Consumed of ReferencesOnly %#v, of the whole spec %#v", got, whole)
+	}
+}
+
+// TestReferencesOnlyManyEntries: a template with tens of thousands of distinct envFrom
+// entries and env selections (one tenant's; the API server takes them) is reduced at
+// once, each kept once: the cache's transform runs this on every event of every
+// workload, and comparing each entry with each kept one took minutes here, holding up
+// the kind's informer for every tenant. The deadline is a thousand times what it takes.
+func TestReferencesOnlyManyEntries(t *testing.T) {
+	const n = 20000
+	var ct corev1.Container
+	for i := range n {
+		cm := corev1.LocalObjectReference{Name: "a"}
+		ct.EnvFrom = append(ct.EnvFrom, corev1.EnvFromSource{Prefix: fmt.Sprintf("P%d_", i), ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: cm}})
+		ct.Env = append(ct.Env, corev1.EnvVar{Name: "V", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: cm, Key: fmt.Sprintf("k%d", i)}}})
+	}
+	spec := &corev1.PodSpec{Containers: []corev1.Container{ct, ct}} // the second adds nothing
+	done := make(chan corev1.PodSpec, 1)
+	go func() { done <- ReferencesOnly(spec) }()
+	select {
+	case only := <-done:
+		if len(only.Containers) != 1 || len(only.Containers[0].EnvFrom) != n || len(only.Containers[0].Env) != n {
+			t.Fatalf("ReferencesOnly kept %+v, want one container of %d envFrom entries and %d env selections", len(only.Containers), n, n)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("ReferencesOnly of %d envFrom entries and %d env selections not done within a minute", n, n)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/configstamp/configstamp/internal/configread"
 	"github.com/configstamp/configstamp/internal/decide"
+	"github.com/configstamp/configstamp/internal/notify"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
@@ -269,6 +270,7 @@ func (r *workloadReconciler) held(ctx context.Context, j judged, unmet []string)
 	r.recorder.Eventf(j.obj, nil, corev1.EventTypeWarning, ReasonConfigMissing, "Hold",
 		"Not rolling: %s; new pods could not start. Waiting for it to return", strings.Join(unmet, "; "))
 	logf.FromContext(ctx).Info("Held a rollout: required config is missing", "missing", unmet, "basis", j.basis)
+	r.notifyHeld(j.obj, notify.HeldMissing, strings.Join(unmet, "; "), strings.Join(unmet, "; "))
 }
 
 // paused holds the rollout of a paused workload: nudged now, it would take the new stamp
@@ -279,6 +281,7 @@ func (r *workloadReconciler) paused(ctx context.Context, j judged) {
 	r.recorder.Eventf(j.obj, nil, corev1.EventTypeNormal, ReasonRolloutPaused, "Hold",
 		"Not rolling while paused: its config changed (%s -> %s); it rolls once when resumed", stamp.ShortHash(j.basis), stamp.ShortHash(j.want.Hash))
 	logf.FromContext(ctx).Info("Held a rollout: the workload is paused", "basis", j.basis, "want", j.want.Hash)
+	r.notifyHeld(j.obj, notify.HeldPaused, j.want.Hash, fmt.Sprintf("config changed (config hash %s -> %s)", stamp.ShortHash(j.basis), stamp.ShortHash(j.want.Hash)))
 }
 
 // recordUnlessChanging records that the pods run the current config, unless a change

@@ -87,8 +87,8 @@ func TestNudgeEventSaysTheChangeCause(t *testing.T) {
 		stamped, ran string
 		want         string
 	}{
-		{"a source changed", "1", "1", "configmap/cfg changed (digest " + digest("1") + " -> " + digest("2") + ")"},
-		{"a source changed, no record", "1", "", "configmap/cfg changed (digest " + digest("1") + " -> " + digest("2") + ")"},
+		{"a source changed", "1", "1", "configmap/cfg changed (digest " + digest("1") + " -> " + digest("2") + "; keys: unknown)"},
+		{"a source changed, no record", "1", "", "configmap/cfg changed (digest " + digest("1") + " -> " + digest("2") + "; keys: unknown)"},
 		{"the record and the stamp disagree", "0", "1", "config changed (config hash " + h("1") + " -> " + h("2") + ")"},
 		{"restart", "2", "1", "pods restarted onto the config their stamp names (config hash " + h("1") + " -> " + h("2") + ")"},
 		{"adopted", "", "1", "config changed (config hash " + h("1") + " -> " + h("2") + "); first stamp (configmap/cfg " + digest("2") + ")"},

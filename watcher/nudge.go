@@ -14,6 +14,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/configstamp/configstamp/internal/notify"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
@@ -313,6 +314,7 @@ func (r *workloadReconciler) reportRolled(ctx context.Context, obj client.Object
 	} else {
 		r.recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonConfigChanged, "Nudge", "Rolled: %s", reason)
 	}
+	r.notifyRolled(obj, ro.StoredSources, tmpl.Annotations[stamp.SourcesAnnotation], tmpl.Annotations[stamp.HashAnnotation], reason)
 	logf.FromContext(ctx).Info("Nudged "+r.kind.Kind+" after a config change", "oldHash", ro.Ran, "newHash", tmpl.Annotations[stamp.HashAnnotation],
 		"reason", reason)
 }
@@ -353,6 +355,8 @@ func (r *workloadReconciler) bypassed(ctx context.Context, obj client.Object, go
 			"Stored config hash %q still differs from the expected %q after %d nudges: %s; left alone until its next change",
 			stamp.ShortHash(got), stamp.ShortHash(want), n, why)
 		logf.FromContext(ctx).Info("Stopped retrying a stamp that bypassed the webhook", "storedHash", got, "expectedHash", want, "attempts", n)
+		r.notifyHeld(obj, notify.Bypassed, want, fmt.Sprintf("stored config hash %s still differs from the expected %s after %d nudges: %s",
+			stamp.ShortHash(got), stamp.ShortHash(want), n, why))
 		r.state.resetBypasses(key)
 		r.state.abandon(key)
 		return nil

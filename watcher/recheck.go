@@ -172,15 +172,20 @@ func (r *workloadReconciler) beginRecheck(ctx context.Context, key types.Namespa
 // again), unless the check left the workload alone after its bypass retries, the
 // workload is gone now, or a source of it is debouncing (the check was left to its
 // hand-off, which may not have judged yet); and counts a rollout only the re-check found.
+// The fingerprint is kept first and the workload looked for after: a delete handled in
+// between (forget) would otherwise leave the fingerprint of a workload that is gone; the
+// cache drops an object before its delete is handled, so one of the two drops it.
 func (r *workloadReconciler) finishRecheck(ctx context.Context, rc recheckCheck) {
 	if !r.recheck {
 		return
 	}
 	if rc.ok && !r.state.isAbandoned(rc.key) {
-		if obj := r.kind.New(); r.client.Get(ctx, rc.key, obj, client.UnsafeDisableDeepCopy) == nil {
-			if _, _, ok := r.recheckable(ctx, obj); ok {
-				r.state.setChecked(rc.key, rc.fp)
-			}
+		r.state.setChecked(rc.key, rc.fp)
+		obj := r.kind.New()
+		if err := r.client.Get(ctx, rc.key, obj, client.UnsafeDisableDeepCopy); err != nil {
+			r.state.uncheck(rc.key)
+		} else if _, _, ok := r.recheckable(ctx, obj); !ok {
+			r.state.uncheck(rc.key)
 		}
 	}
 	if rc.tr.recheckOnly() && r.state.rollsOf(rc.key) != rc.rolls {

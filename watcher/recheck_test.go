@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/configstamp/configstamp/stamp"
@@ -140,5 +141,40 @@ func stampCurrent(ctx context.Context, t *testing.T, c client.Client, r *workloa
 	d.Annotations = map[string]string{stamp.ObservedAnnotation: stamp.Observed{Hash: want.Hash, Template: stamp.TemplateFingerprint(&d.Spec.Template), Key: want.Key}.String()}
 	if err := c.Update(ctx, d); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRecheckKeepsNoFingerprintOfADeletedWorkload: a workload deleted while its check
+// ends (its delete handled between the check's last read of it and the keeping of its
+// fingerprint) leaves no fingerprint behind: nothing else would ever drop it.
+func TestRecheckKeepsNoFingerprintOfADeletedWorkload(t *testing.T) {
+	ctx := context.Background()
+	var r *workloadReconciler
+	deleting := false
+	c := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(optedInNamespace(), cfgMap("1"), cfgDeployment()).
+		WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			if obj.GetObjectKind().GroupVersionKind().Kind == "Namespace" && deleting {
+				// The workload is deleted and its delete handled while the check reads
+				// its namespace.
+				deleting = false
+				if err := c.Delete(ctx, cfgDeployment()); err != nil {
+					return err
+				}
+				r.state.forget(appKey)
+			}
+			return nil
+		}}).Build()
+	r, _ = newTestReconciler(t, c)
+	r.recheck = true
+	deleting = true
+	r.finishRecheck(ctx, recheckCheck{key: appKey, fp: 42, ok: true})
+	if deleting {
+		t.Fatal("the check read no namespace: the delete was not raced")
+	}
+	if fp, ok := r.state.checked[appKey]; ok {
+		t.Fatalf("the deleted workload keeps fingerprint %d", fp)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/configstamp/configstamp/internal/configread"
 	"github.com/configstamp/configstamp/internal/decide"
 	"github.com/configstamp/configstamp/internal/flux"
+	"github.com/configstamp/configstamp/internal/notify"
 	"github.com/configstamp/configstamp/internal/scope"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
@@ -83,6 +84,9 @@ type Options struct {
 	Key     func() []byte
 	// FreshKey reads the key again, rate-limited (hashkey.Keeper.Fresh); nil: never.
 	FreshKey func(ctx context.Context, since time.Time) bool
+	// Notify receives what the watcher did (rollouts, held changes, bypasses); nil:
+	// notifications off.
+	Notify *notify.Notifier
 }
 
 // Defaults for Options.
@@ -313,11 +317,11 @@ func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 		mgr.GetLogger().WithValues("controller", name))
 	rec := &workloadReconciler{
 		kind: k, client: mgr.GetClient(), live: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder("configstamp"),
-		config:   &configread.Reader{Client: mgr.GetAPIReader(), Cache: opts.Cache, Key: opts.Key, Timeout: opts.ReadTimeout, Seen: w.seen},
+		config:   &configread.Reader{Client: mgr.GetAPIReader(), Cache: opts.Cache, Key: opts.Key, Timeout: opts.ReadTimeout, Seen: w.seen, KeyDigests: true},
 		freshKey: opts.FreshKey, sources: opts.Sources, scope: opts.Scope,
 		evidence:  &evidence{cache: mgr.GetClient(), live: mgr.GetAPIReader(), scope: opts.Scope, coverage: w.coverage},
 		rollStale: opts.RollStaleAtInstall, minInterval: opts.MinRolloutInterval, pending: w.pending,
-		recheck: opts.RecheckInterval > 0, admissions: w.admissions,
+		recheck: opts.RecheckInterval > 0, admissions: w.admissions, notify: opts.Notify,
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(name).

@@ -131,6 +131,13 @@ func (s *workloadStates) setChecked(key types.NamespacedName, fp uint64) {
 	s.checked[key] = fp
 }
 
+// uncheck drops key's fingerprint: the next pass checks it, if it is there.
+func (s *workloadStates) uncheck(key types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.checked, key)
+}
+
 // checkedAs returns key's fingerprint at its last finished check, or a value no
 // fingerprint has when there is none (fingerprints are 64-bit sums: a collision only
 // skips one pass for that workload).

@@ -99,6 +99,7 @@ func trimWorkloads() []client.Object {
 	record := func(o client.Object, t *corev1.PodTemplateSpec) client.Object {
 		a := o.GetAnnotations()
 		a[stamp.ObservedAnnotation] = stamp.Observed{Hash: strings.Repeat("a", 64), Template: stamp.TemplateFingerprint(t), Key: "k1"}.String()
+		a[stamp.KeysAnnotation] = "configmap/cfg=" + strings.Repeat("b", 12) + ":" + strings.Repeat("k=00000000,", 50) + "z=00000000"
 		return o
 	}
 	d := &appsv1.Deployment{ObjectMeta: *meta.DeepCopy(), Spec: appsv1.DeploymentSpec{Selector: sel, Template: helmTemplate(), Replicas: ptr.To[int32](3)},
@@ -213,6 +214,9 @@ func TestTrimmedWorkloadsAnswerAlike(t *testing.T) {
 			twice, err := TrimWorkloads(k, r.scope.Label)(small.DeepCopyObject())
 			if err != nil {
 				t.Fatal(err)
+			}
+			if _, kept := small.GetAnnotations()[stamp.KeysAnnotation]; kept {
+				t.Error("the cache keeps the keys annotation, which only the webhook reads")
 			}
 			want, got := readerAnswers(t, ctx, r, full), readerAnswers(t, ctx, r, small)
 			again := readerAnswers(t, ctx, r, twice.(client.Object))

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/configstamp/configstamp/internal/configread"
+	"github.com/configstamp/configstamp/internal/notify"
 	"github.com/configstamp/configstamp/internal/scope"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
@@ -68,6 +69,8 @@ type workloadReconciler struct {
 	// admissions bounds the writes through the webhook in flight (shared by every kind;
 	// nil: unbounded, unit tests).
 	admissions *semaphore.Weighted
+	// notify receives what the watcher did (nil: notifications off).
+	notify *notify.Notifier
 
 	// state is what is kept of each workload between checks; the workloads' events,
 	// their namespaces' events and the sources' hand-offs share it.

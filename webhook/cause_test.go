@@ -55,9 +55,18 @@ func TestChangeCause(t *testing.T) {
 	nudge := stored.DeepCopy()
 	nudge.Annotations[stamp.NudgeAnnotation] = testNudge
 	digest := func(v string) string { return stamp.ParseSources(expected(t, v).SourcesAnnotation())["configmap/cfg"] }
-	want := "configstamp: configmap/cfg changed (digest " + digest("1") + " -> " + digest("2") + ")"
+	want := "configstamp: configmap/cfg changed (digest " + digest("1") + " -> " + digest("2") + "; keys: unknown)"
 	if got := causeAfter(t, nudge, stored, admissionv1.Update); got != want {
 		t.Errorf("configstamp's rollout has cause %q, want %q", got, want)
+	}
+	// ... naming the keys that changed where the keys annotation of the stored stamp
+	// was written (stamp.KeysAnnotation).
+	keyed := stored.DeepCopy()
+	keyed.Annotations[stamp.KeysAnnotation] = "configmap/cfg=" + digest("1") + ":k=00000000"
+	nudge = keyed.DeepCopy()
+	nudge.Annotations[stamp.NudgeAnnotation] = testNudge
+	if got, want := causeAfter(t, nudge, keyed, admissionv1.Update), "configstamp: configmap/cfg changed (digest "+digest("1")+" -> "+digest("2")+"; keys: k)"; got != want {
+		t.Errorf("configstamp's rollout with keys has cause %q, want %q", got, want)
 	}
 	// ... the same with a record that agrees with the stamp.
 	recorded := withRecord(stored.DeepCopy(), "img:1", expected(t, "1").Hash)

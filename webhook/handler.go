@@ -161,7 +161,7 @@ func (s *Stamper) kinds() []*workload.Kind {
 }
 
 func (s *Stamper) reader() *configread.Reader {
-	return &configread.Reader{Client: s.Reader, Cache: s.Cache, Key: s.Key, Timeout: s.readTimeout()}
+	return &configread.Reader{Client: s.Reader, Cache: s.Cache, Key: s.Key, Timeout: s.readTimeout(), KeyDigests: true}
 }
 
 func (s *Stamper) readTimeout() time.Duration {

@@ -89,8 +89,8 @@ func stamped(st stamp.Stamp) map[string]string {
 func TestHandleCreateStamps(t *testing.T) {
 	s := stamper(t, cm("cfg", "1"))
 	resp := s.Handle(context.Background(), request(t, admissionv1.Create, dep(nil, "img", "cfg"), nil))
-	if !resp.Allowed || len(resp.Patches) != 2 {
-		t.Fatalf("want two patches (stamp, record), got %+v", resp)
+	if !resp.Allowed || len(resp.Patches) != 3 || resp.Patches[2].Path != "/metadata/annotations/configstamp.io~1keys" {
+		t.Fatalf("want three patches (stamp, record, keys), got %+v", resp)
 	}
 	p := resp.Patches[0]
 	want := expected(t, "1")
@@ -119,20 +119,20 @@ func TestHandlePatches(t *testing.T) {
 		wantOps   []string // "op path"
 	}{
 		{"current stamp without a record: only the record", admissionv1.Update, dep(stamped(cur), "img", "cfg"), dep(stamped(cur), "img", "cfg"),
-			[]string{"add /metadata/annotations"}},
+			[]string{"add /metadata/annotations", "add /metadata/annotations/configstamp.io~1keys"}},
 		{"current stamp and record: no patch", admissionv1.Update, withRecord(dep(stamped(cur), "img", "cfg"), "img", cur.Hash), withRecord(dep(stamped(cur), "img", "cfg"), "img", cur.Hash), nil},
 		{"stale stamp: replace both keys", admissionv1.Update, dep(stamped(old), "img", "cfg"), dep(stamped(old), "img", "cfg"),
-			[]string{"add /spec/template/metadata/annotations/configstamp.io~1config-hash", "add /spec/template/metadata/annotations/configstamp.io~1sources", "add /metadata/annotations"}},
+			[]string{"add /spec/template/metadata/annotations/configstamp.io~1config-hash", "add /spec/template/metadata/annotations/configstamp.io~1sources", "add /metadata/annotations", "add /metadata/annotations/configstamp.io~1keys"}},
 		{"other annotations kept", admissionv1.Create, dep(map[string]string{"x": "y"}, "img", "cfg"), nil,
-			[]string{"add /spec/template/metadata/annotations/configstamp.io~1config-hash", "add /spec/template/metadata/annotations/configstamp.io~1sources", "add /metadata/annotations"}},
+			[]string{"add /spec/template/metadata/annotations/configstamp.io~1config-hash", "add /spec/template/metadata/annotations/configstamp.io~1sources", "add /metadata/annotations", "add /metadata/annotations/configstamp.io~1keys"}},
 		{"lazy adoption: no-op update of an unstamped Deployment", admissionv1.Update, dep(nil, "img", "cfg"), dep(nil, "img", "cfg"), nil},
 		{"template change adopts", admissionv1.Update, dep(nil, "img:2", "cfg"), dep(nil, "img", "cfg"),
-			[]string{"add /spec/template/metadata/annotations", "add /metadata/annotations"}},
+			[]string{"add /spec/template/metadata/annotations", "add /metadata/annotations", "add /metadata/annotations/configstamp.io~1keys"}},
 		{"no config any more: stamp removed", admissionv1.Update, dep(stamped(cur), "img"), dep(stamped(cur), "img", "cfg"),
 			[]string{"remove /spec/template/metadata/annotations/configstamp.io~1config-hash", "remove /spec/template/metadata/annotations/configstamp.io~1sources"}},
 		{"no config at all: nothing", admissionv1.Create, dep(nil, "img"), nil, nil},
 		{"replace dropped the stamp: recomputed", admissionv1.Update, dep(nil, "img", "cfg"), dep(stamped(cur), "img", "cfg"),
-			[]string{"add /spec/template/metadata/annotations", "add /metadata/annotations"}},
+			[]string{"add /spec/template/metadata/annotations", "add /metadata/annotations", "add /metadata/annotations/configstamp.io~1keys"}},
 		{"valid record: someone's update passes through", admissionv1.Update, withRecord(dep(stamped(old), "img", "cfg"), "img", ""), withRecord(dep(stamped(old), "img", "cfg"), "img", ""), nil},
 		{"valid record: a replace that dropped the stamp gets it back", admissionv1.Update, withRecord(dep(nil, "img", "cfg"), "img", ""), withRecord(dep(stamped(old), "img", "cfg"), "img", ""),
 			[]string{"add /spec/template/metadata/annotations"}},
@@ -142,7 +142,7 @@ func TestHandlePatches(t *testing.T) {
 			withRecord(dep(nil, "img", "cfg"), "img", strings.Repeat("1", 64)), withRecord(dep(nil, "img", "cfg"), "img", ""),
 			[]string{"add /metadata/annotations/configstamp.io~1observed"}},
 		{"stamping rewrites the record", admissionv1.Update, withRecord(dep(nil, "img:2", "cfg"), "img", ""), withRecord(dep(nil, "img", "cfg"), "img", ""),
-			[]string{"add /spec/template/metadata/annotations", "add /metadata/annotations/configstamp.io~1observed"}},
+			[]string{"add /spec/template/metadata/annotations", "add /metadata/annotations/configstamp.io~1observed", "add /metadata/annotations/configstamp.io~1keys"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -221,7 +221,7 @@ func TestHandleHoldsWhenRequiredConfigGoesMissing(t *testing.T) {
 	}
 	// The user's own template change is stamped anyway, with a warning.
 	resp = stamper(t).Handle(context.Background(), request(t, admissionv1.Update, dep(stamped(cur), "img:2", "cfg"), dep(stamped(cur), "img", "cfg")))
-	if len(resp.Patches) != 3 || len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "cannot start") {
+	if len(resp.Patches) != 4 || len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "cannot start") {
 		t.Fatalf("template change with missing config: %+v", resp)
 	}
 }
@@ -230,14 +230,14 @@ func TestHandleNudgeIsStrippedAndAdopts(t *testing.T) {
 	d := dep(nil, "img", "cfg")
 	d.Annotations = map[string]string{stamp.NudgeAnnotation: testNudge}
 	resp := stamper(t, cm("cfg", "1")).Handle(context.Background(), request(t, admissionv1.Update, d, dep(nil, "img", "cfg")))
-	if len(resp.Patches) != 4 || resp.Patches[0].Operation != "remove" || resp.Patches[0].Path != "/metadata/annotations/configstamp.io~1nudge" ||
+	if len(resp.Patches) != 5 || resp.Patches[0].Operation != "remove" || resp.Patches[0].Path != "/metadata/annotations/configstamp.io~1nudge" ||
 		resp.Patches[1].Path != "/spec/template/metadata/annotations" || resp.Patches[2].Path != "/metadata/annotations/configstamp.io~1observed" ||
-		resp.Patches[3].Path != "/metadata/annotations/kubernetes.io~1change-cause" {
+		resp.Patches[3].Path != "/metadata/annotations/configstamp.io~1keys" || resp.Patches[4].Path != "/metadata/annotations/kubernetes.io~1change-cause" {
 		t.Fatalf("patches %+v", resp.Patches)
 	}
 	// The rollout is configstamp's: its cause names the first stamp, its source and digest.
 	want := "configstamp: first stamp (configmap/cfg " + stamp.ParseSources(expected(t, "1").SourcesAnnotation())["configmap/cfg"] + ")"
-	if got := resp.Patches[3].Value; got != want {
+	if got := resp.Patches[4].Value; got != want {
 		t.Fatalf("change cause %q, want %q", got, want)
 	}
 }
@@ -261,7 +261,7 @@ func TestHandleFailsOpenOnReadErrors(t *testing.T) {
 
 func TestHandleMissingConfigMapIsStamped(t *testing.T) {
 	resp := stamper(t).Handle(context.Background(), request(t, admissionv1.Create, dep(nil, "img", "cfg"), nil))
-	if !resp.Allowed || len(resp.Patches) != 2 {
+	if !resp.Allowed || len(resp.Patches) != 3 {
 		t.Fatalf("got %+v", resp)
 	}
 	if got := resp.Patches[0].Value.(map[string]string)[stamp.SourcesAnnotation]; got != "configmap/cfg=missing" {
@@ -305,7 +305,7 @@ func TestHandleNudgeRollsWhenOnlyTheRecordDiffers(t *testing.T) {
 		got = append(got, p.Operation+" "+p.Path)
 	}
 	want := []string{"remove /metadata/annotations/configstamp.io~1nudge", "add /spec/template/metadata/annotations/configstamp.io~1restarted-at",
-		"add /metadata/annotations/configstamp.io~1observed", "add /metadata/annotations/kubernetes.io~1change-cause"}
+		"add /metadata/annotations/configstamp.io~1observed", "add /metadata/annotations/configstamp.io~1keys", "add /metadata/annotations/kubernetes.io~1change-cause"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("patches %v, want %v", got, want)
 	}

@@ -201,7 +201,7 @@ func TestLimitNudgeWhoseRestartDoesNotFit(t *testing.T) {
 	}{
 		{30, resultTooLarge, "remove /metadata/annotations/configstamp.io~1nudge"},
 		{200, resultStamped, "remove /metadata/annotations/configstamp.io~1nudge,add /spec/template/metadata/annotations/configstamp.io~1restarted-at," +
-			"add /metadata/annotations/configstamp.io~1observed,add /metadata/annotations/kubernetes.io~1change-cause"},
+			"add /metadata/annotations/configstamp.io~1observed,add /metadata/annotations/configstamp.io~1keys,add /metadata/annotations/kubernetes.io~1change-cause"},
 	} {
 		t.Run(fmt.Sprintf("room %d", c.room), func(t *testing.T) {
 			stored := withRecord(dep(full(stamped(cur), c.room), "img", "cfg"), "img", pods.Hash)

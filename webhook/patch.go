@@ -14,7 +14,7 @@ import (
 
 // written is the order of the metadata annotations configstamp writes, after the
 // template's.
-var written = []string{stamp.ObservedAnnotation, stamp.ChangeCauseAnnotation}
+var written = []string{stamp.ObservedAnnotation, stamp.KeysAnnotation, stamp.ChangeCauseAnnotation}
 
 // patch is the JSON patch that makes the incoming object what p says: the stripped
 // metadata annotations, then the template's, then the record and the change cause.

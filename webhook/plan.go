@@ -313,8 +313,12 @@ func (pl *planner) stamp(want stamp.Stamp, rolls, restart bool) {
 		}
 	}
 	pl.metadata = map[string]string{}
+	keys := pl.keys(want, record)
+	if keys != in.annotations[stamp.KeysAnnotation] {
+		pl.metadata[stamp.KeysAnnotation] = keys
+	}
 	if rolls && (want.Hash != in.storedHash || restart) {
-		pl.metadata[stamp.ChangeCauseAnnotation] = pl.cause(want, record, restart)
+		pl.metadata[stamp.ChangeCauseAnnotation] = pl.cause(want, record, keys, restart)
 	}
 	if !fits(record) {
 		// The watcher then judges it from its stamp and the times of its pods and config.
@@ -345,19 +349,43 @@ func (pl *planner) stamp(want stamp.Stamp, rolls, restart bool) {
 // cause is the change cause of configstamp's rollout to want, for `kubectl rollout
 // history`: none when it would not leave the controllers their headroom
 // (stamp.CauseHeadroom).
-func (pl *planner) cause(want stamp.Stamp, record string, restart bool) string {
+func (pl *planner) cause(want stamp.Stamp, record, keys string, restart bool) string {
 	in := pl.in
 	ran := ""
 	if in.certain {
 		ran = in.rec.Hash
 	}
 	cause := stamp.ChangeCause(stamp.Rollout{StoredHash: in.storedHash, StoredSources: in.stored.Annotations[stamp.SourcesAnnotation],
-		Hash: want.Hash, Sources: want.SourcesAnnotation(), Ran: ran, Restart: restart})
-	if !stamp.AnnotationsFitWithin(pl.meta, map[string]string{stamp.ObservedAnnotation: record, stamp.NudgeAnnotation: "", stamp.ChangeCauseAnnotation: cause},
-		stamp.CauseHeadroom) {
+		Hash: want.Hash, Sources: want.SourcesAnnotation(), Ran: ran, Restart: restart, StoredKeys: in.storedKeys(), Keys: keys})
+	if !stamp.AnnotationsFitWithin(pl.meta, map[string]string{stamp.ObservedAnnotation: record, stamp.NudgeAnnotation: "",
+		stamp.KeysAnnotation: keys, stamp.ChangeCauseAnnotation: cause}, stamp.CauseHeadroom) {
 		return ""
 	}
 	return cause
+}
+
+// keys is the keys annotation (stamp.KeysAnnotation) of want: "" (none) when the
+// workload has no stamp, or when it would not leave the controllers their headroom
+// (stamp.CauseHeadroom): then configstamp's rollouts say "keys: unknown".
+func (pl *planner) keys(want stamp.Stamp, record string) string {
+	if want.Hash == "" {
+		return ""
+	}
+	keys := stamp.KeysValue(want, pl.in.storedKeys())
+	if !stamp.AnnotationsFitWithin(pl.meta, map[string]string{stamp.ObservedAnnotation: record, stamp.NudgeAnnotation: "", stamp.KeysAnnotation: keys},
+		stamp.CauseHeadroom) {
+		return ""
+	}
+	return keys
+}
+
+// storedKeys is the keys annotation stored with the stamp (the old object's; on a
+// CREATE, the incoming one's).
+func (in *input) storedKeys() string {
+	if in.old != nil {
+		return in.old.GetAnnotations()[stamp.KeysAnnotation]
+	}
+	return in.annotations[stamp.KeysAnnotation]
 }
 
 // unread answers an update whose config could not be read: what is stored, and a

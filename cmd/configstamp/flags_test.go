@@ -68,6 +68,10 @@ func TestFlagsRejectBadInput(t *testing.T) {
 		{"--ca-switch-delay", "0s"},
 		{"--shutdown-delay", "-1s"},
 		{"--registration-name", ""},
+		{"--notify-url-file", "/u", "--notify-url-secret", "ns/s"},
+		{"--notify-url-secret", "no-slash"},
+		{"--notify-url-file", "/u", "--notify-format", "email"},
+		{"--notify-url-file", "/u", "--notify-batch-window", "0s"},
 		{"stray"},
 		{"--no-such-flag"},
 	} {

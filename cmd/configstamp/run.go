@@ -60,6 +60,7 @@ type options struct {
 	qps                     float64
 	burst                   int
 	bounds                  boundsOptions
+	notify                  notifyOptions
 	zap                     zap.Options
 }
 
@@ -130,6 +131,7 @@ func bindOptions(fs *flag.FlagSet) *options {
 	fs.Float64Var(&o.qps, "kube-api-qps", 20, "Client-side rate limit of requests to the API server, per second.")
 	fs.IntVar(&o.burst, "kube-api-burst", 30, "Client-side burst of requests to the API server.")
 	o.bounds.bind(fs)
+	o.notify.bind(fs)
 	fs.StringVar(&o.registrationName, "registration-name", webhook.ConfigurationName, "The MutatingWebhookConfiguration installed for configstamp (the chart's): the watcher reads since when each kind is covered from it, and self-signed and --tls-secret modes keep its caBundle. Dev mode uses --dev-registration-name instead.")
 	o.certs.bindFlags(fs)
 	o.zap.BindFlags(fs)
@@ -154,6 +156,9 @@ func (o *options) validate() error {
 		return err
 	}
 	if err := o.validateNamespaced(); err != nil {
+		return err
+	}
+	if err := o.notify.validate(); err != nil {
 		return err
 	}
 	if o.registrationName == "" {

@@ -153,6 +153,9 @@ func (s *setup) checkAccess(ctx context.Context) error {
 	if o.watches() && o.fluxHelmReleases {
 		want = append(want, helmReleaseAccess(s.scope.Watched)...)
 	}
+	if o.watches() {
+		want = append(want, o.notify.access()...)
+	}
 	if o.certs.enabled() {
 		// Both certificate modes keep the registration's caBundle (a JSON patch), watching
 		// it by name.
@@ -259,12 +262,22 @@ func (s *setup) setupControllers(ctx context.Context, mgr ctrl.Manager) error {
 	if !o.watches() {
 		return nil
 	}
+	notifier, err := o.notify.notifier(s.direct)
+	if err != nil {
+		return err
+	}
+	if notifier != nil {
+		if err := mgr.Add(notifier); err != nil {
+			return err
+		}
+		s.log.Info("Sending notifications", "format", o.notify.format)
+	}
 	return watcher.SetupWithManager(ctx, mgr, watcher.Options{
 		Debounce: o.debounce, DebounceMax: o.debounceMax, ReadTimeout: o.readTimeout, Concurrency: o.concurrency,
 		MaxAdmissionsInFlight: o.bounds.nudgesInFlight(),
 		Scope:                 s.scope, Registration: s.registrationName, CoverageConfigMap: s.coverageConfigMap(), MinRolloutInterval: o.minRolloutInterval,
 		RollStaleAtInstall: o.rollStaleAtInstall, RecheckInterval: o.recheckInterval, Cache: digests,
-		ArgoRollouts: o.argoRollouts, FluxHelmReleases: o.fluxHelmReleases, Sources: s.sources, Key: key.Key, FreshKey: key.Fresh,
+		ArgoRollouts: o.argoRollouts, FluxHelmReleases: o.fluxHelmReleases, Sources: s.sources, Key: key.Key, FreshKey: key.Fresh, Notify: notifier,
 	})
 }
 

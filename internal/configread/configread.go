@@ -85,6 +85,11 @@ type Reader struct {
 	// check of a change). Only which read comes first depends on it: a stale answer
 	// costs a read, never a wrong digest.
 	Seen func(ctx context.Context, kind, namespace, name string) string
+	// KeyDigests: give each source its per-key digests (stamp.KeyDigests), for the
+	// keys annotation: computed when its content is read, else from the cache. The
+	// webhook writes them; the watcher computes them too, so that the cache entries it
+	// makes of changed content serve the webhook's read of its nudge.
+	KeyDigests bool
 }
 
 // Stamp computes the stamp of srcs (stamp.Consumed of a workload in namespace), with
@@ -104,7 +109,7 @@ func (r *Reader) StampOver(ctx context.Context, namespace string, srcs []stamp.S
 			key, fp = stamp.NamespaceKey(k, namespace), stamp.KeyFingerprint(k)
 		}
 	}
-	st, err := compute(ctx, reads{r.Client, r.Cache, r.Seen, stamp.ParseSources(stored)}, key, namespace, srcs, r.Timeout)
+	st, err := compute(ctx, reads{r.Client, r.Cache, r.Seen, stamp.ParseSources(stored), r.KeyDigests}, key, namespace, srcs, r.Timeout)
 	st.Key = fp
 	return st, err
 }
@@ -126,7 +131,17 @@ type cached struct {
 	uid, resourceVersion string
 	sum                  [32]byte
 	unmet                string
+	// keys are the per-key digests (stamp.KeyDigests), where keysKnown (at most
+	// maxCachedKeys bytes); keysTried: the content was read for them (unknown then: too
+	// many), so a read that asks for keys need not read it again.
+	keys                 string
+	keysKnown, keysTried bool
 }
+
+// maxCachedKeys bounds the per-key digests a cache entry keeps (the cache's memory:
+// at most 8 MiB more for its 16384 entries). A source with more has them only when its
+// content is read (a change); from the cache, its keys are unknown.
+const maxCachedKeys = 512
 
 // NewDigestCache holds up to size digests.
 func NewDigestCache(size int) *DigestCache { return &DigestCache{lru: lru.New(size)} }
@@ -194,6 +209,7 @@ type reads struct {
 	cache  *DigestCache
 	seen   func(ctx context.Context, kind, namespace, name string) string
 	stored map[string]string // the stored sources annotation, parsed
+	keys   bool
 }
 
 // compute reads srcs live under timeout (no deadline when timeout is 0) and combines
@@ -265,12 +281,13 @@ func digest(ctx context.Context, rd reads, hmacKey []byte, namespace string, src
 	}
 	key := cacheKey(namespace, src, hmacKey)
 	if cache != nil {
-		if v, ok := cache.lru.Get(key); ok && !moved(ctx, rd, namespace, src, v.(cached)) {
+		if v, ok := cache.lru.Get(key); ok && !moved(ctx, rd, namespace, src, v.(cached)) && (!rd.keys || v.(cached).keysTried) {
 			prev := v.(cached)
 			meta := NewMeta(src.Kind)
 			err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: src.Name}, meta)
 			if apierrors.IsNotFound(err) {
 				d := stamp.SourceDigest(src, nil, hmacKey)
+				d.KeysKnown = rd.keys // a missing source has no keys
 				return &d, nil
 			}
 			if err != nil {
@@ -280,7 +297,7 @@ func digest(ctx context.Context, rd reads, hmacKey []byte, namespace string, src
 				return nil, nil
 			}
 			if string(meta.UID) == prev.uid && meta.ResourceVersion == prev.resourceVersion {
-				return &stamp.Digest{Kind: src.Kind, Name: src.Name, Sum: prev.sum, Unmet: prev.unmet}, nil
+				return &stamp.Digest{Kind: src.Kind, Name: src.Name, Sum: prev.sum, Unmet: prev.unmet, Keys: prev.keys, KeysKnown: prev.keysKnown}, nil
 			}
 		}
 	}
@@ -292,8 +309,15 @@ func digest(ctx context.Context, rd reads, hmacKey []byte, namespace string, src
 		return nil, nil
 	}
 	d := stamp.SourceDigest(src, cm, hmacKey)
+	if rd.keys {
+		d.Keys, d.KeysKnown = stamp.KeyDigests(src, cm, hmacKey)
+	}
 	if cache != nil && cm != nil {
-		cache.lru.Add(key, cached{uid: string(cm.UID), resourceVersion: cm.ResourceVersion, sum: d.Sum, unmet: d.Unmet})
+		c := cached{uid: string(cm.UID), resourceVersion: cm.ResourceVersion, sum: d.Sum, unmet: d.Unmet, keysTried: rd.keys}
+		if d.KeysKnown && len(d.Keys) <= maxCachedKeys {
+			c.keys, c.keysKnown = d.Keys, true
+		}
+		cache.lru.Add(key, c)
 	}
 	return &d, nil
 }

@@ -283,3 +283,41 @@ func TestStampTimeout(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyDigestsThroughTheCache: a source read with its keys keeps them in the cache, so
+// the next read (another workload's, the webhook's read of a nudge) names them without
+// reading the content; an entry made without keys is read again when keys are asked for.
+func TestKeyDigestsThroughTheCache(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	var contentReads atomic.Int64
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", UID: "ua"}, Data: map[string]string{"k": "1", "l": "2"}},
+	).WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		if _, ok := obj.(*corev1.ConfigMap); ok {
+			contentReads.Add(1)
+		}
+		return c.Get(ctx, key, obj, opts...)
+	}}).Build()
+	ctx := context.Background()
+	cache := NewDigestCache(16)
+	read := func(keys bool) stamp.Digest {
+		st, err := (&Reader{Client: c, Cache: cache, Key: testKey, KeyDigests: keys}).Stamp(ctx, "ns", stamp.References(spec("a")))
+		if err != nil || len(st.Sources) != 1 {
+			t.Fatal(err)
+		}
+		return st.Sources[0]
+	}
+	if d := read(false); d.KeysKnown {
+		t.Fatal("keys without asking")
+	}
+	contentReads.Store(0)
+	fresh := read(true)
+	if contentReads.Load() != 1 || !fresh.KeysKnown || !strings.HasPrefix(fresh.Keys, "k=") {
+		t.Fatalf("an entry without keys: %d content reads (want 1), keys %q %v", contentReads.Load(), fresh.Keys, fresh.KeysKnown)
+	}
+	contentReads.Store(0)
+	if d := read(true); contentReads.Load() != 0 || !d.KeysKnown || d.Keys != fresh.Keys {
+		t.Fatalf("from the cache: %d content reads (want 0), keys %q %v, want %q", contentReads.Load(), d.Keys, d.KeysKnown, fresh.Keys)
+	}
+}

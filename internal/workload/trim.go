@@ -85,8 +85,9 @@ func (k *Kind) trimTemplate(t *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
 // (sameTemplate).
 func (k *Kind) digested() bool { return k.hashLabel != "" && k.currentHash == nil }
 
-// trimAnnotations keeps configstamp's annotations and the change cause of ann, adds
-// cached, and pads for the size of the rest (nil when nothing is left).
+// trimAnnotations keeps configstamp's annotations (but the keys annotation, which only
+// the webhook reads) and the change cause of ann, adds cached, and pads for the size of
+// the rest (nil when nothing is left).
 func trimAnnotations(ann, cached map[string]string) map[string]string {
 	out := map[string]string{}
 	dropped := 0
@@ -94,7 +95,7 @@ func trimAnnotations(ann, cached map[string]string) map[string]string {
 		return maps.Clone(ann) // trimmed already
 	}
 	for k, v := range ann {
-		if strings.HasPrefix(k, "configstamp.io/") || k == stamp.ChangeCauseAnnotation {
+		if strings.HasPrefix(k, "configstamp.io/") && k != stamp.KeysAnnotation || k == stamp.ChangeCauseAnnotation {
 			out[k] = v
 		} else {
 			dropped += len(k) + len(v)

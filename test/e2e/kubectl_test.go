@@ -137,7 +137,7 @@ func TestRolloutHistory(t *testing.T) {
 		expectReplicaSets(t, ns, "svc", 3)
 		expectCauses(t, kubectl, map[string]string{
 			"1": "<none>",
-			"2": fmt.Sprintf("configstamp: configmap/settings changed (digest %s -> %s)", sourcesOf(first)["configmap/settings"], sourcesOf(edited)["configmap/settings"]),
+			"2": fmt.Sprintf("configstamp: configmap/settings changed (digest %s -> %s; keys: mode)", sourcesOf(first)["configmap/settings"], sourcesOf(edited)["configmap/settings"]),
 			"3": "<none>",
 		})
 	})

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/test/bench"
 	"github.com/configstamp/configstamp/test/framework"
 	"github.com/configstamp/configstamp/webhook"
 )
@@ -23,9 +25,10 @@ import (
 // memoryWorkloads: RSS of configstamp's two roles, each its own process as the chart
 // runs them (one webhook process, one leader-elected watcher process), with n
 // Deployments as Helm charts write them (helmDeployment), each consuming its own small
-// ConfigMap, at rest: the highest of five samples 150 s after the last write (the method
-// of memory): what the watcher's cache of workloads costs as their number grows, and
-// that the webhook caches none (BENCHMARKS.md, "Memory in the number of workloads").
+// ConfigMap, at rest: the highest of five samples 150 s after the watcher has checked
+// every create and has nothing left (settled; the method of memory): what the watcher's
+// cache of workloads costs as their number grows, and that the webhook caches none
+// (BENCHMARKS.md, "Memory in the number of workloads").
 // With -profile, a heap profile of each process is taken after the samples.
 func memoryWorkloads(ctx context.Context, env *framework.Env, n int) ([]row, error) {
 	cs := clients(env)
@@ -80,6 +83,11 @@ func memoryWorkloads(ctx context.Context, env *framework.Env, n int) ([]row, err
 		return nil, fmt.Errorf("deployment %s: sources annotation %q, want configmap/...", d.Name, got)
 	}
 	fmt.Printf("  each Deployment %d bytes as JSON\n", jsonSize(d))
+	took, err := settled(watchMetrics, n, 2*time.Hour) // 50,000 checks at about 15 a second: about an hour
+	if err != nil {
+		return nil, err
+	}
+	fmt.Printf("  the watcher checked every create and had nothing left %s after the last write\n", took.Round(time.Second))
 	time.Sleep(150 * time.Second)
 	procs := []struct {
 		role, metrics, pprof string
@@ -112,6 +120,40 @@ func memoryWorkloads(ctx context.Context, env *framework.Env, n int) ([]row, err
 			fmt.Sprintf("%s (Go heap in use %s)", mib(peaks[i]), mib(int64(heap)))})
 	}
 	return rows, nil
+}
+
+// settled waits until the watcher serving metrics at addr has made at least n checks and
+// has nothing left: none queued (counted events, debounced ones included: queue
+// namespaces; ready items: workqueue depth), none running, no source debouncing; twice,
+// 5 s apart (more than the debounce). RSS at rest is then a watcher's with nothing to
+// do, not one working through the creates: each check of a stamped create reads its
+// ConfigMap, at --kube-api-qps (20 a second by default: over 8 minutes for 10,000).
+func settled(addr string, n int, timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	idle := 0
+	for {
+		checked, err := bench.MetricSum(addr, "configstamp_checks_total")
+		busy := 0.0
+		for _, m := range []string{"workqueue_depth", "workqueue_unfinished_work_seconds", "configstamp_queue_namespaces", "configstamp_debounce_pending"} {
+			v, e := bench.MetricSum(addr, m)
+			if e != nil && strings.HasSuffix(e.Error(), "not found") {
+				e = nil // no sample yet: none
+			}
+			busy, err = busy+v, cmp.Or(err, e)
+		}
+		if err == nil && checked >= float64(n) && busy == 0 {
+			idle++
+		} else {
+			idle = 0
+		}
+		if idle == 2 {
+			return time.Since(start), nil
+		}
+		if time.Since(start) > timeout {
+			return 0, fmt.Errorf("the watcher still busy %s after the last write (%.0f checks of %d, %.0f queued or running; %v)", timeout, checked, n, busy, err)
+		}
+		time.Sleep(5 * time.Second)
+	}
 }
 
 // helmLabels are ten labels of about 100 bytes each, as Helm charts set them.

@@ -17,6 +17,7 @@ excludeNamespaces: [kube-system]
 watchNamespaces: []
 secrets: {enabled: false}
 csiSecrets: {enabled: false}
+notifications: {urlSecret: {name: "", key: url}, format: cloudevents, source: configstamp, batchWindow: 5s}
 argoRollouts: {enabled: false}
 fluxHelmReleases: {enabled: false}
 debounce: 2s

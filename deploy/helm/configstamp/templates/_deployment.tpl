@@ -105,6 +105,7 @@ spec:
       - name: configstamp
         image: {{ include "configstamp.image" . | quote }}
         imagePullPolicy: {{ .Values.image.pullPolicy }}
+        {{- $notify := and .Values.notifications.urlSecret.name (ne .role "webhook") }}
         args:
         {{- if ne .role "all" }}
         - --role={{ .role }}
@@ -166,6 +167,12 @@ spec:
         {{- if and .Values.webhook.clientCA.secretName (ne .role "watcher") }}
         - --webhook-client-ca-file=/webhook-client-ca/{{ .Values.webhook.clientCA.key }}
         {{- end }}
+        {{- if $notify }}
+        - --notify-url-file=/notify/{{ .Values.notifications.urlSecret.key }}
+        - --notify-format={{ .Values.notifications.format }}
+        - --notify-source={{ .Values.notifications.source }}
+        - --notify-batch-window={{ .Values.notifications.batchWindow }}
+        {{- end }}
         {{- range .Values.extraArgs }}
         - {{ include "configstamp.string" . | quote }}
         {{- end }}
@@ -203,8 +210,10 @@ spec:
         {{- with .Values.securityContext }}
         securityContext: {{- toYaml . | nindent 10 }}
         {{- end }}
-        {{- if ne .role "watcher" }}
+        {{- if or (ne .role "watcher") $notify }}
         volumeMounts:
+        {{- end }}
+        {{- if ne .role "watcher" }}
         # Both modes: a writable directory, in memory, that configstamp fills through the
         # API from the certificate Secret (cert-manager's, which it follows; or its own,
         # which it keeps), after the registration's caBundle trusts the CA that signed it;
@@ -226,8 +235,16 @@ spec:
           readOnly: true
         {{- end }}
       {{- end }}
-      {{- if ne .role "watcher" }}
+        {{- if $notify }}
+        # notifications.urlSecret: the receiver's URL (a secret), read for every message.
+        - name: notify-url
+          mountPath: /notify
+          readOnly: true
+        {{- end }}
+      {{- if or (ne .role "watcher") $notify }}
       volumes:
+      {{- end }}
+      {{- if ne .role "watcher" }}
       - name: certs
         {{- if .Values.watchNamespaces }}
         secret:
@@ -244,5 +261,12 @@ spec:
           items:
           - {key: {{ $.Values.webhook.clientCA.key }}, path: {{ $.Values.webhook.clientCA.key }}}
       {{- end }}
+      {{- end }}
+      {{- if $notify }}
+      - name: notify-url
+        secret:
+          secretName: {{ .Values.notifications.urlSecret.name }}
+          items:
+          - {key: {{ .Values.notifications.urlSecret.key }}, path: {{ .Values.notifications.urlSecret.key }}}
       {{- end }}
 {{- end }}
