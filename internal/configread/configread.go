@@ -32,7 +32,7 @@ func Lookup(r client.Reader, namespace string) stamp.Lookup {
 	return func(ctx context.Context, kind, name string) (*corev1.ConfigMap, error) {
 		k := sourceKind(kind)
 		if k == stamp.SecretProviderClass {
-			return csiContent(ctx, r, namespace, name, false)
+			return csiContent(ctx, r, namespace, name, nil)
 		}
 		obj := k.New()
 		if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj); err != nil {
@@ -43,8 +43,9 @@ func Lookup(r client.Reader, namespace string) stamp.Lookup {
 }
 
 // LookupOver is Lookup for a template whose stored sources annotation is stored, with
-// key the namespace's digest key (NamespaceKey): a SecretProviderClass the stored stamp
-// shows with no versions yet reads as the webhook reads it (csiVersions' keepPending).
+// key the namespace's digest key (NamespaceKey): a SecretProviderClass reads as the
+// webhook reads it over that stamp (csiVersions keeps the stored versions until a
+// rotation).
 func LookupOver(r client.Reader, namespace, stored string, key []byte) stamp.Lookup {
 	prev := stamp.ParseSources(stored)
 	plain := Lookup(r, namespace)
@@ -53,7 +54,7 @@ func LookupOver(r client.Reader, namespace, stored string, key []byte) stamp.Loo
 			return plain(ctx, kind, name)
 		}
 		src := stamp.Source{Kind: kind, Name: name, AllKeys: true, Binary: true}
-		return csiContent(ctx, r, namespace, name, prev[src.ID()] == csiPending(src, key))
+		return csiContent(ctx, r, namespace, name, csiKeeps(src, key, prev[src.ID()]))
 	}
 }
 
@@ -94,8 +95,8 @@ func (r *Reader) Stamp(ctx context.Context, namespace string, srcs []stamp.Sourc
 }
 
 // StampOver is Stamp for a template whose stored sources annotation is stored: a
-// SecretProviderClass it shows with no versions yet keeps that digest until the driver
-// records a rotation (csiVersions).
+// SecretProviderClass keeps the digest it shows until the driver records a rotation
+// (csiVersions).
 func (r *Reader) StampOver(ctx context.Context, namespace string, srcs []stamp.Source, stored string) (stamp.Stamp, error) {
 	var key []byte
 	fp := ""
@@ -256,7 +257,7 @@ func digest(ctx context.Context, rd reads, hmacKey []byte, namespace string, src
 	r, cache := rd.client, rd.cache
 	if src.Kind == stamp.KindSecretProviderClass {
 		// Its content moves without the class: never cached.
-		cm, err := csiContent(ctx, r, namespace, src.Name, rd.stored[src.ID()] == csiPending(src, hmacKey))
+		cm, err := csiContent(ctx, r, namespace, src.Name, csiKeeps(src, hmacKey, rd.stored[src.ID()]))
 		if err != nil || stamp.Ignored(cm) {
 			return nil, err
 		}

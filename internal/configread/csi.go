@@ -27,12 +27,12 @@ func statusList(k *stamp.SourceKind) *unstructured.UnstructuredList {
 }
 
 // csiContent is a SecretProviderClass as the stamp sees it: one key per object the
-// driver mounts (its id) whose value is the object's version, as the driver last
-// recorded them in the namespace's SecretProviderClassPodStatus objects of the class.
-// Empty ("no versions yet") while no pod has mounted it; nil when the class (or its
-// CRD) does not exist. keepPending: the stored stamp holds "no versions yet" for it;
-// it stays so until the driver records a rotation (csiVersions).
-func csiContent(ctx context.Context, r client.Reader, namespace, name string, keepPending bool) (*corev1.ConfigMap, error) {
+// driver mounts (its id) whose value is the object's version, as csiVersions picks them
+// from the namespace's SecretProviderClassPodStatus objects of the class. Empty ("no
+// versions yet") while no rotation was recorded; nil when the class (or its CRD) does
+// not exist. keeps (nil: no stored stamp) reports whether versions give the digest the
+// stored stamp holds for the class.
+func csiContent(ctx context.Context, r client.Reader, namespace, name string, keeps func(map[string]string) bool) (*corev1.ConfigMap, error) {
 	k := stamp.SecretProviderClass
 	obj := k.New()
 	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj); err != nil {
@@ -55,21 +55,23 @@ func csiContent(ctx context.Context, r client.Reader, namespace, name string, ke
 		}
 		opts = []client.ListOption{client.InNamespace(namespace), client.Limit(csiStatusListPage), client.Continue(list.GetContinue())}
 	}
-	cm.Data = csiVersions(items, name, keepPending)
+	cm.Data = csiVersions(items, name, keeps)
 	return cm, nil
 }
 
 // csiVersions is the content of class from its pod statuses (items: any of the
-// namespace's): the object versions of the status written last (resourceVersion
-// order), as every write the driver makes records the provider's versions at that
-// moment: a rotation writes the new versions, and a pod mounting after it writes them
-// too, so the new pods of a workload rolled for a rotation change nothing. Empty when
-// no pod has mounted the class; empty also with keepPending while no status was ever
-// rewritten (generation 1: pods mounted it, no rotation since), so the first mounts of
-// a workload stamped before any pod existed roll nothing.
-func csiVersions(items []unstructured.Unstructured, class string, keepPending bool) map[string]string {
-	var latest *unstructured.Unstructured
-	rotated := false
+// namespace's). The driver writes a status at a pod's mount (generation 1) and rewrites
+// its versions at a rotation (generation > 1: the CRD has no status subresource). Only
+// a rotation moves the content, to the versions of the latest rotated status
+// (resourceVersion order); a mount never does (a provider may give each pod its own
+// versions, e.g. Vault dynamic secrets: following mounts would roll without end). So:
+// the stored versions (keeps) are kept while a status written at or after the latest
+// rotation still shows them (a new pod mounting the rotated versions, or a late
+// rotation of a finished pod's status, cannot take the stamp back); else the latest
+// rotation's versions; else, with no rotation at all, empty ("no versions yet").
+func csiVersions(items []unstructured.Unstructured, class string, keeps func(map[string]string) bool) map[string]string {
+	var statuses []*unstructured.Unstructured
+	var rotated *unstructured.Unstructured
 	for i := range items {
 		it := &items[i]
 		if c, _, _ := unstructured.NestedString(it.Object, "status", "secretProviderClassName"); c != class {
@@ -78,20 +80,38 @@ func csiVersions(items []unstructured.Unstructured, class string, keepPending bo
 		if mounted, found, _ := unstructured.NestedBool(it.Object, "status", "mounted"); found && !mounted {
 			continue
 		}
-		rotated = rotated || it.GetGeneration() > 1
-		if latest == nil {
-			latest = it
-			continue
-		}
-		if c, err := resourceversion.CompareResourceVersion(it.GetResourceVersion(), latest.GetResourceVersion()); err == nil && c > 0 {
-			latest = it
+		statuses = append(statuses, it)
+		if it.GetGeneration() > 1 && (rotated == nil || newer(it, rotated)) {
+			rotated = it
 		}
 	}
+	if keeps != nil {
+		for _, it := range statuses {
+			if rotated != nil && newer(rotated, it) {
+				continue
+			}
+			if v := statusVersions(it); keeps(v) {
+				return v
+			}
+		}
+	}
+	if rotated == nil {
+		return map[string]string{}
+	}
+	return statusVersions(rotated)
+}
+
+// newer reports whether a was written after b (resourceVersion order; false when
+// either cannot be compared).
+func newer(a, b *unstructured.Unstructured) bool {
+	c, err := resourceversion.CompareResourceVersion(a.GetResourceVersion(), b.GetResourceVersion())
+	return err == nil && c > 0
+}
+
+// statusVersions is the object versions a pod status records (id -> version).
+func statusVersions(st *unstructured.Unstructured) map[string]string {
 	data := map[string]string{}
-	if latest == nil || (keepPending && !rotated) {
-		return data
-	}
-	objects, _, _ := unstructured.NestedSlice(latest.Object, "status", "objects")
+	objects, _, _ := unstructured.NestedSlice(st.Object, "status", "objects")
 	for _, o := range objects {
 		m, ok := o.(map[string]any)
 		if !ok {
@@ -106,8 +126,14 @@ func csiVersions(items []unstructured.Unstructured, class string, keepPending bo
 	return data
 }
 
-// csiPending is the digest prefix (as the sources annotation shows it) of src, a
-// SecretProviderClass, with no versions yet.
-func csiPending(src stamp.Source, hmacKey []byte) string {
-	return stamp.SourceDigest(src, &corev1.ConfigMap{}, hmacKey).Hex()[:12]
+// csiKeeps reports whether versions of src, a SecretProviderClass, give stored (its
+// digest prefix in a stored sources annotation); nil when nothing is stored or there is
+// no key.
+func csiKeeps(src stamp.Source, hmacKey []byte, stored string) func(map[string]string) bool {
+	if stored == "" || len(hmacKey) == 0 {
+		return nil
+	}
+	return func(versions map[string]string) bool {
+		return stamp.SourceDigest(src, &corev1.ConfigMap{Data: versions}, hmacKey).Hex()[:12] == stored
+	}
 }
