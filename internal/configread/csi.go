@@ -42,36 +42,35 @@ func csiContent(ctx context.Context, r client.Reader, namespace, name string, ke
 		return nil, err
 	}
 	cm := k.Content(obj)
-	var items []unstructured.Unstructured
+	var statuses []podStatus
 	opts := []client.ListOption{client.InNamespace(namespace), client.Limit(csiStatusListPage)}
 	for {
 		list := statusList(k)
 		if err := r.List(ctx, list, opts...); err != nil {
 			return nil, fmt.Errorf("list %s: %w", k.Statuses, err)
 		}
-		items = append(items, list.Items...)
+		// Only what the class's statuses record is kept, page by page: a namespace may
+		// hold thousands of statuses, and the webhook reads them at each admission.
+		statuses = append(statuses, podStatuses(list.Items, name)...)
 		if list.GetContinue() == "" {
 			break
 		}
 		opts = []client.ListOption{client.InNamespace(namespace), client.Limit(csiStatusListPage), client.Continue(list.GetContinue())}
 	}
-	cm.Data = csiVersions(items, name, keeps)
+	cm.Data = csiVersions(statuses, keeps)
 	return cm, nil
 }
 
-// csiVersions is the content of class from its pod statuses (items: any of the
-// namespace's). The driver writes a status at a pod's mount (generation 1) and rewrites
-// its versions at a rotation (generation > 1: the CRD has no status subresource). Only
-// a rotation moves the content, to the versions of the latest rotated status
-// (resourceVersion order); a mount never does (a provider may give each pod its own
-// versions, e.g. Vault dynamic secrets: following mounts would roll without end). So:
-// the stored versions (keeps) are kept while a status written at or after the latest
-// rotation still shows them (a new pod mounting the rotated versions, or a late
-// rotation of a finished pod's status, cannot take the stamp back); else the latest
-// rotation's versions; else, with no rotation at all, empty ("no versions yet").
-func csiVersions(items []unstructured.Unstructured, class string, keeps func(map[string]string) bool) map[string]string {
-	var statuses []*unstructured.Unstructured
-	var rotated *unstructured.Unstructured
+// podStatus is what csiVersions reads of one SecretProviderClassPodStatus.
+type podStatus struct {
+	resourceVersion string
+	generation      int64
+	versions        map[string]string // object id -> version
+}
+
+// podStatuses are the statuses among items that record a mount of class.
+func podStatuses(items []unstructured.Unstructured, class string) []podStatus {
+	var out []podStatus
 	for i := range items {
 		it := &items[i]
 		if c, _, _ := unstructured.NestedString(it.Object, "status", "secretProviderClassName"); c != class {
@@ -80,31 +79,46 @@ func csiVersions(items []unstructured.Unstructured, class string, keeps func(map
 		if mounted, found, _ := unstructured.NestedBool(it.Object, "status", "mounted"); found && !mounted {
 			continue
 		}
-		statuses = append(statuses, it)
-		if it.GetGeneration() > 1 && (rotated == nil || newer(it, rotated)) {
-			rotated = it
+		out = append(out, podStatus{it.GetResourceVersion(), it.GetGeneration(), statusVersions(it)})
+	}
+	return out
+}
+
+// csiVersions is the content of a class from its pod statuses. The driver writes a
+// status at a pod's mount (generation 1) and rewrites its versions at a rotation
+// (generation > 1: the CRD has no status subresource). Only a rotation moves the
+// content, to the versions of the latest rotated status (resourceVersion order); a
+// mount never does (a provider may give each pod its own versions, e.g. Vault dynamic
+// secrets: following mounts would roll without end). So: the stored versions (keeps)
+// are kept while a status written at or after the latest rotation still shows them (a
+// new pod mounting the rotated versions, or a late rotation of another pod, changes
+// nothing, and an old rotation left behind by a finished pod cannot take the stamp
+// back); else the latest rotation's versions; else, with no rotation at all, empty
+// ("no versions yet").
+func csiVersions(statuses []podStatus, keeps func(map[string]string) bool) map[string]string {
+	var rotated *podStatus
+	for i := range statuses {
+		if st := &statuses[i]; st.generation > 1 && (rotated == nil || newer(st, rotated)) {
+			rotated = st
 		}
 	}
 	if keeps != nil {
-		for _, it := range statuses {
-			if rotated != nil && newer(rotated, it) {
-				continue
-			}
-			if v := statusVersions(it); keeps(v) {
-				return v
+		for i := range statuses {
+			if st := &statuses[i]; (rotated == nil || !newer(rotated, st)) && keeps(st.versions) {
+				return st.versions
 			}
 		}
 	}
 	if rotated == nil {
 		return map[string]string{}
 	}
-	return statusVersions(rotated)
+	return rotated.versions
 }
 
 // newer reports whether a was written after b (resourceVersion order; false when
 // either cannot be compared).
-func newer(a, b *unstructured.Unstructured) bool {
-	c, err := resourceversion.CompareResourceVersion(a.GetResourceVersion(), b.GetResourceVersion())
+func newer(a, b *podStatus) bool {
+	c, err := resourceversion.CompareResourceVersion(a.resourceVersion, b.resourceVersion)
 	return err == nil && c > 0
 }
 

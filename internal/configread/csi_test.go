@@ -87,7 +87,7 @@ func TestCSIVersions(t *testing.T) {
 		}, keep("secret/a", "v1"), map[string]string{"secret/a": "v2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := csiVersions(tc.items, "db", tc.keeps); !maps.Equal(got, tc.want) {
+			if got := csiVersions(podStatuses(tc.items, "db"), tc.keeps); !maps.Equal(got, tc.want) {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})
