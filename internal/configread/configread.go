@@ -105,7 +105,7 @@ func (r *Reader) StampOver(ctx context.Context, namespace string, srcs []stamp.S
 			key, fp = stamp.NamespaceKey(k, namespace), stamp.KeyFingerprint(k)
 		}
 	}
-	st, err := compute(ctx, reads{r.Client, r.Cache, r.Seen, stamp.ParseSources(stored)}, key, namespace, srcs, r.Timeout)
+	st, err := compute(ctx, reads{r.Client, r.Cache, r.Seen, stamp.ParseSources(stored), &statusesOnce{}}, key, namespace, srcs, r.Timeout)
 	st.Key = fp
 	return st, err
 }
@@ -195,6 +195,8 @@ type reads struct {
 	cache  *DigestCache
 	seen   func(ctx context.Context, kind, namespace, name string) string
 	stored map[string]string // the stored sources annotation, parsed
+	// statuses lists the namespace's CSI pod statuses once for every class read.
+	statuses *statusesOnce
 }
 
 // compute reads srcs live under timeout (no deadline when timeout is 0) and combines
@@ -257,7 +259,7 @@ func digest(ctx context.Context, rd reads, hmacKey []byte, namespace string, src
 	r, cache := rd.client, rd.cache
 	if src.Kind == stamp.KindSecretProviderClass {
 		// Its content moves without the class: never cached.
-		cm, err := csiContent(ctx, r, namespace, src.Name, csiKeeps(src, hmacKey, rd.stored[src.ID()]))
+		cm, err := rd.statuses.content(ctx, r, namespace, src.Name, csiKeeps(src, hmacKey, rd.stored[src.ID()]))
 		if err != nil || stamp.Ignored(cm) {
 			return nil, err
 		}

@@ -3,6 +3,7 @@ package configread
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,6 +34,19 @@ func statusList(k *stamp.SourceKind) *unstructured.UnstructuredList {
 // not exist. keeps (nil: no stored stamp) reports whether versions give the digest the
 // stored stamp holds for the class.
 func csiContent(ctx context.Context, r client.Reader, namespace, name string, keeps func(map[string]string) bool) (*corev1.ConfigMap, error) {
+	return (&statusesOnce{}).content(ctx, r, namespace, name, keeps)
+}
+
+// statusesOnce lists a namespace's pod statuses once for all the classes one stamp reads
+// (they are read at once, each in its own goroutine).
+type statusesOnce struct {
+	once    sync.Once
+	byClass map[string][]podStatus
+	err     error
+}
+
+// content is csiContent, with the namespace's statuses listed at the first call.
+func (s *statusesOnce) content(ctx context.Context, r client.Reader, namespace, name string, keeps func(map[string]string) bool) (*corev1.ConfigMap, error) {
 	k := stamp.SecretProviderClass
 	obj := k.New()
 	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj); err != nil {
@@ -41,24 +55,37 @@ func csiContent(ctx context.Context, r client.Reader, namespace, name string, ke
 		}
 		return nil, err
 	}
+	s.once.Do(func() { s.byClass, s.err = listStatuses(ctx, r, namespace) })
+	if s.err != nil {
+		return nil, s.err
+	}
 	cm := k.Content(obj)
-	var statuses []podStatus
+	cm.Data = csiVersions(s.byClass[name], keeps)
+	return cm, nil
+}
+
+// listStatuses lists namespace's pod statuses, by class. Only what the mounted ones
+// record is kept, page by page: a namespace may hold thousands of statuses, and the
+// webhook reads them at each admission.
+func listStatuses(ctx context.Context, r client.Reader, namespace string) (map[string][]podStatus, error) {
+	k := stamp.SecretProviderClass
+	out := map[string][]podStatus{}
 	opts := []client.ListOption{client.InNamespace(namespace), client.Limit(csiStatusListPage)}
 	for {
 		list := statusList(k)
 		if err := r.List(ctx, list, opts...); err != nil {
 			return nil, fmt.Errorf("list %s: %w", k.Statuses, err)
 		}
-		// Only what the class's statuses record is kept, page by page: a namespace may
-		// hold thousands of statuses, and the webhook reads them at each admission.
-		statuses = append(statuses, podStatuses(list.Items, name)...)
+		for i := range list.Items {
+			if class, st, ok := mountedStatus(&list.Items[i]); ok {
+				out[class] = append(out[class], st)
+			}
+		}
 		if list.GetContinue() == "" {
-			break
+			return out, nil
 		}
 		opts = []client.ListOption{client.InNamespace(namespace), client.Limit(csiStatusListPage), client.Continue(list.GetContinue())}
 	}
-	cm.Data = csiVersions(statuses, keeps)
-	return cm, nil
 }
 
 // podStatus is what csiVersions reads of one SecretProviderClassPodStatus.
@@ -68,20 +95,14 @@ type podStatus struct {
 	versions        map[string]string // object id -> version
 }
 
-// podStatuses are the statuses among items that record a mount of class.
-func podStatuses(items []unstructured.Unstructured, class string) []podStatus {
-	var out []podStatus
-	for i := range items {
-		it := &items[i]
-		if c, _, _ := unstructured.NestedString(it.Object, "status", "secretProviderClassName"); c != class {
-			continue
-		}
-		if mounted, found, _ := unstructured.NestedBool(it.Object, "status", "mounted"); found && !mounted {
-			continue
-		}
-		out = append(out, podStatus{it.GetResourceVersion(), it.GetGeneration(), statusVersions(it)})
+// mountedStatus is the class a pod status records a mount of, and what csiVersions reads
+// of it; false when it records no mount.
+func mountedStatus(it *unstructured.Unstructured) (string, podStatus, bool) {
+	class, _, _ := unstructured.NestedString(it.Object, "status", "secretProviderClassName")
+	if mounted, found, _ := unstructured.NestedBool(it.Object, "status", "mounted"); class == "" || (found && !mounted) {
+		return "", podStatus{}, false
 	}
-	return out
+	return class, podStatus{it.GetResourceVersion(), it.GetGeneration(), statusVersions(it)}, true
 }
 
 // csiVersions is the content of a class from its pod statuses. The driver writes a

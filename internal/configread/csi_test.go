@@ -2,15 +2,19 @@ package configread
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/configstamp/configstamp/stamp"
 )
@@ -37,6 +41,17 @@ func keep(versions ...string) func(map[string]string) bool {
 		want[versions[i]] = versions[i+1]
 	}
 	return func(got map[string]string) bool { return maps.Equal(got, want) }
+}
+
+// classStatuses are the statuses among items that record a mount of class.
+func classStatuses(items []unstructured.Unstructured, class string) []podStatus {
+	var out []podStatus
+	for i := range items {
+		if c, st, ok := mountedStatus(&items[i]); ok && c == class {
+			out = append(out, st)
+		}
+	}
+	return out
 }
 
 func TestCSIVersions(t *testing.T) {
@@ -87,7 +102,7 @@ func TestCSIVersions(t *testing.T) {
 		}, keep("secret/a", "v1"), map[string]string{"secret/a": "v2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := csiVersions(podStatuses(tc.items, "db"), tc.keeps); !maps.Equal(got, tc.want) {
+			if got := csiVersions(classStatuses(tc.items, "db"), tc.keeps); !maps.Equal(got, tc.want) {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})
@@ -141,5 +156,57 @@ func TestLookupOverCSI(t *testing.T) {
 		if webhook.Hash != got.Hash {
 			t.Errorf("stored %q: the webhook's hash %s, explain's %s", tc.stored, webhook.Hash, got.Hash)
 		}
+	}
+}
+
+// TestStampListsStatusesOnce: a stamp of a workload mounting two classes lists the
+// namespace's pod statuses once (the webhook does it at each admission), and still
+// reads each class's own versions.
+func TestStampListsStatusesOnce(t *testing.T) {
+	gv := schema.GroupVersion{Group: "secrets-store.csi.x-k8s.io", Version: "v1"}
+	scheme := runtime.NewScheme()
+	for _, kind := range []string{"SecretProviderClass", "SecretProviderClassPodStatus"} {
+		scheme.AddKnownTypeWithName(gv.WithKind(kind), &unstructured.Unstructured{})
+		scheme.AddKnownTypeWithName(gv.WithKind(kind+"List"), &unstructured.UnstructuredList{})
+	}
+	var objs []client.Object
+	var vols []corev1.Volume
+	for _, class := range []string{"a", "b"} {
+		spc := &unstructured.Unstructured{}
+		spc.SetGroupVersionKind(gv.WithKind("SecretProviderClass"))
+		spc.SetNamespace("ns")
+		spc.SetName(class)
+		st := status(class, "", 1, "secret/x", "v-"+class)
+		st.SetGroupVersionKind(gv.WithKind("SecretProviderClassPodStatus"))
+		st.SetNamespace("ns")
+		st.SetName("p-ns-" + class)
+		objs = append(objs, spc, &st)
+		vols = append(vols, corev1.Volume{Name: class, VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{
+			Driver: stamp.CSIDriver, VolumeAttributes: map[string]string{stamp.CSIClassAttribute: class}}}})
+	}
+	var lists atomic.Int32
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithInterceptorFuncs(interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			lists.Add(1)
+			return c.List(ctx, list, opts...)
+		}}).Build()
+	srcs := stamp.Consumed(nil, &corev1.PodSpec{Volumes: vols}, stamp.Options{CSISecrets: true})
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	// Stored stamps of each class's own versions: kept only if each class read its own.
+	key := stamp.NamespaceKey(secret, "ns")
+	stored := ""
+	for i, class := range []string{"a", "b"} {
+		d := stamp.SourceDigest(srcs[i], &corev1.ConfigMap{Data: map[string]string{"secret/x": "v-" + class}}, key)
+		stored += fmt.Sprintf("secretproviderclass/%s=%s,", class, d.Hex()[:12])
+	}
+	st, err := (&Reader{Client: c, Key: func() []byte { return secret }}).StampOver(context.Background(), "ns", srcs, strings.TrimSuffix(stored, ","))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.SourcesAnnotation(); got != strings.TrimSuffix(stored, ",") {
+		t.Errorf("sources %q, want each class's own versions kept: %q", got, stored)
+	}
+	if n := lists.Load(); n != 1 {
+		t.Errorf("%d lists of the pod statuses, want 1", n)
 	}
 }
