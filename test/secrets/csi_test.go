@@ -284,14 +284,16 @@ func TestCSI(t *testing.T) {
 		for i := range pods.Items {
 			mountStatus(t, &pods.Items[i], "dyn", pods.Items[i].Name)
 		}
-		checkedAfter(t, cs, ns, "dyn", before)
-		rollouts(t, ns, "dyn", 1)
+		checkedAfter(t, cs, ns, "dyn", before) // its ReplicaSets are counted after the restart's settle
 
 		// A restart rolls nothing.
 		cs.Stop()
 		cs = env.Start(t, framework.Options{Args: []string{"--hash-key", keyNS + "/key", "--csi-secrets"}})
 		checkedAfter(t, cs, ns, "csi", 0) // its check at start
 		rollouts(t, ns, "csi", 2)
+		if n := len(env.ReplicaSets(t, env.Deployment(t, ns, "dyn"))); n != 1 {
+			t.Errorf("dyn has %d ReplicaSets, want 1: its pods' own versions rolled it", n)
+		}
 		cs.Stop()
 	})
 }
