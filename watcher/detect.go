@@ -2,9 +2,11 @@ package watcher
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -18,8 +20,11 @@ const detectInterval = 15 * time.Second
 // later. While it is absent it logs nothing (at the default level) and reports no error.
 // It runs on the leader, as the controllers it sets up do.
 type kindDetector struct {
-	kind      string // its Kind, in logs
-	gvr       schema.GroupVersionResource
+	kind string // its Kind, in logs
+	gvr  schema.GroupVersionResource
+	// also are other resources of gvr's group and version the setup watches: it waits
+	// for them too (a watch of a resource not served fails the manager).
+	also      []string
 	discovery discovery.DiscoveryInterface
 	setup     func(context.Context) error
 }
@@ -45,7 +50,7 @@ func (d *kindDetector) Start(ctx context.Context) error {
 	}
 }
 
-// served reports whether the API server serves the kind's resource. A transient error
+// served reports whether the API server serves the kind's resource (and also). A transient error
 // counts as not yet: it is asked again at the next interval.
 func (d *kindDetector) served(ctx context.Context) bool {
 	list, err := d.discovery.ServerResourcesForGroupVersion(d.gvr.GroupVersion().String())
@@ -55,10 +60,10 @@ func (d *kindDetector) served(ctx context.Context) bool {
 		}
 		return false
 	}
-	for _, r := range list.APIResources {
-		if r.Name == d.gvr.Resource {
-			return true
+	for _, want := range append([]string{d.gvr.Resource}, d.also...) {
+		if !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == want }) {
+			return false
 		}
 	}
-	return false
+	return true
 }

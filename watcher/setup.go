@@ -200,8 +200,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 			continue
 		}
 		// A kind served by a CRD is watched once the CRD is there, detected as Rollouts are.
-		detect = append(detect, &kindDetector{kind: k.Name, gvr: k.GVK().GroupVersion().WithResource(k.Resource),
-			setup: func(context.Context) error { return w.setupSource(k) }})
+		detect = append(detect, w.sourceDetector(k))
 	}
 	if opts.ArgoRollouts {
 		detect = append(detect, &kindDetector{kind: workload.Rollout.Kind, gvr: workload.Rollout.GVR(), setup: func(ctx context.Context) error {
@@ -229,6 +228,17 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		}
 	}
 	return nil
+}
+
+// sourceDetector sets up the controller of k, a source kind served by a CRD, once the
+// API server serves it and its Statuses.
+func (w *watcher) sourceDetector(k *stamp.SourceKind) *kindDetector {
+	d := &kindDetector{kind: k.Name, gvr: k.GVK().GroupVersion().WithResource(k.Resource),
+		setup: func(context.Context) error { return w.setupSource(k) }}
+	if k.Statuses != "" {
+		d.also = []string{k.Statuses}
+	}
+	return d
 }
 
 // setupSource starts the controller of one source kind: metadata-only events of its

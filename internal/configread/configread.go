@@ -32,7 +32,7 @@ func Lookup(r client.Reader, namespace string) stamp.Lookup {
 	return func(ctx context.Context, kind, name string) (*corev1.ConfigMap, error) {
 		k := sourceKind(kind)
 		if k == stamp.SecretProviderClass {
-			return csiContent(ctx, r, namespace, name, false)
+			return csiContent(ctx, r, namespace, name, nil)
 		}
 		obj := k.New()
 		if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj); err != nil {
@@ -43,8 +43,9 @@ func Lookup(r client.Reader, namespace string) stamp.Lookup {
 }
 
 // LookupOver is Lookup for a template whose stored sources annotation is stored, with
-// key the namespace's digest key (NamespaceKey): a SecretProviderClass the stored stamp
-// shows with no versions yet reads as the webhook reads it (csiVersions' keepPending).
+// key the namespace's digest key (NamespaceKey): a SecretProviderClass reads as the
+// webhook reads it over that stamp (csiVersions keeps the stored versions until a
+// rotation).
 func LookupOver(r client.Reader, namespace, stored string, key []byte) stamp.Lookup {
 	prev := stamp.ParseSources(stored)
 	plain := Lookup(r, namespace)
@@ -53,7 +54,7 @@ func LookupOver(r client.Reader, namespace, stored string, key []byte) stamp.Loo
 			return plain(ctx, kind, name)
 		}
 		src := stamp.Source{Kind: kind, Name: name, AllKeys: true, Binary: true}
-		return csiContent(ctx, r, namespace, name, prev[src.ID()] == csiPending(src, key))
+		return csiContent(ctx, r, namespace, name, csiKeeps(src, key, prev[src.ID()]))
 	}
 }
 
@@ -99,8 +100,8 @@ func (r *Reader) Stamp(ctx context.Context, namespace string, srcs []stamp.Sourc
 }
 
 // StampOver is Stamp for a template whose stored sources annotation is stored: a
-// SecretProviderClass it shows with no versions yet keeps that digest until the driver
-// records a rotation (csiVersions).
+// SecretProviderClass keeps the digest it shows until the driver records a rotation
+// (csiVersions).
 func (r *Reader) StampOver(ctx context.Context, namespace string, srcs []stamp.Source, stored string) (stamp.Stamp, error) {
 	var key []byte
 	fp := ""
@@ -109,7 +110,7 @@ func (r *Reader) StampOver(ctx context.Context, namespace string, srcs []stamp.S
 			key, fp = stamp.NamespaceKey(k, namespace), stamp.KeyFingerprint(k)
 		}
 	}
-	st, err := compute(ctx, reads{r.Client, r.Cache, r.Seen, stamp.ParseSources(stored), r.KeyDigests}, key, namespace, srcs, r.Timeout)
+	st, err := compute(ctx, reads{r.Client, r.Cache, r.Seen, stamp.ParseSources(stored), r.KeyDigests, &statusesOnce{}}, key, namespace, srcs, r.Timeout)
 	st.Key = fp
 	return st, err
 }
@@ -210,6 +211,8 @@ type reads struct {
 	seen   func(ctx context.Context, kind, namespace, name string) string
 	stored map[string]string // the stored sources annotation, parsed
 	keys   bool
+	// statuses lists the namespace's CSI pod statuses once for every class read.
+	statuses *statusesOnce
 }
 
 // compute reads srcs live under timeout (no deadline when timeout is 0) and combines
@@ -272,7 +275,7 @@ func digest(ctx context.Context, rd reads, hmacKey []byte, namespace string, src
 	r, cache := rd.client, rd.cache
 	if src.Kind == stamp.KindSecretProviderClass {
 		// Its content moves without the class: never cached.
-		cm, err := csiContent(ctx, r, namespace, src.Name, rd.stored[src.ID()] == csiPending(src, hmacKey))
+		cm, err := rd.statuses.content(ctx, r, namespace, src.Name, csiKeeps(src, hmacKey, rd.stored[src.ID()]))
 		if err != nil || stamp.Ignored(cm) {
 			return nil, err
 		}

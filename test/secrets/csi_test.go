@@ -137,8 +137,8 @@ func classDigest(key []byte, ns, class string, versions map[string]string) strin
 // nothing of the driver's is read), then with it, for a Deployment created while it was
 // down (adopted without a rollout) and one created after: the first mounts roll
 // nothing, a rotation v1 -> v2 rolls once, the new pods' own statuses with v2 roll nothing more,
-// a rotation of a class the Deployment does not mount rolls nothing, and the stamp
-// holds only keyed digests.
+// a rotation of a class the Deployment does not mount rolls nothing, the stamp
+// holds only keyed digests, and pods mounting versions of their own roll nothing.
 func TestCSI(t *testing.T) {
 	dir := filepath.Join(cluster.RepoRoot(), "test", "testdata", "secrets-store-csi")
 	for _, f := range []string{"secretproviderclasses.yaml", "secretproviderclasspodstatuses.yaml"} {
@@ -264,11 +264,36 @@ func TestCSI(t *testing.T) {
 			}
 		}
 
+		// A provider giving each pod versions of its own (Vault dynamic secrets): a
+		// Deployment created after another pod mounted its class is not rolled by its
+		// pods' mounts (following the latest status rolled it at every new pod).
+		createClass(t, ns, "dyn")
+		lone := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dyn-bystander"},
+			Spec: container(corev1.Container{}, csiVolumeOf("dyn"))}
+		if err := env.Client.Create(bg, lone); err != nil {
+			t.Fatal(err)
+		}
+		mountStatus(t, lone, "dyn", lone.Name)
+		createDeployment(t, ns, "dyn", container(corev1.Container{}, csiVolumeOf("dyn")))
+		rolledTo(t, ns, "dyn", 1)
+		before = checks(cs, ns, "dyn")
+		var pods corev1.PodList
+		if err := env.Client.List(bg, &pods, client.InNamespace(ns), client.MatchingLabels{"app": "dyn"}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range pods.Items {
+			mountStatus(t, &pods.Items[i], "dyn", pods.Items[i].Name)
+		}
+		checkedAfter(t, cs, ns, "dyn", before) // its ReplicaSets are counted after the restart's settle
+
 		// A restart rolls nothing.
 		cs.Stop()
 		cs = env.Start(t, framework.Options{Args: []string{"--hash-key", keyNS + "/key", "--csi-secrets"}})
 		checkedAfter(t, cs, ns, "csi", 0) // its check at start
 		rollouts(t, ns, "csi", 2)
+		if n := len(env.ReplicaSets(t, env.Deployment(t, ns, "dyn"))); n != 1 {
+			t.Errorf("dyn has %d ReplicaSets, want 1: its pods' own versions rolled it", n)
+		}
 		cs.Stop()
 	})
 }
