@@ -38,9 +38,10 @@ var AddToScheme = helmv2.AddToScheme
 // Sources are what hr takes values from, sorted by (kind, name): for each ConfigMap or
 // Secret its valuesFrom names (Secrets only when they count under opts), the one data key
 // each reference takes (valuesKey, default values.yaml; helm-controller reads data only,
-// never binaryData). A source is required unless every reference to it is optional; its
-// keys are required whatever (helm-controller fails on a missing key of a source that
-// exists, optional or not).
+// never binaryData). As helm-controller reads them, an optional reference whose source
+// or key is missing is skipped; a missing one of a required reference fails: a source
+// is required unless every reference to it is optional, a key when a required reference
+// takes it.
 func Sources(hr *helmv2.HelmRelease, opts stamp.Options) []stamp.Source {
 	if hr == nil {
 		return nil
@@ -61,10 +62,12 @@ func Sources(hr *helmv2.HelmRelease, opts stamp.Options) []stamp.Source {
 			s = &stamp.Source{Kind: kind.Name, Name: ref.Name}
 			byName[id] = s
 		}
-		s.Required = s.Required || !ref.Optional
 		s.Keys = appendKey(s.Keys, key)
-		s.RequiredKeys = appendKey(s.RequiredKeys, key)
-		s.RequiredEnvKeys = appendKey(s.RequiredEnvKeys, key)
+		if !ref.Optional {
+			s.Required = true
+			s.RequiredKeys = appendKey(s.RequiredKeys, key)
+			s.RequiredEnvKeys = appendKey(s.RequiredEnvKeys, key)
+		}
 	}
 	out := make([]stamp.Source, 0, len(byName))
 	for _, s := range byName {

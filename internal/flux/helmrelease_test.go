@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/configstamp/configstamp/stamp"
@@ -20,7 +21,11 @@ func TestSources(t *testing.T) {
 		{Kind: "ConfigMap", Name: ""},
 	}}}
 	cm := func(name string, required bool, keys ...string) stamp.Source {
-		return stamp.Source{Kind: stamp.KindConfigMap, Name: name, Keys: keys, Required: required, RequiredKeys: keys, RequiredEnvKeys: keys}
+		s := stamp.Source{Kind: stamp.KindConfigMap, Name: name, Keys: keys, Required: required}
+		if required {
+			s.RequiredKeys, s.RequiredEnvKeys = keys, keys
+		}
+		return s
 	}
 	want := []stamp.Source{cm("a", false, "base.yaml", "prod.yaml"), cm("b", true, DefaultValuesKey)}
 	if got := Sources(hr, stamp.Options{}); !reflect.DeepEqual(got, want) {
@@ -32,6 +37,38 @@ func TestSources(t *testing.T) {
 	}
 	if Sources(nil, stamp.Options{}) != nil {
 		t.Fatal("nil HelmRelease has sources")
+	}
+}
+
+// TestSourcesOptionalKeys: helm-controller skips an optional reference whose key is
+// missing (fluxcd/pkg chartutil.ChartValuesFromReferences) and fails a required one's, so
+// only the keys of required references are required: the watcher holds no request when
+// an optional entry's key goes away.
+func TestSourcesOptionalKeys(t *testing.T) {
+	hr := &helmv2.HelmRelease{Spec: helmv2.HelmReleaseSpec{ValuesFrom: []helmv2.ValuesReference{
+		{Kind: "ConfigMap", Name: "m", ValuesKey: "base.yaml"},
+		{Kind: "ConfigMap", Name: "m", ValuesKey: "override.yaml", Optional: true},
+		{Kind: "ConfigMap", Name: "o", ValuesKey: "extra.yaml", Optional: true},
+	}}}
+	got := Sources(hr, stamp.Options{})
+	if len(got) != 2 {
+		t.Fatalf("got %+v", got)
+	}
+	m, o := got[0], got[1]
+	if !m.Required || !reflect.DeepEqual(m.Keys, []string{"base.yaml", "override.yaml"}) || !reflect.DeepEqual(m.RequiredKeys, []string{"base.yaml"}) {
+		t.Errorf("m: %+v, want both keys taken, only base.yaml required", m)
+	}
+	if o.Required || len(o.RequiredKeys) != 0 {
+		t.Errorf("o: %+v, want nothing required", o)
+	}
+	present := &corev1.ConfigMap{Data: map[string]string{"base.yaml": "a: 1"}}
+	for _, s := range got {
+		if u := s.Unmet(present); u != "" {
+			t.Errorf("%s: unmet %q with only optional keys missing", s.Name, u)
+		}
+	}
+	if u := m.Unmet(&corev1.ConfigMap{Data: map[string]string{"override.yaml": "a: 1"}}); u == "" {
+		t.Error("m: the required key missing is not unmet")
 	}
 }
 
