@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/configstamp/configstamp/internal/configread"
+	"github.com/configstamp/configstamp/internal/decide"
 	"github.com/configstamp/configstamp/internal/flux"
 	"github.com/configstamp/configstamp/internal/scope"
 	"github.com/configstamp/configstamp/stamp"
@@ -148,18 +149,27 @@ func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req reconcile.Req
 	if err := r.client.Get(ctx, req.NamespacedName, hr); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if in, err := inScope(ctx, r.client, r.scope, hr); err != nil || !in {
+	srcs := flux.Sources(hr, r.sources)
+	// The workloads' entry checks: skip annotation, being deleted, scope, nothing taken,
+	// over --max-sources (no read of any).
+	stop, err := decide.Gate(decide.Entry{Object: hr, Refs: srcs, Options: r.sources}, func() (decide.Scope, error) {
+		if in, err := inScope(ctx, r.client, r.scope, hr); err != nil || !in {
+			return decide.OutOfScope, err
+		}
+		return decide.InScope, nil
+	})
+	if stop == decide.StopTooManySources {
+		r.recorder.Eventf(hr, nil, corev1.EventTypeWarning, ReasonTooManySources, "Check",
+			"No reconcile requested on values changes: it takes values from %d sources, more than the cap of %d (--max-sources)", len(srcs), r.sources.SourceCap())
+	}
+	if err != nil || stop != decide.Pass {
 		return reconcile.Result{}, err
 	}
-	srcs := flux.Sources(hr, r.sources)
 	for _, s := range srcs {
 		if r.waiting(s.Kind, types.NamespacedName{Namespace: hr.Namespace, Name: s.Name}) {
 			// Its source reconciler hands it on when the burst is over.
 			return reconcile.Result{RequeueAfter: max(r.quiet, time.Second)}, nil
 		}
-	}
-	if len(srcs) == 0 {
-		return reconcile.Result{}, nil
 	}
 	st, err := r.config.Stamp(ctx, hr.Namespace, srcs)
 	if err != nil {

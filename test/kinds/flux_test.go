@@ -29,8 +29,9 @@ import (
 	"github.com/configstamp/configstamp/watcher"
 )
 
-// fluxOptions run configstamp with HelmReleases watched, Secrets counted.
-var fluxOptions = framework.Options{Args: []string{"--flux-helmreleases", "--secrets"}}
+// fluxOptions run configstamp with HelmReleases watched, Secrets counted, and a source
+// cap of 2 (the "crowded" HelmRelease takes 3).
+var fluxOptions = framework.Options{Args: []string{"--flux-helmreleases", "--secrets", "--max-sources=2"}}
 
 // secretValues is what a HelmRelease takes from a Secret: no trace of it may show.
 const secretValues = "password: hunter2"
@@ -45,7 +46,8 @@ const replayMargin = 12 * time.Second
 // its valuesFrom ConfigMaps: none for a label-only edit or another key; one for two
 // referenced ConfigMaps edited together; one for a Secret's (keyed: no trace of its
 // values in the record); none while suspended, nor when a required ConfigMap is deleted
-// (an Event instead); one
+// (an Event instead), nor ever for one annotated configstamp.io/skip or taking more
+// sources than --max-sources (a TooManySources Event); one
 // at start for an edit made while configstamp was down, none at a restart with nothing
 // changed; for a HelmRelease created before configstamp first started and one created
 // after; in a namespace not opted in, for a HelmRelease opted in by its label alone.
@@ -61,13 +63,19 @@ func TestFluxHelmReleases(t *testing.T) {
 	suspended := newHelmRelease(ns, "suspended", true, "a")
 	createConfigMap(t, ns, "d", map[string]string{flux.DefaultValuesKey: "replicas: 1"}, nil)
 	held := newHelmRelease(ns, "held", false, "d")
+	// The workloads' entry checks: opted out, or over --max-sources: never recorded nor
+	// requested, and no source of crowded read.
+	skipped := newHelmRelease(ns, "skipped", false, "a")
+	skipped.Annotations = map[string]string{stamp.SkipAnnotation: "true"}
+	createConfigMap(t, ns, "e", map[string]string{flux.DefaultValuesKey: "replicas: 1"}, nil)
+	crowded := newHelmRelease(ns, "crowded", false, "a", "b", "e")
 	secretive := newHelmRelease(ns, "secretive", false)
 	secretive.Spec.ValuesFrom = []helmv2.ValuesReference{{Kind: "Secret", Name: "s"}}
 	if err := env.Client.Create(bg, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s"},
 		StringData: map[string]string{flux.DefaultValuesKey: secretValues}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, hr := range []*helmv2.HelmRelease{before, suspended, secretive, held} {
+	for _, hr := range []*helmv2.HelmRelease{before, suspended, secretive, held, skipped, crowded} {
 		if err := c.Create(bg, hr); err != nil {
 			t.Fatal(err)
 		}
@@ -98,6 +106,9 @@ func TestFluxHelmReleases(t *testing.T) {
 	}
 	waitValuesRecord(t, c, after)
 	waitValuesRecord(t, c, labelled)
+	framework.Eventually(t, time.Minute, "crowded reported", func() error {
+		return events.Find(env.Client, ns, "crowded", watcher.ReasonTooManySources, "3 sources")
+	})
 	requests.expect(t, 0, map[string]int{"before": 0, "suspended": 0, "after": 0, "secretive": 0})
 
 	t.Run("self policy", func(t *testing.T) { testHelmReleasePolicy(t, c, ns) })
@@ -154,7 +165,16 @@ func TestFluxHelmReleases(t *testing.T) {
 			}
 			return events.Find(env.Client, ns, "suspended", watcher.ReasonHelmReleaseSuspended, "")
 		})
-		requests.expect(t, settle, map[string]int{"before": 1, "suspended": 0, "after": 1, "secretive": 1, "held": 0})
+		requests.expect(t, settle, map[string]int{"before": 1, "suspended": 0, "after": 1, "secretive": 1, "held": 0, "skipped": 0, "crowded": 0})
+		for _, hr := range []*helmv2.HelmRelease{skipped, crowded} {
+			fresh := &helmv2.HelmRelease{}
+			if err := c.Get(bg, client.ObjectKeyFromObject(hr), fresh); err != nil {
+				t.Fatal(err)
+			}
+			if r, ok := fresh.Annotations[stamp.ValuesAnnotation]; ok {
+				t.Errorf("%s, left alone: recorded %s", hr.Name, r)
+			}
+		}
 	})
 	if t.Failed() {
 		return
