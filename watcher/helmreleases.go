@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"sync"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -39,9 +40,42 @@ const (
 	ReasonHelmReleaseSuspended = "HelmReleaseSuspended"
 )
 
+// liveChanges holds the HelmReleases a source handed on after a write the watcher saw
+// live (not a replay of the initial list), until a check of each decides: the evidence
+// that lets a check whose record cannot be compared (none yet, or under another hash key)
+// request rather than only record.
+type liveChanges struct {
+	mu   sync.Mutex
+	keys map[types.NamespacedName]struct{}
+}
+
+func (l *liveChanges) add(key types.NamespacedName) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.keys == nil {
+		l.keys = map[types.NamespacedName]struct{}{}
+	}
+	l.keys[key] = struct{}{}
+}
+
+// take reports whether key has a live change, forgetting it.
+func (l *liveChanges) take(key types.NamespacedName) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.keys[key]
+	delete(l.keys, key)
+	l.keys = emptied(l.keys)
+	return ok
+}
+
 // helmReleaseDependents are the HelmReleases as dependents of a source kind.
-func helmReleaseDependents(queue *fairQueue) dependentsOf {
+func helmReleaseDependents(queue *fairQueue, live *liveChanges) dependentsOf {
 	return dependentsOf{name: flux.Kind, queue: queue,
+		hand: func(key types.NamespacedName, changed bool) {
+			if changed {
+				live.add(key)
+			}
+		},
 		newList: func() client.ObjectList { return &helmv2.HelmReleaseList{} },
 		items: func(l client.ObjectList) []client.Object {
 			list, _ := l.(*helmv2.HelmReleaseList)
@@ -73,7 +107,7 @@ func (w *watcher) setupHelmReleases(ctx context.Context) error {
 		config:  &configread.Reader{Client: mgr.GetAPIReader(), Cache: opts.Cache, Key: opts.Key, Timeout: opts.ReadTimeout, Seen: w.seen},
 		sources: opts.Sources, scope: opts.Scope, waiting: w.waiting, quiet: opts.Debounce, now: time.Now,
 	}
-	deps := helmReleaseDependents(queue)
+	deps := helmReleaseDependents(queue, &rec.live)
 	b := ctrl.NewControllerManagedBy(mgr).Named(name).Watches(&helmv2.HelmRelease{}, helmReleaseEvents())
 	if !opts.Scope.Namespaced() {
 		b = b.WatchesMetadata(&corev1.Namespace{}, namespaceEvents(opts.Scope, mgr.GetClient(), deps))
@@ -141,10 +175,17 @@ type helmReleaseReconciler struct {
 	waiting func(kind string, key types.NamespacedName) bool
 	quiet   time.Duration
 	now     func() time.Time
+	live    liveChanges
 }
 
 // Reconcile checks one HelmRelease.
-func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
+	changedLive := r.live.take(req.NamespacedName)
+	defer func() {
+		if changedLive && (err != nil || res.RequeueAfter > 0) {
+			r.live.add(req.NamespacedName) // not decided: its retry still has it
+		}
+	}()
 	hr := &helmv2.HelmRelease{}
 	if err := r.client.Get(ctx, req.NamespacedName, hr); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -176,7 +217,7 @@ func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req reconcile.Req
 		return reconcile.Result{}, fmt.Errorf("read the values of helmrelease %s: %w", req, err)
 	}
 	want := flux.RecordOf(st.Key, st.Hash)
-	action := flux.Decide(hr, want, len(st.Unmet()) > 0)
+	action := flux.Decide(hr, want, len(st.Unmet()) > 0, changedLive)
 	log := logf.FromContext(ctx).WithValues("sources", st.SourcesAnnotation(), "action", action.String())
 	annotations := map[string]string{stamp.ValuesAnnotation: want}
 	switch action {

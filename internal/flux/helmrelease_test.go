@@ -85,20 +85,28 @@ func TestDecide(t *testing.T) {
 		hr    *helmv2.HelmRelease
 		want  string
 		unmet bool
+		live  bool
 		act   Action
 	}{
-		{"first sight: record only", hr("", false), "fp:h1", false, Record},
-		{"unchanged", hr("fp:h1", false), "fp:h1", false, Nothing},
-		{"unchanged, missing now (as recorded)", hr("fp:h1", false), "fp:h1", true, Nothing},
-		{"changed", hr("fp:h1", false), "fp:h2", false, Request},
-		{"changed, suspended", hr("fp:h1", true), "fp:h2", false, Suspended},
-		{"changed to missing", hr("fp:h1", false), "fp:h2", true, Held},
-		{"another key: record only", hr("old:h1", false), "fp:h2", false, Record},
-		{"malformed record: record only", hr("h1", false), "fp:h2", false, Record},
-		{"takes nothing", hr("fp:h1", false), "", false, Nothing},
-		{"nil", nil, "fp:h1", false, Nothing},
+		{"first sight: record only", hr("", false), "fp:h1", false, false, Record},
+		{"unchanged", hr("fp:h1", false), "fp:h1", false, false, Nothing},
+		{"unchanged, missing now (as recorded)", hr("fp:h1", false), "fp:h1", true, false, Nothing},
+		{"changed", hr("fp:h1", false), "fp:h2", false, false, Request},
+		{"changed, suspended", hr("fp:h1", true), "fp:h2", false, false, Suspended},
+		{"changed to missing", hr("fp:h1", false), "fp:h2", true, false, Held},
+		{"another key: record only", hr("old:h1", false), "fp:h2", false, false, Record},
+		{"malformed record: record only", hr("h1", false), "fp:h2", false, false, Record},
+		{"takes nothing", hr("fp:h1", false), "", false, false, Nothing},
+		{"nil", nil, "fp:h1", false, false, Nothing},
+		// A record it cannot compare, but a source changed live: requested, not lost.
+		{"another key, changed live", hr("old:h1", false), "fp:h2", false, true, Request},
+		{"first sight, changed live", hr("", false), "fp:h2", false, true, Request},
+		{"malformed record, changed live", hr("h1", false), "fp:h2", false, true, Request},
+		{"another key, changed live, suspended", hr("old:h1", true), "fp:h2", false, true, Suspended},
+		{"another key, changed live, missing", hr("old:h1", false), "fp:h2", true, true, Held},
+		{"unchanged, changed live (another key of it)", hr("fp:h1", false), "fp:h1", false, true, Nothing},
 	} {
-		if got := Decide(c.hr, c.want, c.unmet); got != c.act {
+		if got := Decide(c.hr, c.want, c.unmet, c.live); got != c.act {
 			t.Errorf("%s: %s, want %s", c.name, got, c.act)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/internal/flux"
+	"github.com/configstamp/configstamp/internal/hashkey"
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
 	"github.com/configstamp/configstamp/test/hashdoc"
@@ -29,9 +30,10 @@ import (
 	"github.com/configstamp/configstamp/watcher"
 )
 
-// fluxOptions run configstamp with HelmReleases watched, Secrets counted, and a source
-// cap of 2 (the "crowded" HelmRelease takes 3).
-var fluxOptions = framework.Options{Args: []string{"--flux-helmreleases", "--secrets", "--max-sources=2"}}
+// fluxOptions run configstamp with HelmReleases watched, Secrets counted, a source cap
+// of 2 (the "crowded" HelmRelease takes 3), and the hash key read every 2s (a rotation
+// is followed soon).
+var fluxOptions = framework.Options{Args: []string{"--flux-helmreleases", "--secrets", "--max-sources=2", "--hash-key-refresh=2s"}}
 
 // secretValues is what a HelmRelease takes from a Secret: no trace of it may show.
 const secretValues = "password: hunter2"
@@ -49,7 +51,8 @@ const replayMargin = 12 * time.Second
 // (an Event instead), nor ever for one annotated configstamp.io/skip or taking more
 // sources than --max-sources (a TooManySources Event); one
 // at start for an edit made while configstamp was down, none at a restart with nothing
-// changed; for a HelmRelease created before configstamp first started and one created
+// changed, and one for the first values edit after a hash key rotation; for a HelmRelease
+// created before configstamp first started and one created
 // after; in a namespace not opted in, for a HelmRelease opted in by its label alone.
 func TestFluxHelmReleases(t *testing.T) {
 	if err := env.InstallCRDs(bg, framework.FluxHelmReleaseCRD()); err != nil {
@@ -206,6 +209,54 @@ func TestFluxHelmReleases(t *testing.T) {
 			return nil
 		})
 		requests.expect(t, settle, map[string]int{"before": 2, "suspended": 0, "after": 2, "secretive": 1, "held": 0})
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("values edited after a hash key rotation: one request", func(t *testing.T) {
+		// Every record is then under the old key: the first check after the rotation
+		// cannot compare, but it follows a change seen live, so it requests.
+		cs.Stop()
+		cs = env.Start(t, fluxOptions)
+		framework.Eventually(t, time.Minute, "checked at start", func() error {
+			if checks(cs, ns, "before") == 0 || checks(cs, ns, "after") == 0 {
+				return fmt.Errorf("not checked yet")
+			}
+			return nil
+		})
+		rotateHashKey(t, []byte("configstamp-flux-test-rotated-k!"))
+		framework.Eventually(t, time.Minute, "the new key followed", func() error {
+			if !strings.Contains(cs.Output(), "The hash key changed") {
+				return fmt.Errorf("configstamp has not followed the new key")
+			}
+			return nil
+		})
+		configmaps.SetData(t, env.Client, ns, "b", flux.DefaultValuesKey, "image: v4")
+		requests.wait(t, map[string]int{"before": 3, "after": 3})
+		requests.expect(t, settle, map[string]int{"before": 3, "suspended": 0, "after": 3, "secretive": 1, "held": 0})
+	})
+}
+
+// rotateHashKey puts key into the framework's hash key Secret until the test ends (then
+// the framework's key again: the other tests recompute stamps with it).
+func rotateHashKey(t *testing.T, key []byte) {
+	t.Helper()
+	set := func(k []byte) error {
+		var sec corev1.Secret
+		if err := env.Client.Get(bg, client.ObjectKey{Namespace: framework.HashKeyNamespace, Name: framework.HashKeyName}, &sec); err != nil {
+			return err
+		}
+		sec.Data = map[string][]byte{hashkey.DataKey: k}
+		return env.Client.Update(bg, &sec)
+	}
+	if err := set(key); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := set(framework.HashKey); err != nil {
+			t.Errorf("restore the hash key: %v", err)
+		}
 	})
 }
 
