@@ -98,9 +98,9 @@ type Action int
 const (
 	// Nothing: the record matches what the HelmRelease takes (or it takes nothing).
 	Nothing Action = iota
-	// Record: first sight (or a new hash key), with no change of a source seen live:
-	// write the record, request nothing. A HelmRelease reconciles when it is created;
-	// one configstamp is installed over is taken as reconciled.
+	// Record: first sight, or a record under another hash key with no change of a
+	// source seen live: write the record, request nothing. A HelmRelease reconciles when
+	// it is created; one configstamp is installed over is taken as reconciled.
 	Record
 	// Request: what it takes changed since the record: request a reconcile and write
 	// the new record, in one write.
@@ -130,10 +130,11 @@ func RecordOf(fp, hash string) string {
 
 // Decide says what to do about hr, whose sources now give the record want (RecordOf);
 // unmet is true when a required source or key of them is missing; changedLive when the
-// check follows a write of one of its sources that the watcher saw (not a replay). A
-// record that cannot be compared with want (none, malformed, or made under another hash
-// key: a rotation) is only written anew, unless a source changed live: that change is
-// then requested, not lost. Pure: the watcher's one rule for HelmReleases.
+// check follows a write of one of its sources that the watcher saw (not a replay). With
+// no record (or a malformed one) it is first sight: recorded only. A record made under
+// another hash key (a rotation) cannot be compared with want: it is only written anew,
+// unless a source changed live: that change is then requested, not lost. Pure: the
+// watcher's one rule for HelmReleases.
 func Decide(hr *helmv2.HelmRelease, want string, unmet, changedLive bool) Action {
 	if hr == nil || want == "" {
 		return Nothing
@@ -144,7 +145,7 @@ func Decide(hr *helmv2.HelmRelease, want string, unmet, changedLive bool) Action
 	}
 	haveFP, _, ok := strings.Cut(have, ":")
 	wantFP, _, _ := strings.Cut(want, ":")
-	if (!ok || haveFP != wantFP) && !changedLive {
+	if !ok || !stamp.IsKeyFingerprint(haveFP) || (haveFP != wantFP && !changedLive) {
 		return Record
 	}
 	if hr.Spec.Suspend {

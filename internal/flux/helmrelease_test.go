@@ -80,6 +80,7 @@ func TestDecide(t *testing.T) {
 		}
 		return h
 	}
+	const fp, old = "0123456789ab", "ba9876543210" // key fingerprints
 	for _, c := range []struct {
 		name  string
 		hr    *helmv2.HelmRelease
@@ -88,23 +89,26 @@ func TestDecide(t *testing.T) {
 		live  bool
 		act   Action
 	}{
-		{"first sight: record only", hr("", false), "fp:h1", false, false, Record},
-		{"unchanged", hr("fp:h1", false), "fp:h1", false, false, Nothing},
-		{"unchanged, missing now (as recorded)", hr("fp:h1", false), "fp:h1", true, false, Nothing},
-		{"changed", hr("fp:h1", false), "fp:h2", false, false, Request},
-		{"changed, suspended", hr("fp:h1", true), "fp:h2", false, false, Suspended},
-		{"changed to missing", hr("fp:h1", false), "fp:h2", true, false, Held},
-		{"another key: record only", hr("old:h1", false), "fp:h2", false, false, Record},
-		{"malformed record: record only", hr("h1", false), "fp:h2", false, false, Record},
-		{"takes nothing", hr("fp:h1", false), "", false, false, Nothing},
-		{"nil", nil, "fp:h1", false, false, Nothing},
-		// A record it cannot compare, but a source changed live: requested, not lost.
-		{"another key, changed live", hr("old:h1", false), "fp:h2", false, true, Request},
-		{"first sight, changed live", hr("", false), "fp:h2", false, true, Request},
-		{"malformed record, changed live", hr("h1", false), "fp:h2", false, true, Request},
-		{"another key, changed live, suspended", hr("old:h1", true), "fp:h2", false, true, Suspended},
-		{"another key, changed live, missing", hr("old:h1", false), "fp:h2", true, true, Held},
-		{"unchanged, changed live (another key of it)", hr("fp:h1", false), "fp:h1", false, true, Nothing},
+		{"first sight: record only", hr("", false), fp + ":h1", false, false, Record},
+		{"unchanged", hr(fp+":h1", false), fp + ":h1", false, false, Nothing},
+		{"unchanged, missing now (as recorded)", hr(fp+":h1", false), fp + ":h1", true, false, Nothing},
+		{"changed", hr(fp+":h1", false), fp + ":h2", false, false, Request},
+		{"changed, suspended", hr(fp+":h1", true), fp + ":h2", false, false, Suspended},
+		{"changed to missing", hr(fp+":h1", false), fp + ":h2", true, false, Held},
+		{"another key: record only", hr(old+":h1", false), fp + ":h2", false, false, Record},
+		{"malformed record: record only", hr("h1", false), fp + ":h2", false, false, Record},
+		{"takes nothing", hr(fp+":h1", false), "", false, false, Nothing},
+		{"nil", nil, fp + ":h1", false, false, Nothing},
+		// Under another key, a source changed live: requested, not lost.
+		{"another key, changed live", hr(old+":h1", false), fp + ":h2", false, true, Request},
+		{"another key, changed live, suspended", hr(old+":h1", true), fp + ":h2", false, true, Suspended},
+		{"another key, changed live, missing", hr(old+":h1", false), fp + ":h2", true, true, Held},
+		{"unchanged, changed live (another key of it)", hr(fp+":h1", false), fp + ":h1", false, true, Nothing},
+		// First sight stays first sight (a HelmRelease applied with its ConfigMap is
+		// reconciled by its creation), and garbage written there is no key.
+		{"first sight, changed live", hr("", false), fp + ":h2", false, true, Record},
+		{"malformed record, changed live", hr("h1", false), fp + ":h2", false, true, Record},
+		{"garbage before the colon, changed live", hr("not-a-key:h1", false), fp + ":h2", false, true, Record},
 	} {
 		if got := Decide(c.hr, c.want, c.unmet, c.live); got != c.act {
 			t.Errorf("%s: %s, want %s", c.name, got, c.act)
