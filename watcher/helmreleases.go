@@ -141,7 +141,8 @@ func indexValuesFrom(opts stamp.Options) client.IndexerFunc {
 
 // helmReleaseEvents checks a HelmRelease when it appears (the initial list too: a change
 // made while configstamp was down is requested at start), and when an update may change
-// what is decided: its spec (generation), its labels (the opt-in), or the record. Status
+// what is decided: its spec (generation), its labels (the opt-in), the skip annotation
+// (taken off, it is recorded at once, not at its next change), or the record. Status
 // updates (helm-controller's, at every reconcile) check nothing.
 func helmReleaseEvents() handler.Funcs {
 	add := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -154,7 +155,8 @@ func helmReleaseEvents() handler.Funcs {
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			o, n := e.ObjectOld, e.ObjectNew
 			if o.GetGeneration() != n.GetGeneration() || !maps.Equal(o.GetLabels(), n.GetLabels()) ||
-				o.GetAnnotations()[stamp.ValuesAnnotation] != n.GetAnnotations()[stamp.ValuesAnnotation] {
+				o.GetAnnotations()[stamp.ValuesAnnotation] != n.GetAnnotations()[stamp.ValuesAnnotation] ||
+				o.GetAnnotations()[stamp.SkipAnnotation] != n.GetAnnotations()[stamp.SkipAnnotation] {
 				add(n, q)
 			}
 		},

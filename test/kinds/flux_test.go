@@ -178,6 +178,14 @@ func TestFluxHelmReleases(t *testing.T) {
 				t.Errorf("%s, left alone: recorded %s", hr.Name, r)
 			}
 		}
+		// The skip taken off: recorded at once (first sight), so that its next change
+		// is requested; nothing requested now.
+		unskip := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+stamp.SkipAnnotation+`":null}}}`))
+		if err := c.Patch(bg, &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "skipped"}}, unskip); err != nil {
+			t.Fatal(err)
+		}
+		waitValuesRecord(t, c, skipped)
+		requests.expect(t, 0, map[string]int{"skipped": 0})
 	})
 	if t.Failed() {
 		return
