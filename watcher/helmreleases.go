@@ -42,8 +42,8 @@ const (
 
 // liveChanges holds the HelmReleases a source handed on after a write the watcher saw
 // live (not a replay of the initial list), until a check of each decides: the evidence
-// that lets a check whose record cannot be compared (none yet, or under another hash key)
-// request rather than only record.
+// that lets a check whose record was made under another hash key (a rotation) request
+// rather than only record (flux.Decide).
 type liveChanges struct {
 	mu   sync.Mutex
 	keys map[types.NamespacedName]struct{}
@@ -62,10 +62,12 @@ func (l *liveChanges) add(key types.NamespacedName) {
 func (l *liveChanges) take(key types.NamespacedName) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	_, ok := l.keys[key]
+	if _, ok := l.keys[key]; !ok {
+		return false
+	}
 	delete(l.keys, key)
 	l.keys = emptied(l.keys)
-	return ok
+	return true
 }
 
 // helmReleaseDependents are the HelmReleases as dependents of a source kind.
