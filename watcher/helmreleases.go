@@ -70,6 +70,40 @@ func (l *liveChanges) take(key types.NamespacedName) bool {
 	return true
 }
 
+// heldBack remembers since when each HelmRelease's check has waited for a source still
+// in its burst, so that sources that never go quiet hold it back at most max (as the
+// debouncer caps a burst): under constant writes a check still decides.
+type heldBack struct {
+	mu    sync.Mutex
+	since map[types.NamespacedName]time.Time
+}
+
+// wait reports whether the check of key should wait for a burst at now: yes until max
+// past its first wait.
+func (h *heldBack) wait(key types.NamespacedName, now time.Time, max time.Duration) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.since == nil {
+		h.since = map[types.NamespacedName]time.Time{}
+	}
+	first, ok := h.since[key]
+	if !ok {
+		h.since[key] = now
+		return true
+	}
+	return now.Sub(first) < max
+}
+
+// done forgets key's wait: its check went on.
+func (h *heldBack) done(key types.NamespacedName) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.since[key]; ok {
+		delete(h.since, key)
+		h.since = emptied(h.since)
+	}
+}
+
 // helmReleaseDependents are the HelmReleases as dependents of a source kind.
 func helmReleaseDependents(queue *fairQueue, live *liveChanges) dependentsOf {
 	return dependentsOf{name: flux.Kind, queue: queue,
@@ -107,7 +141,7 @@ func (w *watcher) setupHelmReleases(ctx context.Context) error {
 	rec := &helmReleaseReconciler{
 		client: mgr.GetClient(), recorder: mgr.GetEventRecorder("configstamp"),
 		config:  &configread.Reader{Client: mgr.GetAPIReader(), Cache: opts.Cache, Key: opts.Key, Timeout: opts.ReadTimeout, Seen: w.seen},
-		sources: opts.Sources, scope: opts.Scope, waiting: w.waiting, quiet: opts.Debounce, now: time.Now,
+		sources: opts.Sources, scope: opts.Scope, waiting: w.waiting, quiet: opts.Debounce, maxWait: opts.DebounceMax, now: time.Now,
 	}
 	deps := helmReleaseDependents(queue, &rec.live)
 	b := ctrl.NewControllerManagedBy(mgr).Named(name).Watches(&helmv2.HelmRelease{}, helmReleaseEvents())
@@ -178,6 +212,9 @@ type helmReleaseReconciler struct {
 	// (two sources edited a moment apart make one request).
 	waiting func(kind string, key types.NamespacedName) bool
 	quiet   time.Duration
+	// maxWait caps how long it waits for them (--debounce-max).
+	maxWait time.Duration
+	held    heldBack
 	now     func() time.Time
 	live    liveChanges
 }
@@ -185,9 +222,13 @@ type helmReleaseReconciler struct {
 // Reconcile checks one HelmRelease.
 func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
 	changedLive := r.live.take(req.NamespacedName)
+	waited := false
 	defer func() {
 		if changedLive && (err != nil || res.RequeueAfter > 0) {
 			r.live.add(req.NamespacedName) // not decided: its retry still has it
+		}
+		if !waited {
+			r.held.done(req.NamespacedName)
 		}
 	}()
 	hr := &helmv2.HelmRelease{}
@@ -213,7 +254,10 @@ func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req reconcile.Req
 	for _, s := range srcs {
 		if r.waiting(s.Kind, types.NamespacedName{Namespace: hr.Namespace, Name: s.Name}) {
 			// Its source reconciler hands it on when the burst is over.
-			return reconcile.Result{RequeueAfter: max(r.quiet, time.Second)}, nil
+			if waited = r.held.wait(req.NamespacedName, r.now(), r.maxWait); waited {
+				return reconcile.Result{RequeueAfter: max(r.quiet, time.Second)}, nil
+			}
+			break
 		}
 	}
 	st, err := r.config.Stamp(ctx, hr.Namespace, srcs)
