@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"sync"
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/configstamp/configstamp/internal/configread"
+	"github.com/configstamp/configstamp/internal/decide"
 	"github.com/configstamp/configstamp/internal/flux"
 	"github.com/configstamp/configstamp/internal/scope"
 	"github.com/configstamp/configstamp/stamp"
@@ -38,9 +40,78 @@ const (
 	ReasonHelmReleaseSuspended = "HelmReleaseSuspended"
 )
 
+// liveChanges holds the HelmReleases a source handed on after a write the watcher saw
+// live (not a replay of the initial list), until a check of each decides: the evidence
+// that lets a check whose record was made under another hash key (a rotation) request
+// rather than only record (flux.Decide).
+type liveChanges struct {
+	mu   sync.Mutex
+	keys map[types.NamespacedName]struct{}
+}
+
+func (l *liveChanges) add(key types.NamespacedName) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.keys == nil {
+		l.keys = map[types.NamespacedName]struct{}{}
+	}
+	l.keys[key] = struct{}{}
+}
+
+// take reports whether key has a live change, forgetting it.
+func (l *liveChanges) take(key types.NamespacedName) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.keys[key]; !ok {
+		return false
+	}
+	delete(l.keys, key)
+	l.keys = emptied(l.keys)
+	return true
+}
+
+// heldBack remembers since when each HelmRelease's check has waited for a source still
+// in its burst, so that sources that never go quiet hold it back at most max (as the
+// debouncer caps a burst): under constant writes a check still decides.
+type heldBack struct {
+	mu    sync.Mutex
+	since map[types.NamespacedName]time.Time
+}
+
+// wait reports whether the check of key should wait for a burst at now: yes until max
+// past its first wait.
+func (h *heldBack) wait(key types.NamespacedName, now time.Time, max time.Duration) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.since == nil {
+		h.since = map[types.NamespacedName]time.Time{}
+	}
+	first, ok := h.since[key]
+	if !ok {
+		h.since[key] = now
+		return true
+	}
+	return now.Sub(first) < max
+}
+
+// done forgets key's wait: its check went on.
+func (h *heldBack) done(key types.NamespacedName) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.since[key]; ok {
+		delete(h.since, key)
+		h.since = emptied(h.since)
+	}
+}
+
 // helmReleaseDependents are the HelmReleases as dependents of a source kind.
-func helmReleaseDependents(queue *fairQueue) dependentsOf {
+func helmReleaseDependents(queue *fairQueue, live *liveChanges) dependentsOf {
 	return dependentsOf{name: flux.Kind, queue: queue,
+		hand: func(key types.NamespacedName, changed bool) {
+			if changed {
+				live.add(key)
+			}
+		},
 		newList: func() client.ObjectList { return &helmv2.HelmReleaseList{} },
 		items: func(l client.ObjectList) []client.Object {
 			list, _ := l.(*helmv2.HelmReleaseList)
@@ -70,9 +141,9 @@ func (w *watcher) setupHelmReleases(ctx context.Context) error {
 	rec := &helmReleaseReconciler{
 		client: mgr.GetClient(), recorder: mgr.GetEventRecorder("configstamp"),
 		config:  &configread.Reader{Client: mgr.GetAPIReader(), Cache: opts.Cache, Key: opts.Key, Timeout: opts.ReadTimeout, Seen: w.seen},
-		sources: opts.Sources, scope: opts.Scope, waiting: w.waiting, quiet: opts.Debounce, now: time.Now,
+		sources: opts.Sources, scope: opts.Scope, waiting: w.waiting, quiet: opts.Debounce, maxWait: opts.DebounceMax, now: time.Now,
 	}
-	deps := helmReleaseDependents(queue)
+	deps := helmReleaseDependents(queue, &rec.live)
 	b := ctrl.NewControllerManagedBy(mgr).Named(name).Watches(&helmv2.HelmRelease{}, helmReleaseEvents())
 	if !opts.Scope.Namespaced() {
 		b = b.WatchesMetadata(&corev1.Namespace{}, namespaceEvents(opts.Scope, mgr.GetClient(), deps))
@@ -106,7 +177,8 @@ func indexValuesFrom(opts stamp.Options) client.IndexerFunc {
 
 // helmReleaseEvents checks a HelmRelease when it appears (the initial list too: a change
 // made while configstamp was down is requested at start), and when an update may change
-// what is decided: its spec (generation), its labels (the opt-in), or the record. Status
+// what is decided: its spec (generation), its labels (the opt-in), the skip annotation
+// (taken off, it is recorded at once, not at its next change), or the record. Status
 // updates (helm-controller's, at every reconcile) check nothing.
 func helmReleaseEvents() handler.Funcs {
 	add := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -119,7 +191,8 @@ func helmReleaseEvents() handler.Funcs {
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			o, n := e.ObjectOld, e.ObjectNew
 			if o.GetGeneration() != n.GetGeneration() || !maps.Equal(o.GetLabels(), n.GetLabels()) ||
-				o.GetAnnotations()[stamp.ValuesAnnotation] != n.GetAnnotations()[stamp.ValuesAnnotation] {
+				o.GetAnnotations()[stamp.ValuesAnnotation] != n.GetAnnotations()[stamp.ValuesAnnotation] ||
+				o.GetAnnotations()[stamp.SkipAnnotation] != n.GetAnnotations()[stamp.SkipAnnotation] {
 				add(n, q)
 			}
 		},
@@ -139,34 +212,60 @@ type helmReleaseReconciler struct {
 	// (two sources edited a moment apart make one request).
 	waiting func(kind string, key types.NamespacedName) bool
 	quiet   time.Duration
+	// maxWait caps how long it waits for them (--debounce-max).
+	maxWait time.Duration
+	held    heldBack
 	now     func() time.Time
+	live    liveChanges
 }
 
 // Reconcile checks one HelmRelease.
-func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *helmReleaseReconciler) Reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
+	changedLive := r.live.take(req.NamespacedName)
+	waited := false
+	defer func() {
+		if changedLive && (err != nil || res.RequeueAfter > 0) {
+			r.live.add(req.NamespacedName) // not decided: its retry still has it
+		}
+		if !waited {
+			r.held.done(req.NamespacedName)
+		}
+	}()
 	hr := &helmv2.HelmRelease{}
 	if err := r.client.Get(ctx, req.NamespacedName, hr); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if in, err := inScope(ctx, r.client, r.scope, hr); err != nil || !in {
+	srcs := flux.Sources(hr, r.sources)
+	// The workloads' entry checks: skip annotation, being deleted, scope, nothing taken,
+	// over --max-sources (no read of any).
+	stop, err := decide.Gate(decide.Entry{Object: hr, Refs: srcs, Options: r.sources}, func() (decide.Scope, error) {
+		if in, err := inScope(ctx, r.client, r.scope, hr); err != nil || !in {
+			return decide.OutOfScope, err
+		}
+		return decide.InScope, nil
+	})
+	if stop == decide.StopTooManySources {
+		r.recorder.Eventf(hr, nil, corev1.EventTypeWarning, ReasonTooManySources, "Check",
+			"No reconcile requested on values changes: it takes values from %d sources, more than the cap of %d (--max-sources)", len(srcs), r.sources.SourceCap())
+	}
+	if err != nil || stop != decide.Pass {
 		return reconcile.Result{}, err
 	}
-	srcs := flux.Sources(hr, r.sources)
 	for _, s := range srcs {
 		if r.waiting(s.Kind, types.NamespacedName{Namespace: hr.Namespace, Name: s.Name}) {
 			// Its source reconciler hands it on when the burst is over.
-			return reconcile.Result{RequeueAfter: max(r.quiet, time.Second)}, nil
+			if waited = r.held.wait(req.NamespacedName, r.now(), r.maxWait); waited {
+				return reconcile.Result{RequeueAfter: max(r.quiet, time.Second)}, nil
+			}
+			break
 		}
-	}
-	if len(srcs) == 0 {
-		return reconcile.Result{}, nil
 	}
 	st, err := r.config.Stamp(ctx, hr.Namespace, srcs)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("read the values of helmrelease %s: %w", req, err)
 	}
 	want := flux.RecordOf(st.Key, st.Hash)
-	action := flux.Decide(hr, want, len(st.Unmet()) > 0)
+	action := flux.Decide(hr, want, len(st.Unmet()) > 0, changedLive)
 	log := logf.FromContext(ctx).WithValues("sources", st.SourcesAnnotation(), "action", action.String())
 	annotations := map[string]string{stamp.ValuesAnnotation: want}
 	switch action {

@@ -3,6 +3,7 @@ package watcher
 import (
 	"reflect"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,7 +26,8 @@ const LatestWriteManager = "configstamp-latest-write"
 // managedFields to one entry holding the latest write time, the only part of them
 // configstamp reads (lastWrite). Of a ConfigMap's or a Secret's metadata, it keeps no
 // labels and no annotation but configstamp.io/ignore: other tools keep copies of the
-// object in annotations too. Everything else is kept.
+// object in annotations too. Of a Flux HelmRelease, only the metadata, spec.valuesFrom
+// and spec.suspend (trimHelmRelease). Everything else is kept.
 //
 // It is idempotent (informers may pass an object through it twice) and writes to an
 // object only when something is to be removed, so an object already in the cache, as in
@@ -36,9 +38,24 @@ func TrimForCache() toolscache.TransformFunc {
 			trim(tomb.Obj)
 			return tomb, nil
 		}
+		if hr, ok := in.(*helmv2.HelmRelease); ok && hr != nil {
+			in = trimHelmRelease(hr)
+		}
 		trim(in)
 		return in, nil
 	}
+}
+
+// trimHelmRelease is hr as the cache keeps it: its metadata and, of its spec, what the
+// watcher reads (valuesFrom, suspend). Its inline values (often credentials, at times
+// megabytes), chart and status (with its release history) are not kept. hr itself when
+// it holds nothing more (as one already trimmed), else a new object: hr is not written.
+func trimHelmRelease(hr *helmv2.HelmRelease) *helmv2.HelmRelease {
+	kept := helmv2.HelmReleaseSpec{ValuesFrom: hr.Spec.ValuesFrom, Suspend: hr.Spec.Suspend}
+	if reflect.DeepEqual(hr.Spec, kept) && reflect.DeepEqual(hr.Status, helmv2.HelmReleaseStatus{}) {
+		return hr
+	}
+	return &helmv2.HelmRelease{TypeMeta: hr.TypeMeta, ObjectMeta: hr.ObjectMeta, Spec: kept}
 }
 
 // TrimWorkloads returns the transform of the informer of kind's workloads: each is

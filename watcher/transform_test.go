@@ -1,11 +1,13 @@
 package watcher
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -232,5 +234,41 @@ func TestTrimForCacheDoesNotWriteTrimmed(t *testing.T) {
 	}
 	if reflect.ValueOf(obj.Annotations).Pointer() != reflect.ValueOf(ann).Pointer() || &obj.ManagedFields[0] != &mf[0] {
 		t.Fatal("an already trimmed object was written to")
+	}
+}
+
+// TestTrimForCacheHelmRelease: the cache keeps of a HelmRelease what the watcher reads
+// (metadata, valuesFrom, suspend), not its inline values (a password here), chart or
+// status; the object handed in is not written, and a trimmed one passes as it is.
+func TestTrimForCacheHelmRelease(t *testing.T) {
+	valuesFrom := []helmv2.ValuesReference{{Kind: "ConfigMap", Name: "values", ValuesKey: "prod.yaml", Optional: true}}
+	hr := &helmv2.HelmRelease{ObjectMeta: clientSideApplied("app"), Spec: helmv2.HelmReleaseSpec{
+		Interval: metav1.Duration{Duration: time.Minute}, Suspend: true, ValuesFrom: valuesFrom,
+		Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{Chart: "app"}},
+	}, Status: helmv2.HelmReleaseStatus{ObservedGeneration: 3, LastAttemptedRevision: "1.0.0"}}
+	hr.Labels = map[string]string{"team": "a"}
+	if err := json.Unmarshal([]byte(`{"spec":{"values":{"password":"hunter2"}}}`), hr); err != nil || hr.Spec.Values == nil {
+		t.Fatalf("inline values: %v", err)
+	}
+	out, err := TrimForCache()(hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := out.(*helmv2.HelmRelease)
+	if !ok {
+		t.Fatalf("got %T", out)
+	}
+	want := helmv2.HelmReleaseSpec{Suspend: true, ValuesFrom: valuesFrom}
+	if !reflect.DeepEqual(got.Spec, want) || !reflect.DeepEqual(got.Status, helmv2.HelmReleaseStatus{}) {
+		t.Errorf("kept spec %+v, status %+v; want only valuesFrom and suspend", got.Spec, got.Status)
+	}
+	if got.Name != "app" || got.ResourceVersion != "42" || got.Labels["team"] != "a" || hasKey(got.Annotations, corev1.LastAppliedConfigAnnotation) {
+		t.Errorf("metadata %+v", got.ObjectMeta)
+	}
+	if hr.Spec.Values == nil || hr.Status.ObservedGeneration != 3 || !hasKey(hr.Annotations, corev1.LastAppliedConfigAnnotation) {
+		t.Error("the object handed in was written to")
+	}
+	if again, _ := TrimForCache()(got); again != any(got) {
+		t.Error("a trimmed HelmRelease was copied again")
 	}
 }

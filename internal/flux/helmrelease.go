@@ -38,9 +38,10 @@ var AddToScheme = helmv2.AddToScheme
 // Sources are what hr takes values from, sorted by (kind, name): for each ConfigMap or
 // Secret its valuesFrom names (Secrets only when they count under opts), the one data key
 // each reference takes (valuesKey, default values.yaml; helm-controller reads data only,
-// never binaryData). A source is required unless every reference to it is optional; its
-// keys are required whatever (helm-controller fails on a missing key of a source that
-// exists, optional or not).
+// never binaryData). As helm-controller reads them, an optional reference whose source
+// or key is missing is skipped; a missing one of a required reference fails: a source
+// is required unless every reference to it is optional, a key when a required reference
+// takes it.
 func Sources(hr *helmv2.HelmRelease, opts stamp.Options) []stamp.Source {
 	if hr == nil {
 		return nil
@@ -61,10 +62,12 @@ func Sources(hr *helmv2.HelmRelease, opts stamp.Options) []stamp.Source {
 			s = &stamp.Source{Kind: kind.Name, Name: ref.Name}
 			byName[id] = s
 		}
-		s.Required = s.Required || !ref.Optional
 		s.Keys = appendKey(s.Keys, key)
-		s.RequiredKeys = appendKey(s.RequiredKeys, key)
-		s.RequiredEnvKeys = appendKey(s.RequiredEnvKeys, key)
+		if !ref.Optional {
+			s.Required = true
+			s.RequiredKeys = appendKey(s.RequiredKeys, key)
+			s.RequiredEnvKeys = appendKey(s.RequiredEnvKeys, key)
+		}
 	}
 	out := make([]stamp.Source, 0, len(byName))
 	for _, s := range byName {
@@ -95,9 +98,9 @@ type Action int
 const (
 	// Nothing: the record matches what the HelmRelease takes (or it takes nothing).
 	Nothing Action = iota
-	// Record: first sight (or a new hash key): write the record, request nothing. A
-	// HelmRelease reconciles when it is created; one configstamp is installed over is
-	// taken as reconciled.
+	// Record: first sight, or a record under another hash key with no change of a
+	// source seen live: write the record, request nothing. A HelmRelease reconciles when
+	// it is created; one configstamp is installed over is taken as reconciled.
 	Record
 	// Request: what it takes changed since the record: request a reconcile and write
 	// the new record, in one write.
@@ -126,9 +129,13 @@ func RecordOf(fp, hash string) string {
 }
 
 // Decide says what to do about hr, whose sources now give the record want (RecordOf);
-// unmet is true when a required source or key of them is missing. Pure: the watcher's
-// one rule for HelmReleases.
-func Decide(hr *helmv2.HelmRelease, want string, unmet bool) Action {
+// unmet is true when a required source or key of them is missing; changedLive when the
+// check follows a write of one of its sources that the watcher saw (not a replay). With
+// no record (or a malformed one) it is first sight: recorded only. A record made under
+// another hash key (a rotation) cannot be compared with want: it is only written anew,
+// unless a source changed live: that change is then requested, not lost. Pure: the
+// watcher's one rule for HelmReleases.
+func Decide(hr *helmv2.HelmRelease, want string, unmet, changedLive bool) Action {
 	if hr == nil || want == "" {
 		return Nothing
 	}
@@ -138,7 +145,7 @@ func Decide(hr *helmv2.HelmRelease, want string, unmet bool) Action {
 	}
 	haveFP, _, ok := strings.Cut(have, ":")
 	wantFP, _, _ := strings.Cut(want, ":")
-	if !ok || haveFP != wantFP {
+	if !ok || !stamp.IsKeyFingerprint(haveFP) || (haveFP != wantFP && !changedLive) {
 		return Record
 	}
 	if hr.Spec.Suspend {

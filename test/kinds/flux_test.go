@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/internal/flux"
+	"github.com/configstamp/configstamp/internal/hashkey"
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
 	"github.com/configstamp/configstamp/test/hashdoc"
@@ -29,8 +30,10 @@ import (
 	"github.com/configstamp/configstamp/watcher"
 )
 
-// fluxOptions run configstamp with HelmReleases watched, Secrets counted.
-var fluxOptions = framework.Options{Args: []string{"--flux-helmreleases", "--secrets"}}
+// fluxOptions run configstamp with HelmReleases watched, Secrets counted, a source cap
+// of 2 (the "crowded" HelmRelease takes 3), and the hash key read every 2s (a rotation
+// is followed soon).
+var fluxOptions = framework.Options{Args: []string{"--flux-helmreleases", "--secrets", "--max-sources=2", "--hash-key-refresh=2s"}}
 
 // secretValues is what a HelmRelease takes from a Secret: no trace of it may show.
 const secretValues = "password: hunter2"
@@ -45,9 +48,11 @@ const replayMargin = 12 * time.Second
 // its valuesFrom ConfigMaps: none for a label-only edit or another key; one for two
 // referenced ConfigMaps edited together; one for a Secret's (keyed: no trace of its
 // values in the record); none while suspended, nor when a required ConfigMap is deleted
-// (an Event instead); one
+// (an Event instead), nor ever for one annotated configstamp.io/skip or taking more
+// sources than --max-sources (a TooManySources Event); one
 // at start for an edit made while configstamp was down, none at a restart with nothing
-// changed; for a HelmRelease created before configstamp first started and one created
+// changed, and one for the first values edit after a hash key rotation; for a HelmRelease
+// created before configstamp first started and one created
 // after; in a namespace not opted in, for a HelmRelease opted in by its label alone.
 func TestFluxHelmReleases(t *testing.T) {
 	if err := env.InstallCRDs(bg, framework.FluxHelmReleaseCRD()); err != nil {
@@ -61,13 +66,19 @@ func TestFluxHelmReleases(t *testing.T) {
 	suspended := newHelmRelease(ns, "suspended", true, "a")
 	createConfigMap(t, ns, "d", map[string]string{flux.DefaultValuesKey: "replicas: 1"}, nil)
 	held := newHelmRelease(ns, "held", false, "d")
+	// The workloads' entry checks: opted out, or over --max-sources: never recorded nor
+	// requested, and no source of crowded read.
+	skipped := newHelmRelease(ns, "skipped", false, "a")
+	skipped.Annotations = map[string]string{stamp.SkipAnnotation: "true"}
+	createConfigMap(t, ns, "e", map[string]string{flux.DefaultValuesKey: "replicas: 1"}, nil)
+	crowded := newHelmRelease(ns, "crowded", false, "a", "b", "e")
 	secretive := newHelmRelease(ns, "secretive", false)
 	secretive.Spec.ValuesFrom = []helmv2.ValuesReference{{Kind: "Secret", Name: "s"}}
 	if err := env.Client.Create(bg, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s"},
 		StringData: map[string]string{flux.DefaultValuesKey: secretValues}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, hr := range []*helmv2.HelmRelease{before, suspended, secretive, held} {
+	for _, hr := range []*helmv2.HelmRelease{before, suspended, secretive, held, skipped, crowded} {
 		if err := c.Create(bg, hr); err != nil {
 			t.Fatal(err)
 		}
@@ -98,6 +109,9 @@ func TestFluxHelmReleases(t *testing.T) {
 	}
 	waitValuesRecord(t, c, after)
 	waitValuesRecord(t, c, labelled)
+	framework.Eventually(t, time.Minute, "crowded reported", func() error {
+		return events.Find(env.Client, ns, "crowded", watcher.ReasonTooManySources, "3 sources")
+	})
 	requests.expect(t, 0, map[string]int{"before": 0, "suspended": 0, "after": 0, "secretive": 0})
 
 	t.Run("self policy", func(t *testing.T) { testHelmReleasePolicy(t, c, ns) })
@@ -154,7 +168,24 @@ func TestFluxHelmReleases(t *testing.T) {
 			}
 			return events.Find(env.Client, ns, "suspended", watcher.ReasonHelmReleaseSuspended, "")
 		})
-		requests.expect(t, settle, map[string]int{"before": 1, "suspended": 0, "after": 1, "secretive": 1, "held": 0})
+		requests.expect(t, settle, map[string]int{"before": 1, "suspended": 0, "after": 1, "secretive": 1, "held": 0, "skipped": 0, "crowded": 0})
+		for _, hr := range []*helmv2.HelmRelease{skipped, crowded} {
+			fresh := &helmv2.HelmRelease{}
+			if err := c.Get(bg, client.ObjectKeyFromObject(hr), fresh); err != nil {
+				t.Fatal(err)
+			}
+			if r, ok := fresh.Annotations[stamp.ValuesAnnotation]; ok {
+				t.Errorf("%s, left alone: recorded %s", hr.Name, r)
+			}
+		}
+		// The skip taken off: recorded at once (first sight), so that its next change
+		// is requested; nothing requested now.
+		unskip := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"`+stamp.SkipAnnotation+`":null}}}`))
+		if err := c.Patch(bg, &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "skipped"}}, unskip); err != nil {
+			t.Fatal(err)
+		}
+		waitValuesRecord(t, c, skipped)
+		requests.expect(t, 0, map[string]int{"skipped": 0})
 	})
 	if t.Failed() {
 		return
@@ -186,6 +217,54 @@ func TestFluxHelmReleases(t *testing.T) {
 			return nil
 		})
 		requests.expect(t, settle, map[string]int{"before": 2, "suspended": 0, "after": 2, "secretive": 1, "held": 0})
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("values edited after a hash key rotation: one request", func(t *testing.T) {
+		// Every record is then under the old key: the first check after the rotation
+		// cannot compare, but it follows a change seen live, so it requests.
+		cs.Stop()
+		cs = env.Start(t, fluxOptions)
+		framework.Eventually(t, time.Minute, "checked at start", func() error {
+			if checks(cs, ns, "before") == 0 || checks(cs, ns, "after") == 0 {
+				return fmt.Errorf("not checked yet")
+			}
+			return nil
+		})
+		rotateHashKey(t, []byte("configstamp-flux-test-rotated-k!"))
+		framework.Eventually(t, time.Minute, "the new key followed", func() error {
+			if !strings.Contains(cs.Output(), "The hash key changed") {
+				return fmt.Errorf("configstamp has not followed the new key")
+			}
+			return nil
+		})
+		configmaps.SetData(t, env.Client, ns, "b", flux.DefaultValuesKey, "image: v4")
+		requests.wait(t, map[string]int{"before": 3, "after": 3})
+		requests.expect(t, settle, map[string]int{"before": 3, "suspended": 0, "after": 3, "secretive": 1, "held": 0})
+	})
+}
+
+// rotateHashKey puts key into the framework's hash key Secret until the test ends (then
+// the framework's key again: the other tests recompute stamps with it).
+func rotateHashKey(t *testing.T, key []byte) {
+	t.Helper()
+	set := func(k []byte) error {
+		var sec corev1.Secret
+		if err := env.Client.Get(bg, client.ObjectKey{Namespace: framework.HashKeyNamespace, Name: framework.HashKeyName}, &sec); err != nil {
+			return err
+		}
+		sec.Data = map[string][]byte{hashkey.DataKey: k}
+		return env.Client.Update(bg, &sec)
+	}
+	if err := set(key); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := set(framework.HashKey); err != nil {
+			t.Errorf("restore the hash key: %v", err)
+		}
 	})
 }
 
