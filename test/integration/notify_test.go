@@ -121,7 +121,13 @@ func TestNotifications(t *testing.T) {
 		"--min-rollout-interval", "0"}})
 
 	values := []string{"hunter2", "swordfish", "value-blue", "value-green", "value-unseen-1", "value-unseen-2"}
-	create(t, configMap(ns, "shared", map[string]string{"mode": "value-blue", "level": "info"}))
+	// shared has many keys: their digests are too long for a digest cache entry (over
+	// 512 bytes), and each workload's rollout still names the key that changed.
+	sharedData := map[string]string{"mode": "value-blue", "level": "info"}
+	for i := range 40 {
+		sharedData[fmt.Sprintf("setting-%02d", i)] = "on"
+	}
+	create(t, configMap(ns, "shared", sharedData))
 	create(t, configMap(ns, "partial", map[string]string{"seen": "1", "unseen": "value-unseen-1"}))
 	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, StringData: map[string]string{"password": "hunter2"}})
 	// "one" mounts shared, the key seen of partial and the Secret; "two" shared and the
