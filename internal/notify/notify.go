@@ -171,7 +171,18 @@ func (n *Notifier) Notify(ev Event) {
 	case n.events <- ev:
 	default:
 		notifications.WithLabelValues("dropped").Inc()
+		if ev.Kind != Rolled {
+			// Not sent: the next check may report it again.
+			n.mu.Lock()
+			delete(n.reported, reportKey(ev))
+			n.mu.Unlock()
+		}
 	}
+}
+
+// reportKey names one held or bypassed report.
+func reportKey(ev Event) string {
+	return string(ev.Kind) + "\x00" + ev.Namespace + "\x00" + ev.Workload + "\x00" + ev.Change
 }
 
 // noRedirects makes the client answer with a redirect rather than follow it: the
@@ -195,7 +206,7 @@ func clip(s string, n int) string {
 // firstReport reports whether ev's held or bypassed report was not sent within
 // repeatAfter, and remembers it.
 func (n *Notifier) firstReport(ev Event) bool {
-	key := string(ev.Kind) + "\x00" + ev.Namespace + "\x00" + ev.Workload + "\x00" + ev.Change
+	key := reportKey(ev)
 	now := time.Now()
 	n.mu.Lock()
 	defer n.mu.Unlock()

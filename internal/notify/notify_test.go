@@ -300,3 +300,21 @@ func TestMessageSizeCapped(t *testing.T) {
 		}
 	}
 }
+
+// A held report dropped on a full queue is not taken as sent: the next one goes out.
+func TestHeldDroppedReportedAgain(t *testing.T) {
+	n, err := New(Options{Format: FormatSlack, URL: URLFromFile("/nonexistent"), Queue: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := Event{Kind: HeldPaused, Namespace: "ns", Workload: "Deployment/a", Change: "h1", Reason: "paused"}
+	b := a
+	b.Workload = "Deployment/b"
+	n.Notify(a)
+	n.Notify(b) // the queue is full: dropped
+	<-n.events
+	n.Notify(b)
+	if len(n.events) != 1 {
+		t.Fatal("a held report dropped on a full queue was then never sent")
+	}
+}
