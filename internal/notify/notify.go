@@ -41,8 +41,9 @@ type Event struct {
 	// Workload is "Kind/name", e.g. "Deployment/api".
 	Workload string
 	// Change names what changed, the batch's key within its namespace: for a rollout the
-	// changed sources with their new digests ("configmap/app=77c0de12ab34"), so that
-	// every workload one change rolled shares it.
+	// changed sources at their new resourceVersions ("configmap/app@4711"; or digests,
+	// "configmap/app=77c0de12ab34", where the version is not known), so that every
+	// workload one change rolled shares it.
 	Change string
 	// Sources are the sources named in Change ("configmap/app").
 	Sources []string

@@ -130,12 +130,12 @@ func TestNotifications(t *testing.T) {
 	create(t, configMap(ns, "shared", sharedData))
 	create(t, configMap(ns, "partial", map[string]string{"seen": "1", "unseen": "value-unseen-1"}))
 	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, StringData: map[string]string{"password": "hunter2"}})
-	// "one" mounts shared, the key seen of partial and the Secret; "two" shared and the
-	// Secret.
+	// "one" mounts shared, the key seen of partial and the Secret; "two" the key mode of
+	// shared (its digest of shared differs from one's) and the Secret.
 	db := corev1.Volume{Name: "db", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "db"}}}
 	one := podWithItems("partial", "seen")
 	one.Volumes = append(one.Volumes, podWithVolumes("shared").Volumes[0], db)
-	two := podWithVolumes("shared")
+	two := podWithItems("shared", "mode")
 	two.Volumes = append(two.Volumes, db)
 	createDeployment(t, ns, "one", one)
 	createDeployment(t, ns, "two", two)
