@@ -146,8 +146,9 @@ type bigKey struct{ uid, resourceVersion, keys string }
 // maxCachedKeys bounds the per-key digests a cache entry keeps (the cache's memory:
 // at most 8 MiB more for its 16384 entries). Longer ones (up to
 // stamp.MaxKeysAnnotation) go to the bigKeys of the latest bigKeysEntries sources
-// (at most 2 MiB more), so that a changed source consumed by many workloads names its
-// keys in each one's rollout; evicted, they are read again.
+// read (at most 2 MiB more), so that a changed source consumed by many workloads names
+// its keys in each one's rollout; evicted, they are unknown from the cache (not read
+// again: a check of unchanged config stays a metadata read).
 const (
 	maxCachedKeys  = 512
 	bigKeysEntries = 256
@@ -158,8 +159,9 @@ func NewDigestCache(size int) *DigestCache {
 	return &DigestCache{lru: lru.New(size), bigKeys: lru.New(bigKeysEntries)}
 }
 
-// entryKeys are the per-key digests an entry serves; served is false when a read
-// asking for keys must read the content (never read for them, or evicted from bigKeys).
+// entryKeys are the per-key digests an entry serves (unknown when evicted from
+// bigKeys); served is false when a read asking for keys must read the content (it was
+// never read for them).
 func (c *DigestCache) entryKeys(key string, e cached) (keys string, known, served bool) {
 	if !e.keysBig {
 		return e.keys, e.keysKnown, e.keysTried
@@ -169,7 +171,7 @@ func (c *DigestCache) entryKeys(key string, e cached) (keys string, known, serve
 			return b.keys, true, true
 		}
 	}
-	return "", false, false
+	return "", false, true
 }
 
 // cacheKey names one source of one namespace with everything that decides its digest
