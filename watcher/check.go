@@ -281,7 +281,7 @@ func (r *workloadReconciler) paused(ctx context.Context, j judged) {
 	r.recorder.Eventf(j.obj, nil, corev1.EventTypeNormal, ReasonRolloutPaused, "Hold",
 		"Not rolling while paused: its config changed (%s -> %s); it rolls once when resumed", stamp.ShortHash(j.basis), stamp.ShortHash(j.want.Hash))
 	logf.FromContext(ctx).Info("Held a rollout: the workload is paused", "basis", j.basis, "want", j.want.Hash)
-	r.notifyHeld(j.obj, notify.HeldPaused, j.want.Hash, fmt.Sprintf("config changed (config hash %s -> %s)", stamp.ShortHash(j.basis), stamp.ShortHash(j.want.Hash)))
+	r.notifyPaused(ctx, j)
 }
 
 // recordUnlessChanging records that the pods run the current config, unless a change

@@ -314,7 +314,7 @@ func (r *workloadReconciler) reportRolled(ctx context.Context, obj client.Object
 	} else {
 		r.recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonConfigChanged, "Nudge", "Rolled: %s", reason)
 	}
-	r.notifyRolled(obj, ro.StoredSources, tmpl.Annotations[stamp.SourcesAnnotation], tmpl.Annotations[stamp.HashAnnotation], reason)
+	r.notifyRolled(ctx, obj, ro.StoredSources, tmpl.Annotations[stamp.SourcesAnnotation], tmpl.Annotations[stamp.HashAnnotation], reason)
 	logf.FromContext(ctx).Info("Nudged "+r.kind.Kind+" after a config change", "oldHash", ro.Ran, "newHash", tmpl.Annotations[stamp.HashAnnotation],
 		"reason", reason)
 }

@@ -379,13 +379,13 @@ func (pl *planner) keys(want stamp.Stamp, record string) string {
 	return keys
 }
 
-// storedKeys is the keys annotation stored with the stamp (the old object's; on a
-// CREATE, the incoming one's).
+// storedKeys is the keys annotation stored with the stamp: the old object's; none on a
+// CREATE (the incoming one is the client's, not configstamp's).
 func (in *input) storedKeys() string {
 	if in.old != nil {
 		return in.old.GetAnnotations()[stamp.KeysAnnotation]
 	}
-	return in.annotations[stamp.KeysAnnotation]
+	return ""
 }
 
 // unread answers an update whose config could not be read: what is stored, and a
@@ -412,6 +412,15 @@ func (pl *planner) keep() {
 		record = ""
 	}
 	pl.metadata = map[string]string{stamp.ObservedAnnotation: record}
+	// The keys stay as stored too (none on a CREATE): a client's would make the next
+	// cause name keys that did not change. Left out where they no longer fit.
+	keys := in.storedKeys()
+	if !stamp.AnnotationsFit(pl.meta, map[string]string{stamp.ObservedAnnotation: record, stamp.NudgeAnnotation: "", stamp.KeysAnnotation: keys}) {
+		keys = ""
+	}
+	if keys != in.annotations[stamp.KeysAnnotation] {
+		pl.metadata[stamp.KeysAnnotation] = keys
+	}
 }
 
 // restored is what configstamp's template annotations become when the stored stamp (and

@@ -126,26 +126,54 @@ func NewMeta(kind string) *metav1.PartialObjectMetadata { return sourceKind(kind
 // checked with a live metadata-only read instead of a read of its content. It holds
 // 32-byte digests, never content, and is bounded: its memory does not grow with config
 // size.
-type DigestCache struct{ lru *lru.Cache }
+type DigestCache struct{ lru, bigKeys *lru.Cache }
 
 type cached struct {
 	uid, resourceVersion string
 	sum                  [32]byte
 	unmet                string
 	// keys are the per-key digests (stamp.KeyDigests), where keysKnown (at most
-	// maxCachedKeys bytes); keysTried: the content was read for them (unknown then: too
-	// many), so a read that asks for keys need not read it again.
-	keys                 string
-	keysKnown, keysTried bool
+	// maxCachedKeys bytes); keysBig: longer ones, in the DigestCache's bigKeys;
+	// keysTried: the content was read for them (unknown then: too many), so a read that
+	// asks for keys need not read it again.
+	keys                          string
+	keysKnown, keysBig, keysTried bool
 }
 
+// bigKey is an entry of DigestCache.bigKeys: the per-key digests of one source at one
+// resourceVersion.
+type bigKey struct{ uid, resourceVersion, keys string }
+
 // maxCachedKeys bounds the per-key digests a cache entry keeps (the cache's memory:
-// at most 8 MiB more for its 16384 entries). A source with more has them only when its
-// content is read (a change); from the cache, its keys are unknown.
-const maxCachedKeys = 512
+// at most 8 MiB more for its 16384 entries). Longer ones (up to
+// stamp.MaxKeysAnnotation) go to the bigKeys of the latest bigKeysEntries sources
+// read (at most 2 MiB more), so that a changed source consumed by many workloads names
+// its keys in each one's rollout; evicted, they are unknown from the cache (not read
+// again: a check of unchanged config stays a metadata read).
+const (
+	maxCachedKeys  = 512
+	bigKeysEntries = 256
+)
 
 // NewDigestCache holds up to size digests.
-func NewDigestCache(size int) *DigestCache { return &DigestCache{lru: lru.New(size)} }
+func NewDigestCache(size int) *DigestCache {
+	return &DigestCache{lru: lru.New(size), bigKeys: lru.New(bigKeysEntries)}
+}
+
+// entryKeys are the per-key digests an entry serves (unknown when evicted from
+// bigKeys); served is false when a read asking for keys must read the content (it was
+// never read for them).
+func (c *DigestCache) entryKeys(key string, e cached) (keys string, known, served bool) {
+	if !e.keysBig {
+		return e.keys, e.keysKnown, e.keysTried
+	}
+	if v, ok := c.bigKeys.Get(key); ok {
+		if b := v.(bigKey); b.uid == e.uid && b.resourceVersion == e.resourceVersion {
+			return b.keys, true, true
+		}
+	}
+	return "", false, true
+}
 
 // cacheKey names one source of one namespace with everything that decides its digest
 // and its unmet requirements (key selection, binaryData visibility, which keys are
@@ -284,8 +312,9 @@ func digest(ctx context.Context, rd reads, hmacKey []byte, namespace string, src
 	}
 	key := cacheKey(namespace, src, hmacKey)
 	if cache != nil {
-		if v, ok := cache.lru.Get(key); ok && !moved(ctx, rd, namespace, src, v.(cached)) && (!rd.keys || v.(cached).keysTried) {
-			prev := v.(cached)
+		prev, ok := cache.get(key)
+		keys, keysKnown, served := cache.entryKeys(key, prev)
+		if ok && !moved(ctx, rd, namespace, src, prev) && (!rd.keys || served) {
 			meta := NewMeta(src.Kind)
 			err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: src.Name}, meta)
 			if apierrors.IsNotFound(err) {
@@ -300,7 +329,7 @@ func digest(ctx context.Context, rd reads, hmacKey []byte, namespace string, src
 				return nil, nil
 			}
 			if string(meta.UID) == prev.uid && meta.ResourceVersion == prev.resourceVersion {
-				return &stamp.Digest{Kind: src.Kind, Name: src.Name, Sum: prev.sum, Unmet: prev.unmet, Keys: prev.keys, KeysKnown: prev.keysKnown}, nil
+				return &stamp.Digest{Kind: src.Kind, Name: src.Name, Sum: prev.sum, Unmet: prev.unmet, Keys: keys, KeysKnown: keysKnown}, nil
 			}
 		}
 	}
@@ -317,12 +346,26 @@ func digest(ctx context.Context, rd reads, hmacKey []byte, namespace string, src
 	}
 	if cache != nil && cm != nil {
 		c := cached{uid: string(cm.UID), resourceVersion: cm.ResourceVersion, sum: d.Sum, unmet: d.Unmet, keysTried: rd.keys}
-		if d.KeysKnown && len(d.Keys) <= maxCachedKeys {
+		switch {
+		case !d.KeysKnown:
+		case len(d.Keys) <= maxCachedKeys:
 			c.keys, c.keysKnown = d.Keys, true
+		default:
+			c.keysBig = true
+			cache.bigKeys.Add(key, bigKey{uid: c.uid, resourceVersion: c.resourceVersion, keys: d.Keys})
 		}
 		cache.lru.Add(key, c)
 	}
 	return &d, nil
+}
+
+// get is the entry of key.
+func (c *DigestCache) get(key string) (cached, bool) {
+	v, ok := c.lru.Get(key)
+	if !ok {
+		return cached{}, false
+	}
+	return v.(cached), true
 }
 
 // moved reports whether the caller's watch cache holds src at another resourceVersion

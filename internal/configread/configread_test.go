@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -319,5 +320,52 @@ func TestKeyDigestsThroughTheCache(t *testing.T) {
 	contentReads.Store(0)
 	if d := read(true); contentReads.Load() != 0 || !d.KeysKnown || d.Keys != fresh.Keys {
 		t.Fatalf("from the cache: %d content reads (want 0), keys %q %v, want %q", contentReads.Load(), d.Keys, d.KeysKnown, fresh.Keys)
+	}
+}
+
+// Per-key digests too long for a cache entry (a source of many keys) are served from the
+// cache all the same: a changed source consumed by many workloads names its keys in each
+// one's rollout, not only in the first one's.
+func TestLongKeyDigestsThroughTheCache(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	var contentReads atomic.Int64
+	big := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", UID: "ua"}, Data: map[string]string{}}
+	for i := range 60 {
+		big.Data[fmt.Sprintf("setting-%03d", i)] = "v"
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(big).WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*corev1.ConfigMap); ok {
+				contentReads.Add(1)
+			}
+			return c.Get(ctx, key, obj, opts...)
+		}}).Build()
+	cache := NewDigestCache(16)
+	read := func() stamp.Digest {
+		st, err := (&Reader{Client: c, Cache: cache, Key: testKey, KeyDigests: true}).Stamp(context.Background(), "ns", stamp.References(spec("a")))
+		if err != nil || len(st.Sources) != 1 {
+			t.Fatal(err)
+		}
+		return st.Sources[0]
+	}
+	fresh := read()
+	if !fresh.KeysKnown || len(fresh.Keys) <= maxCachedKeys {
+		t.Fatalf("want keys longer than %d bytes, got %d (known %v)", maxCachedKeys, len(fresh.Keys), fresh.KeysKnown)
+	}
+	contentReads.Store(0)
+	for range 3 {
+		if d := read(); !d.KeysKnown || d.Keys != fresh.Keys {
+			t.Fatalf("from the cache: keys known %v, %d bytes, want the %d read", d.KeysKnown, len(d.Keys), len(fresh.Keys))
+		}
+	}
+	if n := contentReads.Load(); n != 0 {
+		t.Fatalf("%d content reads from the cache, want 0", n)
+	}
+	// Evicted from the long ones: unknown, and not read again (a check of unchanged
+	// config stays a metadata read).
+	cache.bigKeys.Clear()
+	if d := read(); d.KeysKnown || contentReads.Load() != 0 {
+		t.Fatalf("after eviction: keys known %v, %d content reads (want 0)", d.KeysKnown, contentReads.Load())
 	}
 }

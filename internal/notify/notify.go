@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/time/rate"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -40,8 +41,9 @@ type Event struct {
 	// Workload is "Kind/name", e.g. "Deployment/api".
 	Workload string
 	// Change names what changed, the batch's key within its namespace: for a rollout the
-	// changed sources with their new digests ("configmap/app=77c0de12ab34"), so that
-	// every workload one change rolled shares it.
+	// changed sources at their new resourceVersions ("configmap/app@4711"; or digests,
+	// "configmap/app=77c0de12ab34", where the version is not known), so that every
+	// workload one change rolled shares it.
 	Change string
 	// Sources are the sources named in Change ("configmap/app").
 	Sources []string
@@ -65,6 +67,11 @@ const (
 	// windowCap bounds a batch's wait from its first event, in windows, so that a
 	// fan-out that never ends still reports.
 	windowCap = 6
+	// maxReason bounds one workload's reason in a message, in bytes.
+	maxReason = 1024
+	// maxBody bounds a message's body, in bytes: Teams refuses one over 28 KB, Slack
+	// cuts a text past 40,000 characters. Workloads past it are counted ("and N more").
+	maxBody = 24 << 10
 	// repeatAfter is how long a held or bypassed workload's same report is not sent
 	// again (a held workload is checked on every event).
 	repeatAfter = time.Hour
@@ -143,7 +150,7 @@ func New(o Options) (*Notifier, error) {
 		o.Timeout = DefaultTimeout
 	}
 	if o.Client == nil {
-		o.Client = &http.Client{}
+		o.Client = &http.Client{CheckRedirect: noRedirects}
 	}
 	return &Notifier{o: o, events: make(chan Event, o.Queue), out: make(chan message, max(o.Queue/10, 1)),
 		limiter: rate.NewLimiter(o.Rate, o.Burst), reported: map[string]time.Time{}}, nil
@@ -157,6 +164,7 @@ func (n *Notifier) Notify(ev Event) {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}
+	ev.Reason = clip(ev.Reason, maxReason)
 	if ev.Kind != Rolled && !n.firstReport(ev) {
 		return
 	}
@@ -164,13 +172,42 @@ func (n *Notifier) Notify(ev Event) {
 	case n.events <- ev:
 	default:
 		notifications.WithLabelValues("dropped").Inc()
+		if ev.Kind != Rolled {
+			// Not sent: the next check may report it again.
+			n.mu.Lock()
+			delete(n.reported, reportKey(ev))
+			n.mu.Unlock()
+		}
 	}
+}
+
+// reportKey names one held or bypassed report.
+func reportKey(ev Event) string {
+	return string(ev.Kind) + "\x00" + ev.Namespace + "\x00" + ev.Workload + "\x00" + ev.Change
+}
+
+// noRedirects makes the client answer with a redirect rather than follow it: the
+// receiver's URL is the admin's choice, where it points to next is not (a 307 would
+// send the message to any address the receiver names, inside the cluster too).
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// clip cuts s to at most n bytes, on a character boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "…"
+	s = s[:n-len(mark)]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + mark
 }
 
 // firstReport reports whether ev's held or bypassed report was not sent within
 // repeatAfter, and remembers it.
 func (n *Notifier) firstReport(ev Event) bool {
-	key := string(ev.Kind) + "\x00" + ev.Namespace + "\x00" + ev.Workload + "\x00" + ev.Change
+	key := reportKey(ev)
 	now := time.Now()
 	n.mu.Lock()
 	defer n.mu.Unlock()

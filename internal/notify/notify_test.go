@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -228,4 +229,92 @@ func count(result string) float64 {
 	var m dto.Metric
 	_ = notifications.WithLabelValues(result).Write(&m)
 	return m.GetCounter().GetValue()
+}
+
+// A receiver's redirect is not followed: the message goes nowhere else (a 307 would
+// resend it to any address, inside the cluster too), and is not retried.
+func TestRedirectNotFollowed(t *testing.T) {
+	elsewhere := &receiver{}
+	target := httptest.NewServer(elsewhere)
+	t.Cleanup(target.Close)
+	var tries sync.WaitGroup
+	tries.Add(1)
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target.URL, http.StatusTemporaryRedirect)
+		tries.Done()
+	}))
+	t.Cleanup(redirect.Close)
+	n, err := New(Options{Format: FormatCloudEvents, URL: func(context.Context) (string, error) { return redirect.URL, nil }, Backoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = n.deliver(context.Background(), testMessage())
+	tries.Wait() // a second try would panic (negative WaitGroup counter)
+	if err == nil || !strings.Contains(err.Error(), "redirect") {
+		t.Fatalf("deliver = %v, want a redirect refused", err)
+	}
+	if got := elsewhere.got(); len(got) != 0 {
+		t.Fatalf("the redirect was followed: %d requests elsewhere", len(got))
+	}
+}
+
+// A message of many workloads with long names and reasons stays under every receiver's
+// size limit (Teams: 28 KB; Slack: 40,000 characters), listing the rest as "and N more".
+func TestMessageSizeCapped(t *testing.T) {
+	var evs []Event
+	for i := range 60 {
+		ev := rolled("Deployment/" + strings.Repeat("w", 240) + string(rune('a'+i%26)) + string(rune('a'+i/26)))
+		ev.Reason = strings.Repeat("configmap/app changed (digest 3f2a1c9e0b7d -> 77c0de12ab34; keys: mode) ", 40)
+		evs = append(evs, ev)
+	}
+	n, err := New(Options{Format: FormatSlack, URL: URLFromFile("/nonexistent"), Queue: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		n.Notify(ev) // clips the reason
+	}
+	one := evs[0]
+	one.Reason = strings.Repeat("x", 30000)
+	n.Notify(one)
+	evs = evs[:0]
+	for range 60 {
+		evs = append(evs, <-n.events)
+	}
+	one = <-n.events
+	for _, name := range Formats {
+		f, _ := formatter(name)
+		if _, body, _ := render(f, toMessage([]Event{one}), "configstamp", "id"); len(body) > maxBody {
+			t.Errorf("%s: one workload's body of %d bytes, over %d", name, len(body), maxBody)
+		}
+		m := toMessage(slices.Clone(evs))
+		_, body, err := render(f, m, "configstamp", "id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(body) > maxBody {
+			t.Errorf("%s: body of %d bytes, over %d", name, len(body), maxBody)
+		}
+		if !strings.Contains(string(body), "configstamp rolled 60 workloads") || !strings.Contains(string(body), "more") {
+			t.Errorf("%s: the message does not count every workload: %.300s", name, body)
+		}
+	}
+}
+
+// A held report dropped on a full queue is not taken as sent: the next one goes out.
+func TestHeldDroppedReportedAgain(t *testing.T) {
+	n, err := New(Options{Format: FormatSlack, URL: URLFromFile("/nonexistent"), Queue: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := Event{Kind: HeldPaused, Namespace: "ns", Workload: "Deployment/a", Change: "h1", Reason: "paused"}
+	b := a
+	b.Workload = "Deployment/b"
+	n.Notify(a)
+	n.Notify(b) // the queue is full: dropped
+	<-n.events
+	n.Notify(b)
+	if len(n.events) != 1 {
+		t.Fatal("a held report dropped on a full queue was then never sent")
+	}
 }

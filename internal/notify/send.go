@@ -22,7 +22,7 @@ func (n *Notifier) deliver(ctx context.Context, m message) error {
 	id := make([]byte, 16)
 	_, _ = rand.Read(id)
 	f, _ := formatter(n.o.Format)
-	contentType, body, err := f(m, n.o.Source, hex.EncodeToString(id))
+	contentType, body, err := render(f, m, n.o.Source, hex.EncodeToString(id))
 	if err != nil {
 		return err
 	}
@@ -39,6 +39,19 @@ func (n *Notifier) deliver(ctx context.Context, m message) error {
 		case <-time.After(wait):
 		}
 		wait *= 2
+	}
+}
+
+// render renders m within maxBody: the last workloads listed are left out, counted,
+// until it fits (one workload always fits: its reason is clipped to maxReason).
+func render(f format, m message, source, id string) (string, []byte, error) {
+	for {
+		contentType, body, err := f(m, source, id)
+		if err != nil || len(body) <= maxBody || len(m.events) <= 1 {
+			return contentType, body, err
+		}
+		drop := max(len(m.events)/4, 1)
+		m.events, m.more = m.events[:len(m.events)-drop], m.more+drop
 	}
 }
 
@@ -69,6 +82,9 @@ func (n *Notifier) post(ctx context.Context, contentType string, body []byte) er
 	switch {
 	case resp.StatusCode < 300:
 		return nil
+	case resp.StatusCode < 400:
+		// Redirects are not followed (noRedirects).
+		return fmt.Errorf("post: the receiver answered %s, a redirect (not followed): %w", resp.Status, errPermanent)
 	case resp.StatusCode >= 500, resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests:
 		return fmt.Errorf("post: the receiver answered %s", resp.Status)
 	}

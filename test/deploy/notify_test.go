@@ -7,8 +7,8 @@ import (
 )
 
 // TestRenderNotifications: off by default; with notifications.urlSecret.name, the
-// watcher alone (the webhook role never) mounts that Secret's key and reads the URL
-// from the file, with the format, source and window of the values.
+// watcher alone (the webhook role never) mounts that Secret's key, optionally, and reads
+// the URL from the file, with the format, source and window of the values.
 func TestRenderNotifications(t *testing.T) {
 	if f := flagsOf(t, render(t), "Deployment/configstamp-watcher"); f["--notify-url-file"] != "" || f["--notify-format"] != "" {
 		t.Errorf("notifications on by default: %v", f)
@@ -28,6 +28,11 @@ func TestRenderNotifications(t *testing.T) {
 	if len(spec.Volumes) != 1 || spec.Volumes[0].Secret == nil || spec.Volumes[0].Secret.SecretName != "hook" ||
 		len(spec.Volumes[0].Secret.Items) != 1 || spec.Volumes[0].Secret.Items[0].Key != "slack-url" {
 		t.Fatalf("watcher volumes %+v", spec.Volumes)
+	}
+	// A missing Secret or key (the kubelet would not start the pod) must not stop the
+	// watcher: the volume is optional.
+	if o := spec.Volumes[0].Secret.Optional; o == nil || !*o {
+		t.Errorf("the URL Secret's volume is not optional: the watcher would not start without it")
 	}
 	if m := spec.Containers[0].VolumeMounts; len(m) != 1 || m[0].MountPath != "/notify" || !m[0].ReadOnly {
 		t.Fatalf("watcher mounts %+v", m)

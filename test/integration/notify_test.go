@@ -79,13 +79,25 @@ func (r *receiver) messages(t *testing.T) (msgs []cloudEvent, bodies []string) {
 	return msgs, slices.Clone(r.requests)
 }
 
-// listing waits for the n-th message and checks that it lists workloads (sorted), each
-// with a reason containing every one of reasons.
+// ofType are the messages of type typ.
+func ofType(msgs []cloudEvent, typ string) []cloudEvent {
+	var out []cloudEvent
+	for _, m := range msgs {
+		if m.Type == typ {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// listing waits for the n-th rollout message and checks that it lists workloads
+// (sorted), each with a reason containing every one of reasons.
 func (r *receiver) listing(t *testing.T, n int, reasons []string, workloads ...string) {
 	t.Helper()
 	var msg cloudEvent
 	framework.Eventually(t, 90*time.Second, fmt.Sprintf("notification %d", n), func() error {
 		msgs, _ := r.messages(t)
+		msgs = ofType(msgs, "io.configstamp.rolled")
 		if len(msgs) < n {
 			return fmt.Errorf("%d messages", len(msgs))
 		}
@@ -108,8 +120,9 @@ func (r *receiver) listing(t *testing.T, n int, reasons []string, workloads ...s
 
 // TestNotifications: with notifications on (the URL in a Secret), a local receiver gets
 // exactly one CloudEvent per source change, listing every workload it rolled and the
-// keys that changed; none for a change that rolls nothing (a label, a key no pod
-// consumes); a 500 is retried; no payload holds a value (the Secret's hunter2).
+// keys that changed, and one listing every paused workload it held; none for a change
+// that rolls nothing (a label, a key no pod consumes); a 500 is retried; no payload
+// holds a value (the Secret's hunter2).
 func TestNotifications(t *testing.T) {
 	ns := env.NewNamespace(t, true)
 	rc := &receiver{ns: ns, fail: 1}
@@ -121,18 +134,30 @@ func TestNotifications(t *testing.T) {
 		"--min-rollout-interval", "0"}})
 
 	values := []string{"hunter2", "swordfish", "value-blue", "value-green", "value-unseen-1", "value-unseen-2"}
-	create(t, configMap(ns, "shared", map[string]string{"mode": "value-blue", "level": "info"}))
+	// shared has many keys: their digests are too long for a digest cache entry (over
+	// 512 bytes), and each workload's rollout still names the key that changed.
+	sharedData := map[string]string{"mode": "value-blue", "level": "info"}
+	for i := range 40 {
+		sharedData[fmt.Sprintf("setting-%02d", i)] = "on"
+	}
+	create(t, configMap(ns, "shared", sharedData))
 	create(t, configMap(ns, "partial", map[string]string{"seen": "1", "unseen": "value-unseen-1"}))
 	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, StringData: map[string]string{"password": "hunter2"}})
-	// "one" mounts shared, the key seen of partial and the Secret; "two" shared and the
-	// Secret.
+	// "one" mounts shared, the key seen of partial and the Secret; "two" the key mode of
+	// shared (its digest of shared differs from one's) and the Secret.
 	db := corev1.Volume{Name: "db", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "db"}}}
 	one := podWithItems("partial", "seen")
 	one.Volumes = append(one.Volumes, podWithVolumes("shared").Volumes[0], db)
-	two := podWithVolumes("shared")
+	two := podWithItems("shared", "mode")
 	two.Volumes = append(two.Volumes, db)
 	createDeployment(t, ns, "one", one)
 	createDeployment(t, ns, "two", two)
+	// Paused, held: p1 mounts shared, p2 its key mode (their digests of it differ).
+	for name, spec := range map[string]corev1.PodSpec{"p1": podWithVolumes("shared"), "p2": podWithItems("shared", "mode")} {
+		d := deployment(name, spec)
+		d.Namespace, d.Spec.Paused = ns, true
+		create(t, d)
+	}
 	for _, name := range []string{"one", "two"} {
 		d := getDeployment(t, ns, name)
 		if !strings.Contains(d.Spec.Template.Annotations[stamp.SourcesAnnotation], "secret/db=") || d.Annotations[stamp.KeysAnnotation] == "" {
@@ -177,9 +202,14 @@ func TestNotifications(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc.listing(t, 2, []string{"secret/db changed (digest ", "; keys: password)"}, "Deployment/one", "Deployment/two")
-	framework.Consistently(t, settle+3*time.Second, "exactly two notifications", func() error {
-		if msgs, _ := rc.messages(t); len(msgs) != 2 {
+	framework.Consistently(t, settle+3*time.Second, "exactly two rollout notifications and one of the paused", func() error {
+		msgs, _ := rc.messages(t)
+		held := ofType(msgs, "io.configstamp.held.paused")
+		if len(ofType(msgs, "io.configstamp.rolled")) != 2 || len(held) != 1 || len(msgs) != 3 {
 			return fmt.Errorf("%d messages: %+v", len(msgs), msgs)
+		}
+		if w := held[0].Data.Workloads; len(w) != 2 || w[0].Workload != "Deployment/p1" || w[1].Workload != "Deployment/p2" {
+			return fmt.Errorf("held: %+v, want p1 and p2", w)
 		}
 		return nil
 	})

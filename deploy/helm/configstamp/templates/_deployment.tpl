@@ -266,6 +266,9 @@ spec:
       - name: notify-url
         secret:
           secretName: {{ .Values.notifications.urlSecret.name }}
+          # Optional: a missing Secret or key fails the messages (logged), never the
+          # watcher's start.
+          optional: true
           items:
           - {key: {{ .Values.notifications.urlSecret.key }}, path: {{ .Values.notifications.urlSecret.key }}}
       {{- end }}
