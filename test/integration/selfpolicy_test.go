@@ -125,6 +125,14 @@ func TestSelfPolicyCronJobs(t *testing.T) {
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "job"}, Spec: batchv1.JobSpec{Template: tmpl}}
 	create(t, cj)
 	create(t, job)
+	// InstallSelfPolicy waited for the workloads' policy only: the CronJobs' is its own.
+	framework.Eventually(t, 30*time.Second, "the CronJobs' policy enforced", func() error {
+		err := as.Patch(bg, cj.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"schedule":"* * * * *"}}`)), client.DryRunAll)
+		if err == nil {
+			return errors.New("a dry-run change of the schedule went through")
+		}
+		return nil
+	})
 	tp := "/spec/jobTemplate/spec/template"
 	patchAs(t, as, cj, `[{"op":"replace","path":"`+tp+`/spec/containers/0/image","value":"registry.example/other:2"}]`, false)
 	patchAs(t, as, cj, `{"spec":{"jobTemplate":{"spec":{"template":{"metadata":{"labels":{"extra":"x"}}}}}}}`, false)
