@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
 
@@ -214,5 +215,46 @@ func TestGuardUnknownLengthAndEmpty(t *testing.T) {
 		if !strings.Contains(rec.Body.String(), tc.want) {
 			t.Errorf("%s: answer %q, want %q", tc.name, rec.Body.String(), tc.want)
 		}
+	}
+}
+
+// Jobs' admissions take at most half the slots (kindGuards): with that half in use, a
+// Job's review finds no slot (429, admitted unstamped) while a Deployment's is served.
+func TestGuardJobsLeaveOtherKindsTheirSlots(t *testing.T) {
+	wh := &admission.Webhook{Handler: admission.HandlerFunc(func(context.Context, admission.Request) admission.Response {
+		return admission.Allowed("")
+	})}
+	g := &guard{wh: wh, maxBytes: DefaultMaxRequestBytes, slots: make(chan struct{}, 4)}
+	guards := kindGuards(g, workload.Builtin())
+	jobs, deployments := guards[workload.Job.Path()], guards[workload.Deployment.Path()]
+	if deployments != g || guards[workload.CronJob.Path()] != g || jobs == g || jobs.slots != g.slots {
+		t.Fatalf("guards: %v", guards)
+	}
+	post := func(h *guard) int {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u"}}`))
+		req.Header.Set("Content-Type", "application/json")
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	// Two Jobs' reviews in flight: half the slots.
+	for range 2 {
+		if !jobs.acquire(context.Background()) {
+			t.Fatal("a Job's review found no slot with half of them free")
+		}
+	}
+	if code := post(jobs); code != http.StatusTooManyRequests {
+		t.Errorf("a third Job's review: HTTP %d, want 429", code)
+	}
+	if code := post(deployments); code != http.StatusOK {
+		t.Errorf("a Deployment's review beside two Jobs': HTTP %d, want 200", code)
+	}
+	jobs.release()
+	if code := post(jobs); code != http.StatusOK {
+		t.Errorf("a Job's review once one ended: HTTP %d, want 200", code)
+	}
+	jobs.release()
+	if len(g.slots) != 0 || len(jobs.share) != 0 {
+		t.Errorf("slots left taken: %d, %d", len(g.slots), len(jobs.share))
 	}
 }

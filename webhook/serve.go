@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/configstamp/configstamp/internal/workload"
 )
 
 // DefaultMaxRequestBytes caps an admission request's body, read or not. The API server
@@ -47,6 +49,9 @@ type guard struct {
 	wh       *admission.Webhook
 	maxBytes int64
 	slots    chan struct{}
+	// share, when set, caps the requests of this guard's paths within slots (it is
+	// taken first): Jobs', so a burst of them leaves the other kinds their slots.
+	share chan struct{}
 	// write is the write deadline (0: writeDeadline).
 	write time.Duration
 }
@@ -113,18 +118,37 @@ func (g *guard) writeDeadline() time.Duration {
 }
 
 func (g *guard) acquire(ctx context.Context) bool {
-	select {
-	case g.slots <- struct{}{}:
-	default:
-		t := time.NewTimer(slotWait)
-		defer t.Stop()
-		select {
-		case g.slots <- struct{}{}:
-		case <-t.C:
-			return false
-		case <-ctx.Done():
-			return false
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
 		}
+	}()
+	take := func(c chan struct{}) bool {
+		select {
+		case c <- struct{}{}:
+			return true
+		default:
+		}
+		if timer == nil {
+			timer = time.NewTimer(slotWait)
+		}
+		select {
+		case c <- struct{}{}:
+			return true
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		return false
+	}
+	if g.share != nil && !take(g.share) {
+		return false
+	}
+	if !take(g.slots) {
+		if g.share != nil {
+			<-g.share
+		}
+		return false
 	}
 	inFlight.Inc()
 	return true
@@ -133,4 +157,24 @@ func (g *guard) acquire(ctx context.Context) bool {
 func (g *guard) release() {
 	inFlight.Dec()
 	<-g.slots
+	if g.share != nil {
+		<-g.share
+	}
+}
+
+// kindGuards are the guards of each kind's path: g's, but a CreateOnly kind's (Jobs,
+// which other controllers create in bursts: KEDA ScaledJobs, many CronJobs at the same
+// minute) take at most half of g's slots, so such a burst cannot answer 429 to every
+// Deployment's admission (left unstamped, fail open).
+func kindGuards(g *guard, kinds []*workload.Kind) map[string]*guard {
+	createOnly := *g
+	createOnly.share = make(chan struct{}, max(1, cap(g.slots)/2))
+	out := map[string]*guard{}
+	for _, k := range kinds {
+		out[k.Path()] = g
+		if k.CreateOnly() {
+			out[k.Path()] = &createOnly
+		}
+	}
+	return out
 }

@@ -79,7 +79,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) {
 	if opts.MaxInFlight <= 0 {
 		g.slots = make(chan struct{}, DefaultMaxInFlight)
 	}
-	for _, k := range opts.Kinds {
-		mgr.GetWebhookServer().Register(k.Path(), g)
+	for path, h := range kindGuards(g, opts.Kinds) {
+		mgr.GetWebhookServer().Register(path, h)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -127,6 +128,31 @@ func TestWrittenSincePods(t *testing.T) {
 		}
 		if got := r.Sources[0].WrittenSince; got != tc.since || strings.Contains(r.Reason, "changed since") != tc.since {
 			t.Errorf("%s: writtenSince %v, reason %q; want %v", tc.name, got, r.Reason, tc.since)
+		}
+	}
+}
+
+// Impact says what a change does to a CronJob (restamped, nothing started) and a Job
+// (nothing: stamped at its creation only), as explain does; it said both roll.
+func TestImpactBatch(t *testing.T) {
+	d := deployment()
+	cj := &batchv1.CronJob{ObjectMeta: d.ObjectMeta, Spec: batchv1.CronJobSpec{JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: d.Spec.Template}}}}
+	job := &batchv1.Job{ObjectMeta: d.ObjectMeta, Spec: batchv1.JobSpec{Template: d.Spec.Template}}
+	cands := []Candidate{{Kind: workload.CronJob, Object: cj, InScope: true}, {Kind: workload.Job, Object: job, InScope: true}, {Kind: workload.Deployment, Object: d, InScope: true}}
+	for _, key := range []string{"", "a"} {
+		r := Impact(stamp.KindConfigMap, "ns", "app", key, false, false, stamp.Options{}, cands)
+		got := map[string]Consumer{}
+		for _, w := range r.Workloads {
+			got[w.Kind] = w
+		}
+		if w := got["cronjob"]; !w.Roll || !strings.HasSuffix(w.Reason, "restamps it for its next run (no Job is started)") {
+			t.Errorf("key %q: cronjob %+v", key, w)
+		}
+		if w := got["job"]; w.Roll || !strings.Contains(w.Reason, "rolls nothing: a job is stamped at its creation only") {
+			t.Errorf("key %q: job %+v", key, w)
+		}
+		if w := got["deployment"]; !w.Roll || !strings.HasSuffix(w.Reason, " rolls it") {
+			t.Errorf("key %q: deployment %+v", key, w)
 		}
 	}
 }

@@ -249,6 +249,9 @@ func TestVerdictsBatch(t *testing.T) {
 		{"Job up to date", workload.Job, old, old, VerdictUpToDate, "up to date: stamped at its creation", false, true},
 		{"Job changed since", workload.Job, old, changed, VerdictStampedAtCreate, "config changed since it was created", false, true},
 		{"Job created before configstamp", workload.Job, nil, changed, VerdictNotStamped, "not stamped: a job is stamped at its creation only", false, true},
+		// Created suspended (Kueue's are): its pods read the config when it starts.
+		{"Job suspended, up to date", workload.Job, old, old, VerdictUpToDate, "up to date: stamped at its creation with the config as it is now; it has not started (suspended): its pods will read the config as it is when it starts", false, false},
+		{"Job suspended, changed since", workload.Job, old, changed, VerdictStampedAtCreate, "config changed since it was created", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := batch(tc.kind, tc.stampOf)
@@ -256,6 +259,12 @@ func TestVerdictsBatch(t *testing.T) {
 				Times: &Times{PodsKnown: tc.podsKnown}})
 			if r.Verdict != tc.verdict || !strings.HasPrefix(r.Reason, tc.reason) || r.Roll != tc.roll {
 				t.Errorf("got %s %q roll=%v, want %s %q roll=%v", r.Verdict, r.Reason, r.Roll, tc.verdict, tc.reason, tc.roll)
+			}
+			if suspended := tc.kind == workload.Job && !tc.podsKnown; suspended != strings.Contains(r.Reason, "it has not started (suspended)") {
+				t.Errorf("%q: says it has not started: %v, want %v", r.Reason, !suspended, suspended)
+			}
+			if suspended := tc.kind == workload.Job && !tc.podsKnown; suspended != strings.Contains(r.Reason, "it has not started (suspended)") {
+				t.Errorf("%q: says it has not started: %v, want %v", r.Reason, !suspended, suspended)
 			}
 		})
 	}

@@ -100,10 +100,8 @@ func Impact(kind, namespace, name, key string, ignored, binaryKey bool, opts sta
 			w.Reason = "key " + key + " not consumed: pods do not see it"
 		case key != "" && binaryKey && !src.Binary:
 			w.Reason = "key " + key + " is in binaryData, which env and envFrom do not see: pods do not see it"
-		case key != "":
-			w.Roll, w.Reason = true, "a change of key "+key+" rolls it"
 		default:
-			w.Roll, w.Reason = true, "a change of a key it consumes rolls it"
+			w.Roll, w.Reason = changeRolls(c.Kind, key)
 		}
 		r.Workloads = append(r.Workloads, w)
 	}
@@ -114,4 +112,21 @@ func Impact(kind, namespace, name, key string, ignored, binaryKey bool, opts sta
 		return strings.Compare(a.Name, b.Name)
 	})
 	return r
+}
+
+// changeRolls is whether a change of key ("": any key it consumes) rolls a consumer of
+// kind, and why: a Job's template cannot change (stamped at its creation only), and a
+// CronJob is restamped for its next run, which starts no Job (as explain says).
+func changeRolls(kind *workload.Kind, key string) (bool, string) {
+	change := "a change of a key it consumes"
+	if key != "" {
+		change = "a change of key " + key
+	}
+	switch {
+	case kind.CreateOnly():
+		return false, change + " rolls nothing: a " + strings.ToLower(kind.Kind) + " is stamped at its creation only (its template cannot change); the next one is stamped with it"
+	case kind.NoPods():
+		return true, change + " restamps it for its next run (no Job is started)"
+	}
+	return true, change + " rolls it"
 }

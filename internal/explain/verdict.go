@@ -120,18 +120,25 @@ func verdict(in Input, r *Report, refs []stamp.Source) (code, reason string, rol
 
 // createOnly is the verdict on a workload of a kind stamped at CREATE only (a Job): the
 // watcher never checks or writes it.
+//
+// Its stamp is the config at its creation; its pods read config when they start, which
+// for a Job created suspended (Kueue's are) is when it is resumed.
 func createOnly(in Input, r *Report) (code, reason string, roll bool) {
 	kind := strings.ToLower(in.Kind.Kind)
+	notStarted := ""
+	if t := in.Times; t != nil && t.PodsErr == "" && !t.PodsKnown {
+		notStarted = "; it has not started (suspended): its pods will read the config as it is when it starts, not its stamp's"
+	}
 	switch {
 	case r.Stamp.Hash == "":
 		return VerdictNotStamped, fmt.Sprintf("not stamped: a %s is stamped at its creation only (its template cannot change), and this one was created before configstamp covered it or past its webhook", kind), false
 	case !in.Live.Complete:
 		return VerdictUnknown, "digests can't be compared (no readable --hash-key, and the webhook's dry-run failed)", false
 	case in.Live.Stamp.Hash == r.Stamp.Hash:
-		return VerdictUpToDate, "up to date: stamped at its creation with the config as it is now", false
+		return VerdictUpToDate, "up to date: stamped at its creation with the config as it is now" + notStarted, false
 	}
-	return VerdictStampedAtCreate, fmt.Sprintf("config changed since it was created (%s -> %s): a %s's template cannot change, so nothing rolls; its pods that started before the change run the older config, and a new %s is stamped at its creation",
-		prefix(r.Stamp.Hash), prefix(in.Live.Stamp.Hash), kind, kind), false
+	return VerdictStampedAtCreate, fmt.Sprintf("config changed since it was created (%s -> %s): a %s's template cannot change, so nothing rolls; its pods that started before the change run the older config (one created suspended starts when resumed: its pods that started after the change run the newer config, which its stamp does not show), and a new %s is stamped at its creation%s",
+		prefix(r.Stamp.Hash), prefix(in.Live.Stamp.Hash), kind, kind, notStarted), false
 }
 
 // incomplete decides without digests (no readable hash key, and the webhook's dry-run

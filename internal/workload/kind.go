@@ -327,6 +327,16 @@ var (
 	}
 )
 
+// jobStarted is Kind.PodsSince of a Job: when its controller started it (status.startTime,
+// set again at each resume); not yet (ok false) while it is suspended or not started.
+func jobStarted(obj client.Object) (time.Time, bool, error) {
+	j, ok := obj.(*batchv1.Job)
+	if !ok || j.Status.StartTime == nil {
+		return time.Time{}, false, nil
+	}
+	return j.Status.StartTime.Time, true, nil
+}
+
 // behindOf is Kind.Behind from a controller's status: total pods, updated of them on
 // the current template; unobserved: the controller has not seen the current generation.
 func behindOf(unobserved bool, total, updated int32, partial bool) (int32, int32, bool) {
@@ -382,14 +392,15 @@ func Find(kinds []*Kind, group, kind string) *Kind {
 // (no pods yet, or no controller), the workload's creation. ok is false when the
 // controller has not yet taken the current template in: its pods are still to be
 // created, and will read the config as it is. A kind that runs no pods of its own (a
-// CronJob) is always so; one whose template cannot change (a Job) runs it since its
-// creation.
+// CronJob) is always so; one whose template cannot change (a Job) runs it since it
+// started (status.startTime: not at its creation when it was created suspended, as
+// Kueue's are, and not yet while it is).
 func (k *Kind) PodsSince(ctx context.Context, r client.Reader, obj client.Object) (since time.Time, ok bool, err error) {
 	switch {
 	case k.noPods:
 		return time.Time{}, false, nil
 	case k.createOnly:
-		return obj.GetCreationTimestamp().Time, true, nil
+		return jobStarted(obj)
 	}
 	sel, err := metav1.LabelSelectorAsSelector(k.selector(obj))
 	if err != nil {

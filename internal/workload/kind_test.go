@@ -181,16 +181,23 @@ func TestNamesUnique(t *testing.T) {
 }
 
 // A CronJob runs no pods of its own: its template's are all still to come (its next
-// Jobs). A Job's template cannot change: its pods run it since its creation. Neither
+// Jobs). A Job's template cannot change: its pods run it since it started. Neither
 // lists anything.
 func TestPodsSinceBatch(t *testing.T) {
 	cj := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", UID: "c", CreationTimestamp: at(1)}}
 	if since, ok, err := CronJob.PodsSince(context.Background(), nil, cj); err != nil || ok || !since.IsZero() {
 		t.Errorf("CronJob: %v %v %v, want pods still to come", since, ok, err)
 	}
-	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "j", UID: "j", CreationTimestamp: at(3)}}
-	if since, ok, err := Job.PodsSince(context.Background(), nil, j); err != nil || !ok || !since.Equal(at(3).Time) {
-		t.Errorf("Job: %v %v %v, want its creation", since, ok, err)
+	// A Job created suspended (Kueue's are) starts no pod until resumed: not at its
+	// creation, and not yet while it is suspended.
+	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "j", UID: "j", CreationTimestamp: at(3)}, Spec: batchv1.JobSpec{Suspend: ptr.To(true)}}
+	if since, ok, err := Job.PodsSince(context.Background(), nil, j); err != nil || ok || !since.IsZero() {
+		t.Errorf("suspended Job: %v %v %v, want pods still to come", since, ok, err)
+	}
+	started := at(9)
+	j.Spec.Suspend, j.Status.StartTime = ptr.To(false), &started
+	if since, ok, err := Job.PodsSince(context.Background(), nil, j); err != nil || !ok || !since.Equal(at(9).Time) {
+		t.Errorf("Job: %v %v %v, want its start", since, ok, err)
 	}
 	if !CronJob.NoPods() || CronJob.CreateOnly() || !Job.CreateOnly() || Job.NoPods() || Deployment.NoPods() || Deployment.CreateOnly() {
 		t.Error("NoPods, CreateOnly")
