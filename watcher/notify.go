@@ -19,6 +19,9 @@ func (r *workloadReconciler) notifyRolled(ctx context.Context, obj client.Object
 		return
 	}
 	change, srcs := r.changeOf(ctx, obj.GetNamespace(), before, after, hash)
+	if r.kind.NoPods() {
+		reason = "restamped for its next run, nothing started: " + reason
+	}
 	r.notify.Notify(notify.Event{Kind: notify.Rolled, Namespace: obj.GetNamespace(), Workload: r.kind.Kind + "/" + obj.GetName(),
 		Change: change, Sources: srcs, Reason: reason})
 }
