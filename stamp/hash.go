@@ -269,21 +269,7 @@ func (e *encoder) source(src Source, cm *corev1.ConfigMap) {
 		return
 	}
 	e.str(markerPresent)
-	keys := src.Keys
-	if src.AllKeys {
-		keys = make([]string, 0, len(cm.Data)+len(cm.BinaryData))
-		for k := range cm.Data {
-			keys = append(keys, k)
-		}
-		if src.Binary {
-			for k := range cm.BinaryData {
-				if _, dup := cm.Data[k]; !dup {
-					keys = append(keys, k)
-				}
-			}
-		}
-		slices.Sort(keys)
-	}
+	keys := consumedKeys(src, cm)
 	e.u64(uint64(len(keys)))
 	for _, k := range keys {
 		e.str(k)
@@ -297,4 +283,26 @@ func (e *encoder) source(src Source, cm *corev1.ConfigMap) {
 			e.str(markerMissing)
 		}
 	}
+}
+
+// consumedKeys are the keys of cm the pods see through src, sorted bytewise: every key
+// of data (and of binaryData when a volume mounts the source) when they see all keys,
+// else the selected ones (src.Keys).
+func consumedKeys(src Source, cm *corev1.ConfigMap) []string {
+	if !src.AllKeys {
+		return src.Keys
+	}
+	keys := make([]string, 0, len(cm.Data)+len(cm.BinaryData))
+	for k := range cm.Data {
+		keys = append(keys, k)
+	}
+	if src.Binary {
+		for k := range cm.BinaryData {
+			if _, dup := cm.Data[k]; !dup {
+				keys = append(keys, k)
+			}
+		}
+	}
+	slices.Sort(keys)
+	return keys
 }

@@ -40,21 +40,7 @@ func KeyDigests(src Source, cm *corev1.ConfigMap, key []byte) (_ string, ok bool
 	if cm == nil || len(key) == 0 {
 		return "", true
 	}
-	keys := src.Keys
-	if src.AllKeys {
-		keys = make([]string, 0, len(cm.Data)+len(cm.BinaryData))
-		for k := range cm.Data {
-			keys = append(keys, k)
-		}
-		if src.Binary {
-			for k := range cm.BinaryData {
-				if _, dup := cm.Data[k]; !dup {
-					keys = append(keys, k)
-				}
-			}
-		}
-		slices.Sort(keys)
-	}
+	keys := consumedKeys(src, cm)
 	var b strings.Builder
 	m := hmac.New(sha256.New, key)
 	for i, k := range keys {
