@@ -158,6 +158,12 @@ func recorded(t *testing.T, created *appsv1.Deployment, want string) *appsv1.Dep
 		if _, ok := stamp.ObservedFor(d.Annotations, &d.Spec.Template); !ok {
 			return fmt.Errorf("no record valid for its template: %s=%q", stamp.ObservedAnnotation, d.Annotations[stamp.ObservedAnnotation])
 		}
+		// A record written while the webhook was busy (failed open) keeps its marker:
+		// the watcher writes it again through the webhook, which takes the marker off
+		// (an annotation change: the generation moves once more). Wait for that.
+		if m, ok := d.Annotations[stamp.NudgeAnnotation]; ok {
+			return fmt.Errorf("the record's marker %s=%q is still there", stamp.NudgeAnnotation, m)
+		}
 		return nil
 	})
 	unrolled(t, d, created, want)
