@@ -245,3 +245,36 @@ func TestBehind(t *testing.T) {
 		}
 	}
 }
+
+// TestAnnotationOwner: a Job takes annotations from its controller when that is a batch/v1
+// CronJob, and from nothing else.
+func TestAnnotationOwner(t *testing.T) {
+	ref := func(apiVersion, kind string, controller bool) metav1.OwnerReference {
+		return metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: "nightly", UID: "u1", Controller: &controller}
+	}
+	for _, c := range []struct {
+		name string
+		kind *Kind
+		refs []metav1.OwnerReference
+		want bool
+	}{
+		{"CronJob controller", Job, []metav1.OwnerReference{ref("batch/v1", "CronJob", true)}, true},
+		{"not the controller", Job, []metav1.OwnerReference{ref("batch/v1", "CronJob", false)}, false},
+		{"another version", Job, []metav1.OwnerReference{ref("batch/v1beta1", "CronJob", true)}, false},
+		{"another kind", Job, []metav1.OwnerReference{ref("batch/v1", "Job", true)}, false},
+		{"no owner", Job, nil, false},
+		{"a Deployment takes none", Deployment, []metav1.OwnerReference{ref("batch/v1", "CronJob", true)}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			obj := c.kind.New()
+			obj.SetOwnerReferences(c.refs)
+			k, r := c.kind.AnnotationOwner(obj)
+			if got := k != nil; got != c.want {
+				t.Fatalf("AnnotationOwner = %v, want one: %v", k, c.want)
+			}
+			if c.want && (k != CronJob || r.Name != "nightly" || r.UID != "u1") {
+				t.Errorf("AnnotationOwner = %v %+v, want CronJob nightly u1", k, r)
+			}
+		})
+	}
+}
