@@ -3,7 +3,6 @@ package webhook
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -32,7 +31,8 @@ type input struct {
 	now time.Time
 
 	// annotations are the incoming metadata annotations; own are those that say what to
-	// stamp (skip, extra sources): annotations, with an owner's where it has none (withOwner).
+	// stamp (skip, extra sources): annotations, with an owner's where it has none
+	// (workload.WithOwner).
 	annotations, own map[string]string
 	// tmpl is the incoming pod template (nil: none of its own); problem says why it does
 	// not decode.
@@ -114,7 +114,7 @@ func (s *Stamper) input(kind *workload.Kind, req admission.Request, obj, old cli
 	in := &input{kind: kind, old: old, reqNamespace: req.Namespace, reqName: req.Name, namespace: req.Namespace, name: obj.GetName(),
 		operation: string(req.Operation), user: req.UserInfo.Username, dryRun: req.DryRun != nil && *req.DryRun, now: time.Now()}
 	in.annotations = obj.GetAnnotations()
-	in.own = withOwner(in.annotations, owner)
+	in.own = workload.WithOwner(in.annotations, owner)
 	marker := stamp.ParseMarker(in.annotations)
 	// Only configstamp's own marker counts: a leftover one (the webhook was down when it
 	// was set), one copied back by rollout undo, or one set by hand is stripped and ignored.
@@ -166,32 +166,6 @@ func (in *input) consumed(opts stamp.Options) {
 	}
 	in.rec, in.recValid = stamp.ObservedFor(in.record, in.tmpl)
 	in.basis, in.certain = decide.Basis(in.storedHash, in.rec, in.recValid, in.srcs)
-}
-
-// ownerAnnotations are the annotations a workload takes from its controller
-// (workload.Kind.AnnotationOwner) where it has none of its own: a CronJob's controller
-// copies only jobTemplate.metadata into its Jobs, so without them a Job's stamp would
-// leave out its CronJob's extra sources, or stamp a Job of a skipped CronJob.
-var ownerAnnotations = []string{stamp.ExtraSourcesAnnotation, stamp.SkipAnnotation}
-
-// withOwner is annotations with owner's value of each ownerAnnotations key it lacks
-// (annotations itself when it takes none).
-func withOwner(annotations, owner map[string]string) map[string]string {
-	out := annotations
-	for _, k := range ownerAnnotations {
-		v, ok := owner[k]
-		if _, has := annotations[k]; !ok || has {
-			continue
-		}
-		if len(out) == len(annotations) {
-			out = maps.Clone(annotations)
-			if out == nil {
-				out = map[string]string{}
-			}
-		}
-		out[k] = v
-	}
-	return out
 }
 
 // observed is the record of hash, computed under the key whose fingerprint is key, for

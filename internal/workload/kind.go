@@ -8,6 +8,7 @@ package workload
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -20,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configstamp/configstamp/stamp"
 )
 
 // Kind is one kind of workload.
@@ -169,6 +172,32 @@ func (k *Kind) AnnotationOwner(obj client.Object) (*Kind, *metav1.OwnerReference
 		return nil, nil
 	}
 	return o, ref
+}
+
+// OwnerAnnotations are the annotations a workload takes from its controller
+// (workload.Kind.AnnotationOwner) where it has none of its own: a CronJob's controller
+// copies only jobTemplate.metadata into its Jobs, so without them a Job's stamp would
+// leave out its CronJob's extra sources, or stamp a Job of a skipped CronJob.
+var OwnerAnnotations = []string{stamp.ExtraSourcesAnnotation, stamp.SkipAnnotation}
+
+// WithOwner is annotations with owner's value of each OwnerAnnotations key it lacks
+// (annotations itself when it takes none).
+func WithOwner(annotations, owner map[string]string) map[string]string {
+	out := annotations
+	for _, k := range OwnerAnnotations {
+		v, ok := owner[k]
+		if _, has := annotations[k]; !ok || has {
+			continue
+		}
+		if len(out) == len(annotations) {
+			out = maps.Clone(annotations)
+			if out == nil {
+				out = map[string]string{}
+			}
+		}
+		out[k] = v
+	}
+	return out
 }
 
 // PausedPath is the JSON pointer of the boolean Paused reads ("" for kinds that cannot be
