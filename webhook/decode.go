@@ -30,8 +30,10 @@ type input struct {
 	// now is the restart time, should the plan set one.
 	now time.Time
 
-	// annotations are the incoming metadata annotations.
-	annotations map[string]string
+	// annotations are the incoming metadata annotations; own are those that say what to
+	// stamp (skip, extra sources): annotations, with an owner's where it has none
+	// (workload.WithOwner).
+	annotations, own map[string]string
 	// tmpl is the incoming pod template (nil: none of its own); problem says why it does
 	// not decode.
 	tmpl    *corev1.PodTemplateSpec
@@ -107,10 +109,12 @@ func decodeReview(kind *workload.Kind, req admission.Request) (obj, old client.O
 
 // input is the admission of obj (old: the stored object of an UPDATE), decoded from req
 // and inside its boundaries (Stamper.outside): the object's namespace is the request's.
-func (s *Stamper) input(kind *workload.Kind, req admission.Request, obj, old client.Object) *input {
+// owner are the annotations of its controller (Stamper.owner; nil: none).
+func (s *Stamper) input(kind *workload.Kind, req admission.Request, obj, old client.Object, owner map[string]string) *input {
 	in := &input{kind: kind, old: old, reqNamespace: req.Namespace, reqName: req.Name, namespace: req.Namespace, name: obj.GetName(),
 		operation: string(req.Operation), user: req.UserInfo.Username, dryRun: req.DryRun != nil && *req.DryRun, now: time.Now()}
 	in.annotations = obj.GetAnnotations()
+	in.own = workload.WithOwner(in.annotations, owner)
 	marker := stamp.ParseMarker(in.annotations)
 	// Only configstamp's own marker counts: a leftover one (the webhook was down when it
 	// was set), one copied back by rollout undo, or one set by hand is stripped and ignored.
@@ -125,7 +129,7 @@ func (s *Stamper) input(kind *workload.Kind, req admission.Request, obj, old cli
 		in.nudgeKey = marker.Key
 	}
 	in.tmpl, in.problem = kind.Template(obj), kind.Problem(obj)
-	in.skip = stamp.IsTrue(in.annotations[stamp.SkipAnnotation])
+	in.skip = stamp.IsTrue(in.own[stamp.SkipAnnotation])
 	if in.tmpl != nil && in.problem == "" && !in.skip {
 		in.consumed(s.Sources)
 	}
@@ -134,7 +138,7 @@ func (s *Stamper) input(kind *workload.Kind, req admission.Request, obj, old cli
 
 // consumed reads what the template consumes, and the stamp and record stored for it.
 func (in *input) consumed(opts stamp.Options) {
-	if v, ok := in.annotations[stamp.ExtraSourcesAnnotation]; ok {
+	if v, ok := in.own[stamp.ExtraSourcesAnnotation]; ok {
 		_, in.extraProblems = stamp.ExtraSources(v, opts)
 	}
 	// The stamp and the record are configstamp's: an UPDATE that drops or changes them
@@ -155,7 +159,7 @@ func (in *input) consumed(opts stamp.Options) {
 		in.record = in.annotations
 	}
 	in.storedHash = in.stored.Annotations[stamp.HashAnnotation]
-	in.srcs = stamp.Consumed(in.annotations, &in.tmpl.Spec, opts)
+	in.srcs = stamp.Consumed(in.own, &in.tmpl.Spec, opts)
 	if in.overCap = opts.OverCap(in.srcs); in.overCap {
 		in.capacity = opts.SourceCap()
 		return

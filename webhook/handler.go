@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/go-logr/logr"
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -125,9 +126,11 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	if result, warnings := s.outside(ctx, req, obj, old); result != "" {
 		return respond(nil, warnings...), result
 	}
-	in := s.input(kind, req, obj, old)
+	readCtx, cancel, owner := s.owner(ctx, log, kind, req, obj)
+	defer cancel()
+	in := s.input(kind, req, obj, old, owner)
 	p := in.plan(func() (stamp.Stamp, error) {
-		return s.reader().StampOver(ctx, in.namespace, in.srcs, in.storedSources())
+		return s.reader().StampOver(readCtx, in.namespace, in.srcs, in.storedSources())
 	}, s.keyRead(ctx))
 	p.write(log)
 	if !in.dryRun {
@@ -136,6 +139,31 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 	resp := respond(in.patch(&p), p.warnings...)
 	resp.AuditAnnotations = p.audit
 	return resp, p.result
+}
+
+// owner reads, at the CREATE of a workload whose kind takes configstamp annotations from
+// its controller (workload.Kind.AnnotationOwner: a Job's CronJob), that controller's
+// annotations live. That read and the config reads after it share one deadline
+// (ReadTimeout), so the admission stays inside the registration's timeout. The owner
+// missing, forbidden, slow or replaced (another UID): nil and a log line, and the
+// workload is stamped from its own annotations (never denied).
+func (s *Stamper) owner(ctx context.Context, log logr.Logger, kind *workload.Kind, req admission.Request, obj client.Object) (context.Context, context.CancelFunc, map[string]string) {
+	ownerKind, ref := kind.AnnotationOwner(obj)
+	if ownerKind == nil || req.Operation != admissionv1.Create || s.Reader == nil {
+		return ctx, func() {}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.readTimeout())
+	o := ownerKind.New()
+	err := s.Reader.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: ref.Name}, o)
+	if err == nil && o.GetUID() != ref.UID {
+		err = fmt.Errorf("%s %s/%s has uid %s, not the owner's %s", ownerKind.Kind, req.Namespace, ref.Name, o.GetUID(), ref.UID)
+	}
+	if err != nil {
+		log.Info("Stamped from its own annotations: its "+ownerKind.Kind+" could not be read",
+			"namespace", req.Namespace, "name", obj.GetName(), "owner", ref.Name, "error", err.Error())
+		return ctx, cancel, nil
+	}
+	return ctx, cancel, o.GetAnnotations()
 }
 
 // keyRead reads the key again through FreshKey (nil when there is none).

@@ -295,5 +295,5 @@ func decodeInput(s *Stamper, kind *workload.Kind, req admission.Request) (*input
 	if bad != nil {
 		return nil, bad
 	}
-	return s.input(kind, req, obj, old), nil
+	return s.input(kind, req, obj, old, nil), nil
 }

@@ -76,8 +76,9 @@ func helmReleaseAccess(watched []string) []access {
 }
 
 // neededByWebhook is what the webhook role alone needs: get of the sources that count
-// (its live reads; list of a kind's Statuses, read for its content), the hash key Secret, and (cluster-wide) list and watch of Namespaces
-// for its scope check; nothing of workloads, and no list or watch of sources. In a
+// (its live reads; list of a kind's Statuses, read for its content) and of CronJobs (a
+// Job's owner), the hash key Secret, and (cluster-wide) list and watch of Namespaces
+// for its scope check; nothing else of workloads, and no list or watch of sources. In a
 // namespaced install (watched set) the sources are read in those namespaces only and no
 // Namespace is read.
 func neededByWebhook(sources stamp.Options, metricsSecure bool, watched []string, hashKey types.NamespacedName) []access {
@@ -88,6 +89,8 @@ func neededByWebhook(sources stamp.Options, metricsSecure bool, watched []string
 			get = append(get, a)
 		}
 	}
+	// A Job's CronJob, read at the Job's CREATE for its annotations (Stamper.owner).
+	get = append(get, access{workload.CronJob.Group, workload.CronJob.Resource, "get", "", ""})
 	if len(watched) == 0 {
 		out = append(out, get...)
 		out = append(out, access{"", "namespaces", "list", "", ""}, access{"", "namespaces", "watch", "", ""})

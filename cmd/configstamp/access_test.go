@@ -44,10 +44,10 @@ func TestNeededByWebhook(t *testing.T) {
 		}
 		return strings.Join(out, ", ")
 	}
-	if got, want := list(nil), "get secrets/key in namespace cs, update secrets/key in namespace cs, get configmaps, get secrets, list namespaces, watch namespaces"; got != want {
+	if got, want := list(nil), "get secrets/key in namespace cs, update secrets/key in namespace cs, get configmaps, get secrets, get cronjobs.batch, list namespaces, watch namespaces"; got != want {
 		t.Errorf("cluster-wide:\n got %s\nwant %s", got, want)
 	}
-	if got, want := list([]string{"a"}), "get secrets/key in namespace cs, update secrets/key in namespace cs, get configmaps in namespace a, get secrets in namespace a"; got != want {
+	if got, want := list([]string{"a"}), "get secrets/key in namespace cs, update secrets/key in namespace cs, get configmaps in namespace a, get secrets in namespace a, get cronjobs.batch in namespace a"; got != want {
 		t.Errorf("namespaced:\n got %s\nwant %s", got, want)
 	}
 }

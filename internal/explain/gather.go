@@ -86,6 +86,7 @@ func (c *Cluster) Explain(ctx context.Context, kind *workload.Kind, namespace, n
 	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj); err != nil {
 		return Report{}, describe(err, strings.ToLower(kind.Kind)+"/"+name, namespace)
 	}
+	c.ownerAnnotations(ctx, kind, obj)
 	if ref := workloadRef(obj); ref != nil {
 		return c.explainRef(ctx, obj, ref)
 	}
@@ -118,6 +119,27 @@ func (c *Cluster) Explain(ctx context.Context, kind *workload.Kind, namespace, n
 	}
 	in.Events = evs.Items
 	return Explain(in), nil
+}
+
+// ownerAnnotations gives obj the annotations it takes from its controller
+// (workload.Kind.AnnotationOwner: a Job's CronJob, as the webhook read it at the Job's
+// create; read now, so an edit of the CronJob's since shows). The owner unreadable, or
+// of another UID: obj is judged by its own, with a warning, as the webhook stamped it.
+func (c *Cluster) ownerAnnotations(ctx context.Context, kind *workload.Kind, obj client.Object) {
+	ownerKind, ref := kind.AnnotationOwner(obj)
+	if ownerKind == nil {
+		return
+	}
+	o := ownerKind.New()
+	err := c.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: ref.Name}, o)
+	if err == nil && o.GetUID() != ref.UID {
+		err = fmt.Errorf("its uid is %s, not the owner's %s", o.GetUID(), ref.UID)
+	}
+	if err != nil {
+		c.warn("judged by its own annotations: cannot read its %s %s: %v", strings.ToLower(ownerKind.Kind), ref.Name, err)
+		return
+	}
+	obj.SetAnnotations(workload.WithOwner(obj.GetAnnotations(), o.GetAnnotations()))
 }
 
 // options are the stamp options of the server's settings, with Secrets counted or not.

@@ -5,12 +5,14 @@ import (
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -131,6 +133,37 @@ func TestRolloutNotCovered(t *testing.T) {
 		}
 		if r.Verdict != want {
 			t.Errorf("coverage %s: got %s %q, want %s", cov, r.Verdict, r.Reason, want)
+		}
+	}
+}
+
+// A Job is judged with its CronJob's skip (and extra sources), as the webhook stamped it,
+// unless the CronJob is not the one its ownerReference names.
+func TestJobTakesCronJobAnnotations(t *testing.T) {
+	sc, err := scope.New(stamp.InjectLabel, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: map[string]string{stamp.InjectLabel: stamp.InjectValue}}}
+	cj := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "nightly", UID: "u1",
+		Annotations: map[string]string{stamp.SkipAnnotation: "true"}}}
+	for uid, skipped := range map[types.UID]bool{"u1": true, "u2": false} {
+		ref := metav1.NewControllerRef(cj, batchv1.SchemeGroupVersion.WithKind("CronJob"))
+		ref.UID = uid
+		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "nightly-1", OwnerReferences: []metav1.OwnerReference{*ref}},
+			Spec: batchv1.JobSpec{Template: deployment().Spec.Template}}
+		var warnings []string
+		c := &Cluster{Client: fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithObjects(ns, cj, job).Build(), Scope: sc,
+			Warn: func(s string) { warnings = append(warnings, s) }}
+		r, err := c.Explain(context.Background(), workload.Job, "ns", job.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Skipped != skipped {
+			t.Errorf("owner uid %s: skipped %v, want %v (%s %q)", uid, r.Skipped, skipped, r.Verdict, r.Reason)
+		}
+		if !skipped && len(warnings) == 0 {
+			t.Errorf("owner uid %s: no warning that the CronJob is not its owner", uid)
 		}
 	}
 }

@@ -8,6 +8,7 @@ package workload
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -20,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configstamp/configstamp/stamp"
 )
 
 // Kind is one kind of workload.
@@ -65,6 +68,9 @@ type Kind struct {
 	noPods bool
 	// createOnly: its pod template cannot change after CREATE (a Job). See CreateOnly.
 	createOnly bool
+	// annotationOwner is the kind of controller whose configstamp annotations the
+	// workload takes where it has none of its own (a Job's CronJob). See AnnotationOwner.
+	annotationOwner *Kind
 	// reduce is a new object of the kind with obj's fields that the functions above read,
 	// and meta and tmpl (nil: none) in place of its metadata and pod template (Trim).
 	reduce func(obj client.Object, meta metav1.ObjectMeta, tmpl *corev1.PodTemplateSpec) client.Object
@@ -150,6 +156,49 @@ func (k *Kind) NoPods() bool { return k.noPods }
 // Job): it is stamped at CREATE only (its registration sends no UPDATE) and the watcher
 // never checks or writes it.
 func (k *Kind) CreateOnly() bool { return k.createOnly }
+
+// AnnotationOwner returns the kind and reference of obj's controller when it is of the
+// kind whose configstamp.io/extra-sources and configstamp.io/skip obj takes where it has
+// none of its own: a CronJob, as its controller copies only jobTemplate.metadata into its
+// Jobs. Nil when obj has no such controller. An ownerReference names an object of obj's
+// own namespace, so a forged one can only point at a CronJob there.
+func (k *Kind) AnnotationOwner(obj client.Object) (*Kind, *metav1.OwnerReference) {
+	o := k.annotationOwner
+	if o == nil {
+		return nil, nil
+	}
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if ref == nil || ref.Name == "" || ref.Kind != o.Kind || ref.APIVersion != o.GVK().GroupVersion().String() {
+		return nil, nil
+	}
+	return o, ref
+}
+
+// OwnerAnnotations are the annotations a workload takes from its controller
+// (workload.Kind.AnnotationOwner) where it has none of its own: a CronJob's controller
+// copies only jobTemplate.metadata into its Jobs, so without them a Job's stamp would
+// leave out its CronJob's extra sources, or stamp a Job of a skipped CronJob.
+var OwnerAnnotations = []string{stamp.ExtraSourcesAnnotation, stamp.SkipAnnotation}
+
+// WithOwner is annotations with owner's value of each OwnerAnnotations key it lacks
+// (annotations itself when it takes none).
+func WithOwner(annotations, owner map[string]string) map[string]string {
+	out := annotations
+	for _, k := range OwnerAnnotations {
+		v, ok := owner[k]
+		if _, has := annotations[k]; !ok || has {
+			continue
+		}
+		if len(out) == len(annotations) {
+			out = maps.Clone(annotations)
+			if out == nil {
+				out = map[string]string{}
+			}
+		}
+		out[k] = v
+	}
+	return out
+}
 
 // PausedPath is the JSON pointer of the boolean Paused reads ("" for kinds that cannot be
 // paused).
@@ -323,7 +372,8 @@ var (
 			}
 			return nil
 		},
-		createOnly: true,
+		createOnly:      true,
+		annotationOwner: CronJob,
 	}
 )
 

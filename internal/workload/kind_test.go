@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/configstamp/configstamp/internal/argo"
+	"github.com/configstamp/configstamp/stamp"
 )
 
 func TestNames(t *testing.T) {
@@ -243,5 +245,65 @@ func TestBehind(t *testing.T) {
 		if behind != tc.behind || total != tc.total || partial != tc.partial {
 			t.Errorf("%s: got %d of %d (partial %v), want %d of %d (partial %v)", tc.name, behind, total, partial, tc.behind, tc.total, tc.partial)
 		}
+	}
+}
+
+// TestAnnotationOwner: a Job takes annotations from its controller when that is a batch/v1
+// CronJob, and from nothing else.
+func TestAnnotationOwner(t *testing.T) {
+	ref := func(apiVersion, kind string, controller bool) metav1.OwnerReference {
+		return metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: "nightly", UID: "u1", Controller: &controller}
+	}
+	for _, c := range []struct {
+		name string
+		kind *Kind
+		refs []metav1.OwnerReference
+		want bool
+	}{
+		{"CronJob controller", Job, []metav1.OwnerReference{ref("batch/v1", "CronJob", true)}, true},
+		{"not the controller", Job, []metav1.OwnerReference{ref("batch/v1", "CronJob", false)}, false},
+		{"another version", Job, []metav1.OwnerReference{ref("batch/v1beta1", "CronJob", true)}, false},
+		{"another kind", Job, []metav1.OwnerReference{ref("batch/v1", "Job", true)}, false},
+		{"no owner", Job, nil, false},
+		{"a Deployment takes none", Deployment, []metav1.OwnerReference{ref("batch/v1", "CronJob", true)}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			obj := c.kind.New()
+			obj.SetOwnerReferences(c.refs)
+			k, r := c.kind.AnnotationOwner(obj)
+			if got := k != nil; got != c.want {
+				t.Fatalf("AnnotationOwner = %v, want one: %v", k, c.want)
+			}
+			if c.want && (k != CronJob || r.Name != "nightly" || r.UID != "u1") {
+				t.Errorf("AnnotationOwner = %v %+v, want CronJob nightly u1", k, r)
+			}
+		})
+	}
+}
+
+// TestWithOwner: a Job takes its CronJob's extra sources and skip where it has none of
+// its own, and nothing else of it.
+func TestWithOwner(t *testing.T) {
+	extra, skip := stamp.ExtraSourcesAnnotation, stamp.SkipAnnotation
+	for _, c := range []struct {
+		name             string
+		own, owner, want map[string]string
+	}{
+		{"no owner", map[string]string{"a": "1"}, nil, map[string]string{"a": "1"}},
+		{"none of its own", nil, map[string]string{extra: "configmap/x", skip: "true", "other": "no"}, map[string]string{extra: "configmap/x", skip: "true"}},
+		{"its own win", map[string]string{extra: "configmap/mine", skip: "false"}, map[string]string{extra: "configmap/x", skip: "true"}, map[string]string{extra: "configmap/mine", skip: "false"}},
+		{"an empty own value wins", map[string]string{extra: ""}, map[string]string{extra: "configmap/x"}, map[string]string{extra: ""}},
+		{"one of each", map[string]string{skip: "false", "a": "1"}, map[string]string{extra: "configmap/x", skip: "true"}, map[string]string{skip: "false", "a": "1", extra: "configmap/x"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := maps.Clone(c.own)
+			got := WithOwner(c.own, c.owner)
+			if !maps.Equal(got, c.want) {
+				t.Errorf("WithOwner = %v, want %v", got, c.want)
+			}
+			if !maps.Equal(c.own, before) {
+				t.Errorf("WithOwner changed the object's annotations: %v, were %v", c.own, before)
+			}
+		})
 	}
 }

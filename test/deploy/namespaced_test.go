@@ -108,13 +108,14 @@ func checkNamespaced(t *testing.T, secrets, rollouts bool) {
 	own.add("/events", "", "create", "patch")
 	// The hash key of every digest: the chart creates the Secret; no create.
 	own.add("/secrets", "configstamp-hash-key", "get", "update")
-	// The webhook's ServiceAccount: get of the sources in each watched namespace, the
+	// The webhook's ServiceAccount: get of the sources and CronJobs in each watched namespace, the
 	// hash key in its own; nothing else (the certificate Secret is mounted).
 	hookPerNS, hookOwn := grants{}, grants{}
 	hookPerNS.add("/configmaps", "", "get")
 	if secrets {
 		hookPerNS.add("/secrets", "", "get")
 	}
+	hookPerNS.add("batch/cronjobs", "", "get")
 	hookOwn.add("/secrets", "configstamp-hash-key", "get", "update")
 	var roles, bindings, hookRoles []string
 	for _, u := range list {

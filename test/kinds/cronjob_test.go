@@ -3,6 +3,7 @@ package kinds
 import (
 	"fmt"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -211,4 +212,47 @@ func testCronJobCreatedAfter(t *testing.T) {
 	}
 	generationHolds(t, cj, 1)
 	cronJobScenario(t, cj, 1, nil)
+}
+
+// testCronJobOwnerAnnotations: a Job takes its CronJob's configstamp.io/extra-sources and
+// configstamp.io/skip (read live at its create: the cronjob controller and kubectl copy
+// only jobTemplate.metadata), so a Job of a CronJob with extra sources is stamped as
+// its CronJob is, and a Job of a skipped CronJob is not stamped. An ownerReference whose
+// UID is not the CronJob's takes nothing.
+func testCronJobOwnerAnnotations(t *testing.T) {
+	ns := env.NewNamespace(t, true)
+	createConfigMap(t, ns, "cfg", map[string]string{"k": "1"}, nil)
+	createConfigMap(t, ns, "extra", map[string]string{"e": "1"}, nil)
+
+	cj := newCronJob(ns, "extra", "cfg", false)
+	cj.Annotations = map[string]string{stamp.ExtraSourcesAnnotation: "configmap/extra"}
+	create(t, cj)
+	want := docHash(t, ns, "cfg", "extra")
+	if got := cj.Spec.JobTemplate.Spec.Template.Annotations[stamp.HashAnnotation]; got != want {
+		t.Fatalf("CronJob created with config hash %q, want %q (its extra source included)", got, want)
+	}
+	job := jobFrom(cj, "extra-manual")
+	create(t, job)
+	if got, srcs := job.Spec.Template.Annotations[stamp.HashAnnotation], job.Spec.Template.Annotations[stamp.SourcesAnnotation]; got != want || !strings.Contains(srcs, "extra") {
+		t.Errorf("Job of a CronJob with extra sources created with config hash %q (sources %q), want the CronJob's %q, with configmap extra", got, srcs, want)
+	}
+
+	skipped := newCronJob(ns, "skipped", "cfg", false)
+	skipped.Annotations = map[string]string{stamp.SkipAnnotation: "true"}
+	create(t, skipped)
+	if h := skipped.Spec.JobTemplate.Spec.Template.Annotations[stamp.HashAnnotation]; h != "" {
+		t.Fatalf("skipped CronJob created with config hash %q", h)
+	}
+	job = jobFrom(skipped, "skipped-manual")
+	create(t, job)
+	if h := job.Spec.Template.Annotations[stamp.HashAnnotation]; h != "" {
+		t.Errorf("Job of a skipped CronJob created with config hash %q, want none", h)
+	}
+
+	forged := jobFrom(skipped, "forged")
+	forged.OwnerReferences[0].UID = "not-the-cronjobs"
+	create(t, forged)
+	if got, want := forged.Spec.Template.Annotations[stamp.HashAnnotation], docHash(t, ns, "cfg"); got != want {
+		t.Errorf("Job whose ownerReference has another UID created with config hash %q, want its own %q", got, want)
+	}
 }

@@ -132,6 +132,10 @@ func TestKinds(t *testing.T) {
 			t.Parallel()
 			testCronJobCreatedAfter(t)
 		})
+		t.Run("CronJob/owner annotations", func(t *testing.T) {
+			t.Parallel()
+			testCronJobOwnerAnnotations(t)
+		})
 		t.Run("opt-in by label/installed over", func(t *testing.T) {
 			t.Parallel()
 			optInScenario(t, over.labelled, over.plain)
