@@ -31,8 +31,8 @@ func (f forbidCronJobs) Get(ctx context.Context, key client.ObjectKey, obj clien
 }
 
 // A Job of a skipped CronJob is not stamped; when that CronJob cannot be read (missing,
-// forbidden) or is not the Job's owner (another UID), the Job is stamped from its own
-// annotations, and admitted.
+// forbidden) or is not the Job's owner (another UID, none, or of another namespace), the
+// Job is stamped from its own annotations, and admitted.
 func TestHandleJobOwner(t *testing.T) {
 	skipped := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "nightly", UID: "u1",
 		Annotations: map[string]string{stamp.SkipAnnotation: "true"}}}
@@ -56,6 +56,14 @@ func TestHandleJobOwner(t *testing.T) {
 			return s
 		}(), "u1", true},
 		{"another uid", stamper(t, cm("cfg", "1"), skipped), "u2", true},
+		// An ownerReference has no namespace: a CronJob of that name and UID in another
+		// namespace is never read for a Job of "ns".
+		{"owner in another namespace", func() *Stamper {
+			other := skipped.DeepCopy()
+			other.Namespace = "other"
+			return stamper(t, cm("cfg", "1"), other)
+		}(), "u1", true},
+		{"no uid", stamper(t, cm("cfg", "1"), skipped), "", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			resp := c.s.Handle(context.Background(), review(t, workload.Job, admissionv1.Create, job(c.uid), nil))
