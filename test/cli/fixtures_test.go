@@ -15,6 +15,7 @@ import (
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
+	"github.com/configstamp/configstamp/webhook"
 )
 
 // keyNamespace and keyName hold the server's hash key of Secret digests.
@@ -99,15 +100,25 @@ func setup(t *fixtureT) *fixture {
 	} {
 		must(k8s.Create(bg, o))
 	}
-	srv, err := env.Run(bg, framework.Options{Args: serverArgs})
+	// The webhook first (Run returns once the API server calls it), then the watcher: in
+	// one process the watcher may record adopted before the API server calls the webhook
+	// dev mode is registering, a bypass (a StampBypassed Event) that explain would show.
+	hook, err := env.Run(bg, framework.Options{Args: append([]string{"--role", "webhook"}, serverArgs...)})
 	must(err)
+	srv := []*framework.Configstamp{hook}
 	stopped := false
 	defer func() {
 		if !stopped {
-			srv.Stop()
-			t.Logf("configstamp log:\n%s", srv.Output())
+			for _, p := range srv {
+				p.Stop()
+				t.Logf("configstamp log:\n%s", p.Output())
+			}
 		}
 	}()
+	watch, err := env.Run(bg, framework.Options{NoWebhook: true,
+		Args: append([]string{"--role", "watcher", "--registration-name", webhook.DevConfigurationName}, serverArgs...)})
+	must(err)
+	srv = append(srv, watch)
 	eventually(t, "adopted gets its record", func() error {
 		d := env.Deployment(t.T, f.in, "adopted")
 		if d.Annotations[stamp.ObservedAnnotation] == "" {
@@ -163,7 +174,9 @@ func setup(t *fixtureT) *fixture {
 		return hasEvent(f.in, "changed", "ConfigChanged")
 	})
 	eventually(t, "held reported", func() error { return hasEvent(f.in, "held", "ConfigMissing") })
-	srv.Stop()
+	for _, p := range srv {
+		p.Stop()
+	}
 	stopped = true
 
 	// With the server stopped, nothing moves: cfg changes again (would roll), and app2

@@ -172,14 +172,20 @@ func labelConfigMap(t *testing.T, ns, name, key, value string) {
 }
 
 // waitRecord waits until an unstamped Deployment carries a record of the config its pods
-// run, made for its current template, with its template untouched.
+// run, made for its current template and admitted by the webhook (its marker gone), with
+// its template untouched. At a first start the watcher may write a record before the API
+// server calls the webhook that dev mode is registering: that write keeps its marker (a
+// bypass) and the watcher writes it again through the webhook; only then is it settled.
 func waitRecord(t *testing.T, before *appsv1.Deployment) *appsv1.Deployment {
 	t.Helper()
 	var d *appsv1.Deployment
-	framework.Eventually(t, 30*time.Second, "record on "+before.Name, func() error {
+	framework.Eventually(t, 60*time.Second, "record on "+before.Name, func() error {
 		d = getDeployment(t, before.Namespace, before.Name)
 		if _, ok := stamp.ObservedFor(d.Annotations, &d.Spec.Template); !ok {
 			return fmt.Errorf("no valid record: %q", d.Annotations[stamp.ObservedAnnotation])
+		}
+		if stamp.ParseMarker(d.Annotations).Present {
+			return fmt.Errorf("record not admitted by the webhook yet (marker %q)", d.Annotations[stamp.NudgeAnnotation])
 		}
 		return nil
 	})

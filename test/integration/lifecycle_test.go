@@ -50,7 +50,8 @@ func TestRestartRollsNothing(t *testing.T) {
 
 // TestInstallOverExistingDeployments starts configstamp for the first time over
 // Deployments that predate it: it records, in their metadata, the config their pods run
-// (one write each, no rollout), and then judges them as precisely as stamped ones.
+// (no rollout; a write that beat dev mode's registration is written again through the
+// webhook), and then judges them as precisely as stamped ones.
 func TestInstallOverExistingDeployments(t *testing.T) {
 	// No configstamp has ever run: no registration.
 	deleteRegistration(t)
@@ -70,7 +71,7 @@ func TestInstallOverExistingDeployments(t *testing.T) {
 		recorded = append(recorded, waitRecord(t, d))
 	}
 	for _, d := range recorded {
-		unchanged(t, time.Second, d) // one write each, then nothing
+		unchanged(t, time.Second, d) // settled: then nothing
 	}
 
 	// Someone else's metadata-only update does not stamp b.
