@@ -205,19 +205,15 @@ func ShouldRoll(in Input, ev Evidence) (Decision, error) {
 	}
 	since, ok, err := ev.PodsSince()
 	switch {
-	case errors.Is(err, ErrUnknown):
-		return Decision{Action: Unknown, Unknown: append(unknown, EvidencePods)}, nil
 	case err != nil:
-		return Decision{}, err
+		return unread(err, EvidencePods, unknown...)
 	case !ok:
 		return Decision{Action: Record, Why: WhyPodsPending}, nil
 	}
 	newer, err := ev.ConfigNewer(since)
 	switch {
-	case errors.Is(err, ErrUnknown):
-		return Decision{Action: Unknown, Unknown: append(unknown, EvidenceConfig)}, nil
 	case err != nil:
-		return Decision{}, err
+		return unread(err, EvidenceConfig, unknown...)
 	case !newer:
 		return Decision{Action: Record, Why: WhyConfigOlder}, nil
 	case len(unknown) > 0:
@@ -234,19 +230,15 @@ func ShouldRoll(in Input, ev Evidence) (Decision, error) {
 func installedOver(ev Evidence, cut time.Time) (Decision, error) {
 	newer, err := ev.ConfigNewer(cut)
 	switch {
-	case errors.Is(err, ErrUnknown):
-		return Decision{Action: Unknown, Unknown: []string{EvidenceConfig}}, nil
 	case err != nil:
-		return Decision{}, err
+		return unread(err, EvidenceConfig)
 	case !newer:
 		return Decision{Action: Record, Why: WhyInstalledOver}, nil
 	}
 	since, ok, err := ev.PodsSince()
 	switch {
-	case errors.Is(err, ErrUnknown):
-		return Decision{Action: Unknown, Unknown: []string{EvidencePods}}, nil
 	case err != nil:
-		return Decision{}, err
+		return unread(err, EvidencePods)
 	case !ok:
 		return Decision{Action: Record, Why: WhyPodsPending}, nil
 	}
@@ -254,15 +246,22 @@ func installedOver(ev Evidence, cut time.Time) (Decision, error) {
 		// Written after the coverage, but maybe only before its pods began.
 		newer, err = ev.ConfigNewer(since)
 		switch {
-		case errors.Is(err, ErrUnknown):
-			return Decision{Action: Unknown, Unknown: []string{EvidenceConfig}}, nil
 		case err != nil:
-			return Decision{}, err
+			return unread(err, EvidenceConfig)
 		case !newer:
 			return Decision{Action: Record, Why: WhyConfigOlder}, nil
 		}
 	}
 	return Decision{Action: Roll, Why: WhyOwed}, nil
+}
+
+// unread is the decision when the evidence which could not be read (err): Unknown,
+// naming it after the evidence already unknown, for ErrUnknown; err itself otherwise.
+func unread(err error, which string, unknown ...string) (Decision, error) {
+	if errors.Is(err, ErrUnknown) {
+		return Decision{Action: Unknown, Unknown: append(unknown, which)}, nil
+	}
+	return Decision{}, err
 }
 
 // RestartPlaceholder stands for the restart time the webhook would set (same length).
