@@ -205,7 +205,12 @@ func TestRollStaleAtInstall(t *testing.T) {
 	apitime.NextSecond()
 	setData(t, ns, "stale", "k", "2")
 
-	env.Start(t, framework.Options{Args: []string{"--roll-stale-at-install"}})
+	// The webhook first (Start returns once the API server calls it), then the watcher:
+	// in one process the watcher's nudge may reach the API server before the webhook
+	// dev mode registers is called, a bypass written again (one more generation).
+	env.Start(t, framework.Options{Args: []string{"--role", "webhook"}})
+	env.Start(t, framework.Options{NoWebhook: true,
+		Args: []string{"--role", "watcher", "--registration-name", webhook.DevConfigurationName, "--roll-stale-at-install"}})
 	rollsOnce(t, stale, docHash(t, ns, docSource{name: "stale"}))
 	templateKept(t, time.Second, waitRecord(t, fresh))
 }
