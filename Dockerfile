@@ -19,9 +19,14 @@ ARG VERSION=dev
 RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
     go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o /out/configstamp ./cmd/configstamp
 
+# `make image` builds the same image without Docker and is the source of truth: keep the
+# user, entrypoint, labels and build flags equal (hack/image TestDockerfileEquivalent).
 FROM gcr.io/distroless/static:nonroot
 ARG VERSION=dev
-LABEL org.opencontainers.image.version=${VERSION} org.opencontainers.image.source=https://github.com/configstamp/configstamp
+ARG REVISION=unknown
+ARG CREATED=1970-01-01T00:00:00Z
+LABEL org.opencontainers.image.version=${VERSION} org.opencontainers.image.source=https://github.com/configstamp/configstamp \
+      org.opencontainers.image.revision=${REVISION} org.opencontainers.image.created=${CREATED}
 COPY --from=build /out/configstamp /configstamp
 USER 65532:65532
 ENTRYPOINT ["/configstamp"]

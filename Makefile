@@ -23,12 +23,15 @@ build: ## Build bin/configstamp.
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/configstamp ./cmd/configstamp
 
 .PHONY: lint
-lint: ## go vet and gofmt of everything; golangci-lint (.golangci.yml, complexity over 30 fails) of product code.
+lint: ## go vet and gofmt of everything; golangci-lint (.golangci.yml, complexity over 30 fails) of product code and hack/image; actionlint of .github/workflows.
 	$(GO) vet ./...
 	$(GO) -C test/monitoring vet ./...
+	$(GO) -C hack/image vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
 	@big=$$(git ls-files -z | xargs -0 -r stat -c '%s %n' 2>/dev/null | awk '$$1 > 1048576 {print $$2}'); if [ -n "$$big" ]; then echo "tracked files over 1 MiB (binaries or data a script can make belong outside Git):"; echo "$$big"; exit 1; fi
-	$${CONFIGSTAMP_GOLANGCI_LINT:-$$(bash $(TOOLS) lint | tail -1)/golangci-lint} run ./...
+	@set -e; lint=$${CONFIGSTAMP_GOLANGCI_LINT:-$$(bash $(TOOLS) lint | tail -1)/golangci-lint}; \
+	  actionlint=$$(dirname "$$lint")/actionlint; [ -x "$$actionlint" ] || actionlint=$$(bash $(TOOLS) lint | tail -1)/actionlint; \
+	  set -x; "$$lint" run ./...; cd hack/image && "$$lint" run ./... && cd ../.. && "$$actionlint" -no-color
 
 .PHONY: tools
 tools: ## Build the control-plane binaries the integration tests need.
@@ -97,6 +100,10 @@ test-cli: ## The command-line tools (explain, impact, hash, the kubectl plugin) 
 	CONFIGSTAMP_BIN_DIR=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) control-plane | tail -1)} \
 	  $(GO) test -count=1 -timeout 15m ./test/cli/...
 
+.PHONY: test-image
+test-image: ## make image built twice and opened: reproducible, both architectures, user, entrypoint, labels, static binaries reporting make build's version; the Dockerfile equivalent.
+	$(GO) -C hack/image test -count=1 ./...
+
 .PHONY: manifests
 # The base is for API servers that serve ValidatingAdmissionPolicies (1.30 and later), so
 # it carries the self policy (helm template alone does not know they are served).
@@ -115,9 +122,9 @@ manifests: ## Regenerate the kustomize base from the Helm chart.
 # make -n test runs it, hack/tools.sh included.)
 TEST_JOBS ?= 3
 TEST_ORDER := test-faults test-precision test-integration test-secrets test-kinds test-e2e \
-  test-deploy test-security test-badinput test-cli test-monitoring lint test-unit
+  test-deploy test-security test-badinput test-cli test-monitoring test-image lint test-unit
 .PHONY: test
-test: ## Everything, TEST_JOBS (3) at a time: lint, unit, integration, end-to-end, precision, kinds, Secrets, bad input, security, faults, command-line and chart tests, alerts and dashboard.
+test: ## Everything, TEST_JOBS (3) at a time: lint, unit, integration, end-to-end, precision, kinds, Secrets, bad input, security, faults, command-line and chart tests, alerts and dashboard, the image.
 	@set -eo pipefail; \
 	bins=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) e2e | tail -1)}; \
 	lint=$${CONFIGSTAMP_GOLANGCI_LINT:-$$(bash $(TOOLS) lint | tail -1)/golangci-lint}; \
@@ -157,10 +164,51 @@ demo: ## A local control plane, configstamp on it, a ConfigMap edit rolling a De
 	CONFIGSTAMP_BIN_DIR=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) controllers | tail -1)} \
 	  $(GO) run ./test/demo
 
+# Release inputs. VERSION (above) is the one place a release's version comes from: the
+# binary's -X main.version, the image's labels and layout name, the chart's appVersion
+# and (without its v) the chart's version. The rest default from git, so the same commit
+# gives the same image digests.
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+CA_BUNDLE ?= /etc/ssl/certs/ca-certificates.crt
+IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
+# A release's chart is versioned X.Y.Z from VERSION vX.Y.Z; any other VERSION packages 0.0.0-dev.
+CHART_VERSION ?= $(shell v='$(VERSION)'; if [[ $$v =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$ ]]; then echo "$${v#v}"; else echo 0.0.0-dev; fi)
+export SOURCE_DATE_EPOCH
+
+.PHONY: image
+image: ## Multi-arch OCI image (IMAGE_PLATFORMS) from scratch, no Docker: OCI layout bin/image, reproducible (SOURCE_DATE_EPOCH).
+	@set -e; bins=(); for p in $(IMAGE_PLATFORMS); do \
+	  out="$(abspath $(BIN))/$${p%/*}_$${p#*/}/configstamp"; \
+	  CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -buildvcs=false \
+	    -ldflags "-s -w -X main.version=$(VERSION)" -o "$$out" ./cmd/configstamp; \
+	  bins+=(-binary "$$p=$$out"); done; \
+	$(GO) -C hack/image run . -out "$(abspath $(BIN))/image" -version '$(VERSION)' -revision '$(REVISION)' \
+	  -created '$(SOURCE_DATE_EPOCH)' -ca-bundle '$(CA_BUNDLE)' "$${bins[@]}"
+
+.PHONY: sbom
+sbom: image ## SPDX SBOM of each platform of bin/image, with syft (built by hack/tools.sh sbom): bin/sbom-OS_ARCH.spdx.json.
+	@set -e; syft=$$(bash $(TOOLS) sbom | tail -1)/syft; for p in $(IMAGE_PLATFORMS); do \
+	  SYFT_CHECK_FOR_APP_UPDATE=false "$$syft" scan -q "oci-dir:$(BIN)/image" --platform "$$p" \
+	    --source-name configstamp --source-version '$(VERSION)' -o "spdx-json=$(BIN)/sbom-$${p%/*}_$${p#*/}.spdx.json"; \
+	  echo "$(BIN)/sbom-$${p%/*}_$${p#*/}.spdx.json"; done
+
+.PHONY: chart-package
+chart-package: ## The chart packaged as bin/chart/configstamp-CHART_VERSION.tgz, appVersion VERSION (the image's tag).
+	$$(bash $(TOOLS) helm | tail -1)/helm package deploy/helm/configstamp --version '$(CHART_VERSION)' --app-version '$(VERSION)' -d $(BIN)/chart
+
+.PHONY: release-notes
+release-notes: ## CHANGELOG.md's section of VERSION (vX.Y.Z; [Unreleased] for any other) into bin/release-notes.md.
+	@mkdir -p $(BIN); v='$(VERSION)'; if [[ $$v =~ ^v[0-9]+\.[0-9]+\.[0-9]+ ]]; then s="$${v#v}"; else s=Unreleased; fi; \
+	awk -v s="[$$s]" '/^## /{on = (index($$0, "## " s) == 1); next} on' CHANGELOG.md > $(BIN)/release-notes.md; \
+	if ! grep -q '[^[:space:]]' $(BIN)/release-notes.md; then echo "CHANGELOG.md has no section [$$s] (or it is empty)" >&2; exit 1; fi; \
+	cat $(BIN)/release-notes.md
+
 IMG ?= configstamp:dev
 .PHONY: docker-build
-docker-build: ## Build the container image (needs a Docker engine).
-	docker build --build-arg VERSION=$(VERSION) -t $(IMG) .
+docker-build: ## Build the container image with Docker (needs a Docker engine; make image is the source of truth).
+	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) \
+	  --build-arg CREATED=$$(date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ) -t $(IMG) .
 
 .PHONY: run
 run: ## Run configstamp against KUBECONFIG (dev mode: registers itself at https://127.0.0.1:9443).

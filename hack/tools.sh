@@ -2,12 +2,14 @@
 # tools.sh builds the Kubernetes binaries the tests need from the Go module proxy and
 # caches them outside the clone, keyed by version, so a fresh clone reuses them.
 #
-#   hack/tools.sh [control-plane|controllers|e2e|lint]   (default: control-plane)
+#   hack/tools.sh [control-plane|controllers|e2e|helm|lint|sbom]   (default: control-plane)
 #
 #   control-plane  etcd, kube-apiserver (integration tests, bench-scale)
 #   controllers    + kube-controller-manager, kube-scheduler, kwok (demo)
 #   e2e            + helm, helmfile (end-to-end and chart tests)
-#   lint           golangci-lint (make lint)
+#   helm           helm alone (make chart-package)
+#   lint           golangci-lint, actionlint (make lint)
+#   sbom           syft (make sbom)
 #
 # Prints the directory holding the binaries on its last line. When KUBEBUILDER_ASSETS is
 # set and holds etcd and kube-apiserver, the control-plane set is taken from there.
@@ -20,6 +22,8 @@ KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
 HELM_VERSION=${HELM_VERSION:-v3.22.0}
 HELMFILE_VERSION=${HELMFILE_VERSION:-v1.8.0}
 GOLANGCI_LINT_VERSION=${GOLANGCI_LINT_VERSION:-v2.15.0}
+ACTIONLINT_VERSION=${ACTIONLINT_VERSION:-v1.7.12}
+SYFT_VERSION=${SYFT_VERSION:-v1.57.2}
 
 CACHE=${CONFIGSTAMP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/configstamp}
 BIN="$CACHE/bin"
@@ -129,6 +133,16 @@ golangci_lint() {
   link golangci-lint "$GOLANGCI_LINT_VERSION"
 }
 
+# gotool NAME VERSION PACKAGE: go install of a module's command, kept as NAME-VERSION.
+gotool() {
+  if want "$1" "$2"; then
+    log "building $1 $2"
+    GOBIN="$WORK/$1-$2" go install "$3@$2"
+    mv "$WORK/$1-$2/$1" "$BIN/$1-$2"
+  fi
+  link "$1" "$2"
+}
+
 control_plane() {
   if [ -n "${KUBEBUILDER_ASSETS:-}" ] && [ -x "$KUBEBUILDER_ASSETS/etcd" ] && [ -x "$KUBEBUILDER_ASSETS/kube-apiserver" ]; then
     ln -sf "$KUBEBUILDER_ASSETS/etcd" "$BIN/etcd"
@@ -143,7 +157,9 @@ case "${1:-control-plane}" in
   control-plane) control_plane ;;
   controllers) control_plane; kube kube-controller-manager kube-scheduler; kwok ;;
   e2e) control_plane; kube kube-controller-manager kube-scheduler; kwok; helm; helmfile ;;
-  lint) golangci_lint ;;
-  *) echo "usage: $0 [control-plane|controllers|e2e|lint]" >&2; exit 2 ;;
+  helm) helm ;;
+  lint) golangci_lint; gotool actionlint "$ACTIONLINT_VERSION" github.com/rhysd/actionlint/cmd/actionlint ;;
+  sbom) gotool syft "$SYFT_VERSION" github.com/anchore/syft/cmd/syft ;;
+  *) echo "usage: $0 [control-plane|controllers|e2e|helm|lint|sbom]" >&2; exit 2 ;;
 esac
 echo "$BIN"
