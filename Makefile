@@ -194,8 +194,9 @@ sbom: image ## SPDX SBOM of each platform of bin/image, with syft (built by hack
 	  echo "$(BIN)/sbom-$${p%/*}_$${p#*/}.spdx.json"; done
 
 .PHONY: chart-package
-chart-package: ## The chart packaged as bin/chart/configstamp-CHART_VERSION.tgz, appVersion VERSION (the image's tag).
-	$$(bash $(TOOLS) helm | tail -1)/helm package deploy/helm/configstamp --version '$(CHART_VERSION)' --app-version '$(VERSION)' -d $(BIN)/chart
+chart-package: ## The chart packaged as bin/chart/configstamp-CHART_VERSION.tgz, appVersion VERSION (the image's tag); helm from CONFIGSTAMP_BIN_DIR if set.
+	@set -e; helm=$${CONFIGSTAMP_BIN_DIR:+$$CONFIGSTAMP_BIN_DIR/helm}; [ -x "$$helm" ] || helm=$$(bash $(TOOLS) helm | tail -1)/helm; \
+	  "$$helm" package deploy/helm/configstamp --version '$(CHART_VERSION)' --app-version '$(VERSION)' -d $(BIN)/chart
 
 .PHONY: release-notes
 release-notes: ## CHANGELOG.md's section of VERSION (vX.Y.Z; [Unreleased] for any other) into bin/release-notes.md.
