@@ -84,7 +84,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 // server's parser, which the command-line tools also read an install's args with.
 func bindOptions(fs *flag.FlagSet) *options {
 	o := &options{}
-	fs.StringVar(&o.role, "role", roleAll, "What this process runs: webhook (serves admission on every replica, no leader election, no workload or source informers: scale it out), watcher (the leader-elected controllers that nudge workloads when their config changes; no webhook server) or all (both in one process: dev mode, a single-Deployment install).")
+	fs.StringVar(&o.role, "role", roleAll, "What this process runs: webhook (serves admission on every replica, no leader election, no workload or source informers: scale it out), watcher (the leader-elected controllers that nudge workloads when their config changes; no webhook server) or all (both in one process: dev mode, a single-Deployment install). The user agent names the role (configstamp-webhook, configstamp-watcher; audit logs).")
 	fs.StringVar(&o.devWebhookURL, "dev-webhook-url", "", "Run against a cluster outside it (local use, tests): generate a CA and serving certificate, and register this URL (e.g. https://127.0.0.1:9443) in the MutatingWebhookConfiguration --dev-registration-name, deleted again on a clean exit. An installed chart's registration is never touched. Empty in a cluster, where the chart registers the webhook.")
 	fs.StringVar(&o.devRegistrationName, "dev-registration-name", webhook.DevConfigurationName, "Dev mode: name of the MutatingWebhookConfiguration it creates (refused if one of that name exists that dev mode did not make).")
 	fs.BoolVar(&o.devKeepRegistration, "dev-keep-registration", false, "Dev mode: leave the registration in place on exit (so that a restart behaves like an installed webhook's).")
@@ -126,7 +126,7 @@ func bindOptions(fs *flag.FlagSet) *options {
 	fs.BoolVar(&o.argoRollouts, "argo-rollouts", false, "Also stamp Argo Rollouts (argoproj.io/v1alpha1), once their CRD exists (detected at start and later).")
 	fs.BoolVar(&o.fluxHelmReleases, "flux-helmreleases", false, "Also request a reconcile of Flux HelmReleases (helm.toolkit.fluxcd.io/v2) when the values they take from ConfigMaps (and Secrets) change, once their CRD exists.")
 	fs.BoolVar(&o.version, "version", false, "Print the version and exit.")
-	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "Offer HTTP/2 on the webhook server. Off: HTTP/1.1 only, which is all the API server needs (and leaves HTTP/2's stream-level attacks, CVE-2023-44487 and CVE-2023-39325, out of reach).")
+	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "Offer HTTP/2 on the webhook server and the HTTPS metrics server (both TLS 1.2 at least). Off: HTTP/1.1 only, which is all the API server needs (and leaves HTTP/2's stream-level attacks, CVE-2023-44487 and CVE-2023-39325, out of reach).")
 	fs.IntVar(&o.concurrency, "concurrency", watcher.DefaultConcurrency, "How many workloads of each kind the watcher checks and nudges at once.")
 	fs.Float64Var(&o.qps, "kube-api-qps", 20, "Client-side rate limit of requests to the API server, per second.")
 	fs.IntVar(&o.burst, "kube-api-burst", 30, "Client-side burst of requests to the API server.")
