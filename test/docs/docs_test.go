@@ -1,8 +1,9 @@
 // Package docs checks that the documentation cannot drift from the repository silently:
 // relative links and their anchors resolve, every `make X` named is a Makefile target,
 // docs/reference/values.md names exactly the chart's values, and every heading of the
-// README as it was before the guide was split out has a home. (docs/reference/flags.md is
-// generated and checked in cmd/configstamp, TestFlagsReference.)
+// README as it was before the guide was split out has a home, and every page (and quoted
+// heading) the chart and the code point at exists. (docs/reference/flags.md is generated
+// and checked in cmd/configstamp, TestFlagsReference.)
 package docs
 
 import (
@@ -330,5 +331,89 @@ func TestDocsReadmeHeadingsKept(t *testing.T) {
 	}
 	if n < 40 {
 		t.Errorf("only %d headings listed", n)
+	}
+}
+
+var (
+	// pointerRE is a pointer into the docs from outside them: a page (docs/….md, or a
+	// top-level document, .md optional), then, optionally, a heading in quotes ("README
+	// \"Network policy per platform\"", "docs/install.md: \"Namespaced install\"").
+	pointerRE = regexp.MustCompile(`(?:^|[^\w/.-])(docs/[\w./-]+\.md|(?:README|SECURITY|RELIABILITY|BENCHMARKS|CHANGELOG)(?:\.md)?)(?:'s)?(?:[,:]?\s+\\?"([^"\\]+)\\?")?`)
+	// wrapRE joins a comment or text wrapped over lines: the line break, the indent and a
+	// comment marker of the next line.
+	wrapRE = regexp.MustCompile(`[ \t]*\r?\n[ \t]*(?:#+|//+|\{\{-?\s*/\*)?[ \t]*`)
+)
+
+// pointerFiles are the files outside the Markdown docs that point into them: the chart
+// (comments, NOTES.txt, fail messages), the Go code (help texts, comments), the Makefile;
+// not this package, whose comments show the forms.
+func pointerFiles(t *testing.T) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if name := d.Name(); rel != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "bin" || name == "vendor" || rel == "docs" || rel == "test/docs") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Ext(rel) {
+		case ".go", ".yaml", ".yml", ".tpl", ".txt", ".json", ".sh":
+			files = append(files, rel)
+		case "":
+			if d.Name() == "Makefile" || d.Name() == "Dockerfile" {
+				files = append(files, rel)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// TestDocsPointers: every page of the docs that the chart or the code names exists, and
+// a heading named with it in quotes is a heading of that page, so that moving a section
+// (as the README split did) cannot leave an install's error message or a comment
+// pointing at nothing.
+func TestDocsPointers(t *testing.T) {
+	n := 0
+	for _, name := range pointerFiles(t) {
+		raw, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := wrapRE.ReplaceAllString(string(raw), " ")
+		for _, m := range pointerRE.FindAllStringSubmatch(text, -1) {
+			page, heading := m[1], m[2]
+			if !strings.HasSuffix(page, ".md") {
+				if heading == "" {
+					continue // the word README alone, e.g. a README.md of testdata
+				}
+				page += ".md"
+			}
+			n++
+			if testing.Verbose() {
+				t.Logf("%s: %s %q", name, page, heading)
+			}
+			if _, err := os.Stat(filepath.Join(root, page)); err != nil {
+				if !slices.Contains(pending, page) {
+					t.Errorf("%s: names %s, which does not exist", name, page)
+				}
+				continue
+			}
+			if heading != "" && !slices.Contains(readDoc(t, page).headings, heading) {
+				t.Errorf("%s: names %s %q, which is not a heading of it", name, page, heading)
+			}
+		}
+	}
+	if n < 10 {
+		t.Errorf("only %d pointers into the docs found: the check finds nothing", n)
 	}
 }
