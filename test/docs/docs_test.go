@@ -195,8 +195,10 @@ func TestDocsLinks(t *testing.T) {
 }
 
 var (
-	targetRE  = regexp.MustCompile(`(?m)^([A-Za-z0-9_-]+):`)
-	makeUseRE = regexp.MustCompile(`(?:^|[^\w-])make\s+([a-z][a-z0-9_-]*)`)
+	targetRE = regexp.MustCompile(`(?m)^([A-Za-z0-9_-]+):`)
+	// makeUseRE is `make`, its options and variable assignments (-j 4, TEST_JOBS=2), then the
+	// first target.
+	makeUseRE = regexp.MustCompile(`(?:^|[^\w-])make(?:\s+(?:-\S+|\d+|[A-Za-z_][A-Za-z0-9_]*=\S*))*\s+([a-z][a-z0-9_-]*)`)
 )
 
 // TestDocsMakeTargets: every `make X` the docs show (in code) is a target of the Makefile.
