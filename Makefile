@@ -43,8 +43,8 @@ test-unit: ## Unit tests of the pure logic, and the docs' checks (links, make ta
 	$(GO) test -short -count=1 ./stamp/... ./webhook/... ./watcher/... ./certs/... ./internal/... ./cmd/... ./test/docs/...
 
 .PHONY: docs
-docs: ## Regenerate docs/reference/flags.md from the server's flags.
-	CONFIGSTAMP_WRITE_DOCS=1 $(GO) test -count=1 -run '^TestFlagsReference$$' ./cmd/configstamp
+docs: ## Regenerate docs/reference/flags.md and cli.md from the server's flags and the command-line tools'.
+	CONFIGSTAMP_WRITE_DOCS=1 $(GO) test -count=1 -run '^Test(Flags|CLI)Reference$$' ./cmd/configstamp
 
 .PHONY: test-integration
 test-integration: ## Integration tests against a real kube-apiserver + etcd.

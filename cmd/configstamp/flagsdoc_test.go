@@ -29,7 +29,7 @@ The flags of the ` + "`configstamp`" + ` server. The chart sets them from its va
 ` + "`configstamp --help`" + ` lists them too. Besides these, ` + "`--kubeconfig`" + ` (controller-runtime's)
 names the kubeconfig to use out of a cluster (default: in-cluster). The command-line tools
 (` + "`configstamp explain`" + `, ` + "`impact`" + `, ` + "`hash`" + `) have flags of their own:
-[troubleshooting.md](../troubleshooting.md).
+[cli.md](cli.md).
 
 | flag | default | meaning |
 |---|---|---|
@@ -53,14 +53,20 @@ is set.
 // TestFlagsReference: docs/reference/flags.md lists exactly the flags the server defines,
 // with their defaults and help text. CONFIGSTAMP_WRITE_DOCS=1 (make docs) writes it instead.
 func TestFlagsReference(t *testing.T) {
-	want := renderFlagsReference()
+	checkGenerated(t, flagsDoc, renderFlagsReference())
+}
+
+// checkGenerated fails when the generated page at path differs from want, naming the
+// first line that differs; with CONFIGSTAMP_WRITE_DOCS=1 (make docs) it writes want there.
+func checkGenerated(t *testing.T, path string, want []byte) {
+	t.Helper()
 	if os.Getenv("CONFIGSTAMP_WRITE_DOCS") == "1" {
-		if err := os.WriteFile(flagsDoc, want, 0o644); err != nil {
+		if err := os.WriteFile(path, want, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	got, err := os.ReadFile(flagsDoc)
+	got, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +81,7 @@ func TestFlagsReference(t *testing.T) {
 				w = wl[i]
 			}
 			if g != w {
-				t.Fatalf("%s is stale (run make docs): line %d is\n%s\nthe flags give\n%s", flagsDoc, i+1, g, w)
+				t.Fatalf("%s is stale (run make docs): line %d is\n%s\nthe code gives\n%s", path, i+1, g, w)
 			}
 		}
 	}
