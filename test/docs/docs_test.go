@@ -2,8 +2,8 @@
 // relative links and their anchors resolve, every `make X` named is a Makefile target,
 // docs/reference/values.md names exactly the chart's values, and every heading of the
 // README as it was before the guide was split out has a home, and every page (and quoted
-// heading) the chart and the code point at exists. (docs/reference/flags.md is generated
-// and checked in cmd/configstamp, TestFlagsReference.)
+// heading) the chart and the code point at exists. (docs/reference/flags.md and cli.md
+// are generated and checked in cmd/configstamp: TestFlagsReference, TestCLIReference.)
 package docs
 
 import (
