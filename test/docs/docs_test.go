@@ -1,8 +1,8 @@
 // Package docs checks that the documentation cannot drift from the repository silently:
 // relative links and their anchors resolve, every `make X` named is a Makefile target,
-// docs/reference/values.md names exactly the chart's values, and every heading of the
-// README as it was before the guide was split out has a home, and every page (and quoted
-// heading) the chart and the code point at exists. (docs/reference/flags.md and cli.md
+// docs/reference/values.md names exactly the chart's values and their defaults, every
+// heading of the README as it was before the guide was split out has a home, and every
+// page (and quoted heading) the chart and the code point at exists. (docs/reference/flags.md and cli.md
 // are generated and checked in cmd/configstamp: TestFlagsReference, TestCLIReference.)
 package docs
 
@@ -16,9 +16,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
+
+	"sigs.k8s.io/yaml"
 )
 
 // root is the repository, from test/docs.
@@ -274,21 +277,29 @@ func documentedValues(t *testing.T) []string {
 		if len(cells) < 3 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
 			continue
 		}
-		last := ""
-		for _, span := range spanRE.FindAllString(cells[1], -1) {
-			name := strings.Trim(span, "`")
-			if strings.HasPrefix(name, ".") {
-				parent, _, _ := strings.Cut(last, ".")
-				if i := strings.LastIndex(last, "."); i >= 0 {
-					parent = last[:i]
-				}
-				name = parent + name
-			}
-			names = append(names, name)
-			last = name
-		}
+		names = append(names, rowValues(cells[1])...)
 	}
 	slices.Sort(names)
+	return names
+}
+
+// rowValues are the values a row's first cell names: each code span a value's dotted
+// path, or .x for a sibling of the span before it.
+func rowValues(cell string) []string {
+	var names []string
+	last := ""
+	for _, span := range spanRE.FindAllString(cell, -1) {
+		name := strings.Trim(span, "`")
+		if strings.HasPrefix(name, ".") {
+			parent, _, _ := strings.Cut(last, ".")
+			if i := strings.LastIndex(last, "."); i >= 0 {
+				parent = last[:i]
+			}
+			name = parent + name
+		}
+		names = append(names, name)
+		last = name
+	}
 	return names
 }
 
@@ -417,5 +428,106 @@ func TestDocsPointers(t *testing.T) {
 	}
 	if n < 10 {
 		t.Errorf("only %d pointers into the docs found: the check finds nothing", n)
+	}
+}
+
+// splitCell splits a table cell at ", " outside code spans: `a, b`, 5s -> [`a, b` 5s].
+func splitCell(cell string) []string {
+	var parts []string
+	inCode, start := false, 0
+	for i := 0; i < len(cell); i++ {
+		switch {
+		case cell[i] == '`':
+			inCode = !inCode
+		case !inCode && strings.HasPrefix(cell[i:], ", "):
+			parts = append(parts, strings.TrimSpace(cell[start:i]))
+			start = i + 2
+		}
+	}
+	return append(parts, strings.TrimSpace(cell[start:]))
+}
+
+// documentedDefaults are the defaults values.md's tables give, by value: a row's second
+// column split like its first, where both name as many.
+func documentedDefaults(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, line := range readDoc(t, "docs/reference/values.md").prose {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
+			continue
+		}
+		names := rowValues(cells[1])
+		defs := splitCell(strings.TrimSpace(cells[2]))
+		if len(defs) != len(names) {
+			continue
+		}
+		for i, n := range names {
+			out[n] = defs[i]
+		}
+	}
+	return out
+}
+
+// chartDefault is how values.md writes a default of values.yaml: true, 4, 2s,
+// `cert-manager`, `[]`, `{}`, `[a, b]`; ok is false for a value it writes in words (an
+// empty string: "none", "the chart's appVersion") or a map with keys.
+func chartDefault(v any) (want []string, ok bool) {
+	switch v := v.(type) {
+	case bool:
+		return []string{strconv.FormatBool(v)}, true
+	case float64:
+		return []string{strconv.FormatFloat(v, 'f', -1, 64)}, true
+	case string:
+		if v == "" {
+			return nil, false
+		}
+		return []string{v, "`" + v + "`"}, true
+	case []any:
+		items := make([]string, len(v))
+		for i, it := range v {
+			s, isString := it.(string)
+			if !isString {
+				return nil, false
+			}
+			items[i] = s
+		}
+		return []string{"`[" + strings.Join(items, ", ") + "]`"}, true
+	case map[string]any:
+		return []string{"`{}`"}, len(v) == 0
+	}
+	return nil, false
+}
+
+// TestDocsValuesDefaults: each default values.md gives is values.yaml's, so that changing a
+// default in the chart cannot leave the reference saying the old one.
+func TestDocsValuesDefaults(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(root, "deploy/helm/configstamp/values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(raw, &values); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for name, doc := range documentedDefaults(t) {
+		var v any = values
+		for key := range strings.SplitSeq(name, ".") {
+			m, _ := v.(map[string]any)
+			v = m[key]
+		}
+		want, ok := chartDefault(v)
+		if !ok {
+			continue
+		}
+		n++
+		// A default may go on in words after a colon: "`{}`: preferred anti-affinity".
+		if got, _, _ := strings.Cut(doc, ": "); !slices.Contains(want, got) {
+			t.Errorf("docs/reference/values.md gives %s the default %s; values.yaml has %s", name, doc, want[len(want)-1])
+		}
+	}
+	if n < 50 {
+		t.Errorf("only %d defaults compared", n)
 	}
 }
