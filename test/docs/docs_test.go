@@ -2,7 +2,8 @@
 // relative links and their anchors resolve, every `make X` named is a Makefile target,
 // docs/reference/values.md names exactly the chart's values and their defaults, every
 // heading of the README as it was before the guide was split out has a home, and every
-// page (and quoted heading) the chart and the code point at exists. (docs/reference/flags.md and cli.md
+// page (and quoted heading) the chart and the code point at exists, and every flag named
+// alone in a code span is configstamp's or a listed other tool's. (docs/reference/flags.md and cli.md
 // are generated and checked in cmd/configstamp: TestFlagsReference, TestCLIReference.)
 package docs
 
@@ -529,5 +530,70 @@ func TestDocsValuesDefaults(t *testing.T) {
 	}
 	if n < 50 {
 		t.Errorf("only %d defaults compared", n)
+	}
+}
+
+// otherFlags are flags of other tools the docs name on their own in code spans, by tool.
+var otherFlags = []string{
+	// Stakater Reloader
+	"--auto-reload-all", "--enable-csi-integration", "--ignore-annotation", "--namespaces-to-ignore", "--reload-strategy",
+	// kube-apiserver
+	"--admission-control-config-file", "--audit-log-maxsize", "--client-ca-file",
+	// cert-manager
+	"--enable-certificate-owner-ref",
+	// Secrets Store CSI driver
+	"--enable-secret-rotation",
+	// helm
+	"--reset-then-reuse-values", "--reuse-values",
+	// Flux helm-controller
+	"--watch-configs-label-selector",
+	// make
+	"--keep-going",
+}
+
+var (
+	flagRowRE  = regexp.MustCompile("^\\| (?:`-[a-z]`, )?`(--[a-z0-9-]+)`")
+	flagSpanRE = regexp.MustCompile("^`(--[a-z0-9-]+)(?:=[^`]*| [^ `=]+)?`$")
+)
+
+// TestDocsFlagMentions: a flag the docs name on its own in a code span (`--debounce`,
+// `--debounce=0`, `--debounce 0`; not a command line such as `--set a=b`) is one of configstamp's, as the generated references list them
+// (flags.md, cli.md), or another tool's listed in otherFlags, so that a renamed flag
+// cannot live on in the prose (CHANGELOG.md aside).
+func TestDocsFlagMentions(t *testing.T) {
+	known := map[string]bool{}
+	for _, page := range []string{"docs/reference/flags.md", "docs/reference/cli.md"} {
+		for _, line := range readDoc(t, page).prose {
+			if m := flagRowRE.FindStringSubmatch(line); m != nil {
+				known[m[1]] = true
+			}
+		}
+	}
+	if len(known) < 60 {
+		t.Fatalf("only %d flags in docs/reference/flags.md and cli.md", len(known))
+	}
+	for _, f := range otherFlags {
+		known[f] = true
+	}
+	n := 0
+	for _, name := range docFiles(t) {
+		if name == "CHANGELOG.md" {
+			continue // it names flags that were renamed or removed
+		}
+		for _, line := range readDoc(t, name).prose {
+			for _, span := range spanRE.FindAllString(line, -1) {
+				m := flagSpanRE.FindStringSubmatch(span)
+				if m == nil {
+					continue
+				}
+				n++
+				if !known[m[1]] {
+					t.Errorf("%s: %s is no flag of configstamp's (docs/reference/flags.md, cli.md) nor in otherFlags", name, span)
+				}
+			}
+		}
+	}
+	if n < 50 {
+		t.Errorf("only %d flags named in the docs: the check finds nothing", n)
 	}
 }
