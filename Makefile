@@ -42,8 +42,12 @@ tools-e2e: ## Build every binary the end-to-end tests and the demo need.
 	bash $(TOOLS) e2e
 
 .PHONY: test-unit
-test-unit: ## Unit tests of the pure logic.
-	$(GO) test -short -count=1 ./stamp/... ./webhook/... ./watcher/... ./certs/... ./internal/... ./cmd/...
+test-unit: ## Unit tests of the pure logic, and the docs' checks (links, make targets, flags and values references).
+	$(GO) test -short -count=1 ./stamp/... ./webhook/... ./watcher/... ./certs/... ./internal/... ./cmd/... ./test/docs/...
+
+.PHONY: docs
+docs: ## Regenerate docs/reference/flags.md and cli.md from the server's flags and the command-line tools'.
+	CONFIGSTAMP_WRITE_DOCS=1 $(GO) test -count=1 -run '^Test(Flags|CLI)Reference$$' ./cmd/configstamp
 
 .PHONY: test-integration
 test-integration: ## Integration tests against a real kube-apiserver + etcd.

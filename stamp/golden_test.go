@@ -42,7 +42,7 @@ func goldenConfigMaps() []*corev1.ConfigMap {
 // under the tests' key in namespace "shop". A configstamp upgrade that changed them would
 // re-stamp, and so roll, every Deployment at once: change a value here only with a
 // documented reason (docs/hash.md). Changed on purpose for configstamp/v2 (every digest
-// keyed per namespace; README "Upgrading").
+// keyed per namespace; docs/install.md "Upgrading").
 func TestGoldenStamps(t *testing.T) {
 	tests := []struct {
 		name       string

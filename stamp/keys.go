@@ -6,7 +6,7 @@
 // watch and grant each kind as its entry says.
 package stamp
 
-// Keys users see, documented in README.md ("Reference", "Keys"): keep them stable.
+// Keys users see, documented in docs/reference/keys.md: keep them stable.
 const (
 	// InjectLabel on a Namespace opts every workload in it in; on a workload, that one.
 	InjectLabel = "configstamp.io/inject"

@@ -11,19 +11,25 @@ import (
 	"github.com/configstamp/configstamp/stamp"
 )
 
-// notifyRolled tells the notifier of a rollout a nudge caused, keyed by the change
-// (changeOf), so that every workload one change rolled shares one message. reason is
-// its ConfigChanged Event's.
+// notifyRolled tells the notifier of a rollout a nudge caused (a restamp, for a kind
+// without pods of its own), keyed by the change (changeOf), so that every workload one
+// change rolled shares one message. reason is its ConfigChanged Event's.
 func (r *workloadReconciler) notifyRolled(ctx context.Context, obj client.Object, before, after, hash, reason string) {
 	if r.notify == nil {
 		return
 	}
+	r.notify.Notify(r.rolledEvent(ctx, obj, before, after, hash, reason))
+}
+
+// rolledEvent is notifyRolled's event.
+func (r *workloadReconciler) rolledEvent(ctx context.Context, obj client.Object, before, after, hash, reason string) notify.Event {
 	change, srcs := r.changeOf(ctx, obj.GetNamespace(), before, after, hash)
+	kind := notify.Rolled
 	if r.kind.NoPods() {
-		reason = "restamped for its next run, nothing started: " + reason
+		kind = notify.Restamped
 	}
-	r.notify.Notify(notify.Event{Kind: notify.Rolled, Namespace: obj.GetNamespace(), Workload: r.kind.Kind + "/" + obj.GetName(),
-		Change: change, Sources: srcs, Reason: reason})
+	return notify.Event{Kind: kind, Namespace: obj.GetNamespace(), Workload: r.kind.Kind + "/" + obj.GetName(),
+		Change: change, Sources: srcs, Reason: reason}
 }
 
 // changeOf names the change from the stamp with sources annotation before to the one

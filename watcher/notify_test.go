@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/configstamp/configstamp/internal/configread"
+	"github.com/configstamp/configstamp/internal/notify"
+	"github.com/configstamp/configstamp/internal/workload"
 )
 
 // A notification's batch key names a change by the changed sources' resourceVersions:
@@ -34,5 +36,24 @@ func TestChangeOfNamesVersions(t *testing.T) {
 	}
 	if got, _ := r.changeOf(ctx, "ns", "configmap/app=111111111111", "configmap/app=111111111111", "0123456789abcdef"); got != "config-hash=0123456789ab" {
 		t.Errorf("no source changed: %q", got)
+	}
+}
+
+// A CronJob's restamp is notified as one, not as a rollout: nothing started.
+func TestRolledEventOfKindWithoutPods(t *testing.T) {
+	ctx := context.Background()
+	before, after := "configmap/app=111111111111", "configmap/app=222222222222"
+	for _, tc := range []struct {
+		kind *workload.Kind
+		want notify.Kind
+	}{{workload.Deployment, notify.Rolled}, {workload.CronJob, notify.Restamped}} {
+		r := &workloadReconciler{kind: tc.kind}
+		obj := tc.kind.New()
+		obj.SetNamespace("ns")
+		obj.SetName("w")
+		ev := r.rolledEvent(ctx, obj, before, after, "h", "configmap/app changed")
+		if ev.Kind != tc.want || ev.Workload != tc.kind.Kind+"/w" || ev.Reason != "configmap/app changed" || ev.Change != "configmap/app=222222222222" {
+			t.Errorf("%s: %+v, want kind %s", tc.kind.Kind, ev, tc.want)
+		}
 	}
 }

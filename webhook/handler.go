@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -143,7 +144,7 @@ func (s *Stamper) handle(ctx context.Context, req admission.Request) (admission.
 
 // owner reads, at the CREATE of a workload whose kind takes configstamp annotations from
 // its controller (workload.Kind.AnnotationOwner: a Job's CronJob), that controller's
-// annotations live. That read and the config reads after it share one deadline
+// annotations live (its metadata only). That read and the config reads after it share one deadline
 // (ReadTimeout), so the admission stays inside the registration's timeout. The owner
 // missing, forbidden, slow or replaced (another UID): nil and a log line, and the
 // workload is stamped from its own annotations (never denied).
@@ -153,7 +154,9 @@ func (s *Stamper) owner(ctx context.Context, log logr.Logger, kind *workload.Kin
 		return ctx, func() {}, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.readTimeout())
-	o := ownerKind.New()
+	// Its metadata only: the annotations and UID are all this reads of it.
+	o := &metav1.PartialObjectMetadata{}
+	o.SetGroupVersionKind(ownerKind.GVK())
 	err := s.Reader.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: ref.Name}, o)
 	if err == nil && o.GetUID() != ref.UID {
 		err = fmt.Errorf("%s %s/%s has uid %s, not the owner's %s", ownerKind.Kind, req.Namespace, ref.Name, o.GetUID(), ref.UID)

@@ -24,7 +24,7 @@ import (
 type forbidCronJobs struct{ client.Reader }
 
 func (f forbidCronJobs) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if _, ok := obj.(*batchv1.CronJob); ok {
+	if obj.GetObjectKind().GroupVersionKind().Kind == "CronJob" {
 		return apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "cronjobs"}, key.Name, errors.New("no"))
 	}
 	return f.Reader.Get(ctx, key, obj, opts...)

@@ -41,7 +41,7 @@ type certOptions struct {
 
 func (s *certOptions) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.selfSignedSecret, "self-signed-secret", "", "Self-signed certificate mode: keep a CA and the serving certificate in this Secret (NAMESPACE/NAME), renew them, write them into --webhook-cert-dir and keep the caBundle of --registration-name current. For clusters without cert-manager.")
-	fs.StringVar(&s.hosts, "self-signed-hosts", "", "Comma-separated DNS names and IP addresses of the serving certificate (self-signed mode), e.g. configstamp.configstamp-system.svc.")
+	fs.StringVar(&s.hosts, "self-signed-hosts", "", "Comma-separated DNS names and IP addresses of the serving certificate (self-signed mode, where it is required), e.g. configstamp.configstamp-system.svc.")
 	fs.DurationVar(&s.validity, "self-signed-validity", 90*24*time.Hour, "Lifetime of the self-signed serving certificate.")
 	fs.DurationVar(&s.renewBefore, "self-signed-renew-before", 30*24*time.Hour, "Renew the serving certificate this long before it expires.")
 	fs.DurationVar(&s.caValidity, "self-signed-ca-validity", 5*365*24*time.Hour, "Lifetime of the self-signed CA.")

@@ -84,7 +84,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 // server's parser, which the command-line tools also read an install's args with.
 func bindOptions(fs *flag.FlagSet) *options {
 	o := &options{}
-	fs.StringVar(&o.role, "role", roleAll, "What this process runs: webhook (serves admission on every replica, no leader election, no workload or source informers: scale it out), watcher (the leader-elected controllers that nudge workloads when their config changes; no webhook server) or all (both in one process: dev mode, a single-Deployment install).")
+	fs.StringVar(&o.role, "role", roleAll, "What this process runs: webhook (serves admission on every replica, no leader election, no workload or source informers: scale it out), watcher (the leader-elected controllers that nudge workloads when their config changes; no webhook server) or all (both in one process: dev mode, a single-Deployment install). The user agent names the role (configstamp-webhook, configstamp-watcher; audit logs). --role watcher refuses the certificate flags, --dev-webhook-url, --webhook-client-ca-file and --watcher-user; --role webhook checks at start only for what it reads (get of sources and CronJobs, the hash key, list and watch of Namespaces unless namespaced) and its certificate mode's grants. Its writes' field manager is configstamp in every role.")
 	fs.StringVar(&o.devWebhookURL, "dev-webhook-url", "", "Run against a cluster outside it (local use, tests): generate a CA and serving certificate, and register this URL (e.g. https://127.0.0.1:9443) in the MutatingWebhookConfiguration --dev-registration-name, deleted again on a clean exit. An installed chart's registration is never touched. Empty in a cluster, where the chart registers the webhook.")
 	fs.StringVar(&o.devRegistrationName, "dev-registration-name", webhook.DevConfigurationName, "Dev mode: name of the MutatingWebhookConfiguration it creates (refused if one of that name exists that dev mode did not make).")
 	fs.BoolVar(&o.devKeepRegistration, "dev-keep-registration", false, "Dev mode: leave the registration in place on exit (so that a restart behaves like an installed webhook's).")
@@ -93,12 +93,12 @@ func bindOptions(fs *flag.FlagSet) *options {
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "Port the admission webhook server listens on.")
 	fs.StringVar(&o.webhookHost, "webhook-host", "", "Address the admission webhook server binds to (empty: all).")
 	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "", "Directory holding tls.crt and tls.key for the webhook server; reloaded when they change. With --dev-webhook-url: reused if it also holds ca.crt, else a CA and certificate are generated into it (default: a fresh temporary directory). Default otherwise: /tmp/k8s-webhook-server/serving-certs.")
-	fs.StringVar(&o.webhookClientCA, "webhook-client-ca-file", "", "PEM file of the CA(s) the API server's client certificate must be signed by: the webhook server then refuses, during the TLS handshake, every caller without such a certificate (the API server presents one when its admission configuration says so, README). Watched: a rotated file is taken in without a restart. Empty: no client certificate asked for.")
+	fs.StringVar(&o.webhookClientCA, "webhook-client-ca-file", "", "PEM file of the CA(s) the API server's client certificate must be signed by: the webhook server then refuses, during the TLS handshake, every caller without such a certificate (the API server presents one when its admission configuration says so: docs/install.md, Client certificates). Watched: a rotated file is taken in without a restart. Empty: no client certificate asked for.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; \"0\" disables it.")
-	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints; \"0\" disables them.")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints; \"0\" disables them. /readyz: ready once the webhook serves (--role watcher: once its caches have synced), not ready once shutting down.")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "Address of the net/http/pprof endpoints; \"0\" disables them.")
-	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one replica runs the watcher (--role watcher or all); with --role all every replica serves admission, and a replica that loses the lease exits.")
-	fs.Func("watcher-user", "A user whose nudge and record markers the webhook honours besides its own (repeated or comma-separated): the watcher's, when it runs as another user, e.g. system:serviceaccount:configstamp-system:configstamp (the chart's split roles set it). Markers of any other user are stripped and ignored.", func(v string) error {
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader so that only one replica runs the watcher (--role watcher or all); with --role all every replica serves admission, and a replica that loses the lease exits. Refused with --role webhook.")
+	fs.Func("watcher-user", "A user whose nudge and record markers the webhook honours besides its own (repeated or comma-separated): the watcher's, when it runs as another user, e.g. system:serviceaccount:configstamp-system:configstamp (the chart's split roles set it). Markers of any other user are stripped and ignored. Refused with --role watcher.", func(v string) error {
 		for u := range strings.SplitSeq(v, ",") {
 			if u = strings.TrimSpace(u); u != "" {
 				o.watcherUsers = append(o.watcherUsers, u)
@@ -126,9 +126,9 @@ func bindOptions(fs *flag.FlagSet) *options {
 	fs.BoolVar(&o.argoRollouts, "argo-rollouts", false, "Also stamp Argo Rollouts (argoproj.io/v1alpha1), once their CRD exists (detected at start and later).")
 	fs.BoolVar(&o.fluxHelmReleases, "flux-helmreleases", false, "Also request a reconcile of Flux HelmReleases (helm.toolkit.fluxcd.io/v2) when the values they take from ConfigMaps (and Secrets) change, once their CRD exists.")
 	fs.BoolVar(&o.version, "version", false, "Print the version and exit.")
-	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "Offer HTTP/2 on the webhook server. Off: HTTP/1.1 only, which is all the API server needs (and leaves HTTP/2's stream-level attacks, CVE-2023-44487 and CVE-2023-39325, out of reach).")
+	fs.BoolVar(&o.enableHTTP2, "enable-http2", false, "Offer HTTP/2 on the webhook server and the HTTPS metrics server (both TLS 1.2 at least). Off: HTTP/1.1 only, which is all the API server needs (and leaves HTTP/2's stream-level attacks, CVE-2023-44487 and CVE-2023-39325, out of reach).")
 	fs.IntVar(&o.concurrency, "concurrency", watcher.DefaultConcurrency, "How many workloads of each kind the watcher checks and nudges at once.")
-	fs.Float64Var(&o.qps, "kube-api-qps", 20, "Client-side rate limit of requests to the API server, per second.")
+	fs.Float64Var(&o.qps, "kube-api-qps", 20, "Client-side rate limit of requests to the API server, per second: the watcher's and start-up's (the webhook's reads have --webhook-api-qps).")
 	fs.IntVar(&o.burst, "kube-api-burst", 30, "Client-side burst of requests to the API server.")
 	o.bounds.bind(fs)
 	o.notify.bind(fs)

@@ -85,8 +85,8 @@ const (
 	StatusNotStamped = "not-stamped"
 )
 
-// Report is what explain prints; its JSON and YAML forms are documented in README.md
-// and kept stable (fields are only ever added).
+// Report is what explain prints; its JSON and YAML forms are documented in
+// docs/troubleshooting.md and kept stable (fields are only ever added).
 type Report struct {
 	Kind      string `json:"kind"`
 	Namespace string `json:"namespace"`

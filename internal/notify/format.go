@@ -46,13 +46,15 @@ func (m message) title() string {
 	if n != 1 {
 		s = "s"
 	}
+	what := ""
+	if len(m.sources) > 0 {
+		what = " after a change of " + strings.Join(m.sources, ", ")
+	}
 	switch m.kind {
 	case Rolled:
-		what := ""
-		if len(m.sources) > 0 {
-			what = " after a change of " + strings.Join(m.sources, ", ")
-		}
 		return fmt.Sprintf("configstamp rolled %d workload%s in namespace %s%s", n, s, m.namespace, what)
+	case Restamped:
+		return fmt.Sprintf("configstamp restamped %d workload%s in namespace %s for the next run%s (nothing started)", n, s, m.namespace, what)
 	case HeldMissing:
 		return fmt.Sprintf("configstamp held the rollout of %d workload%s in namespace %s: required config is missing", n, s, m.namespace)
 	case HeldPaused:

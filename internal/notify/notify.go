@@ -26,6 +26,9 @@ type Kind string
 const (
 	// Rolled: configstamp rolled the workload after a config change.
 	Rolled Kind = "rolled"
+	// Restamped: configstamp restamped a workload without pods of its own (a CronJob)
+	// after a config change: its next run starts with it; nothing started now.
+	Restamped Kind = "restamped"
 	// HeldMissing: a change not rolled while required config is missing.
 	HeldMissing Kind = "held.missing"
 	// HeldPaused: a change not rolled while the workload is paused.

@@ -318,3 +318,18 @@ func TestHeldDroppedReportedAgain(t *testing.T) {
 		t.Fatal("a held report dropped on a full queue was then never sent")
 	}
 }
+
+// A restamp's message says so: nothing was started.
+func TestRestampedTitle(t *testing.T) {
+	ev := rolled("CronJob/report")
+	ev.Kind = Restamped
+	m := toMessage([]Event{ev})
+	want := "configstamp restamped 1 workload in namespace team-a for the next run after a change of configmap/app (nothing started)"
+	if got := m.title(); got != want {
+		t.Fatalf("title %q, want %q", got, want)
+	}
+	_, body, err := cloudEvent(m, "configstamp", "id")
+	if err != nil || !strings.Contains(string(body), `"type":"io.configstamp.restamped"`) {
+		t.Fatalf("%s %v", body, err)
+	}
+}

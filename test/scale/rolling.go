@@ -27,7 +27,7 @@ type rollingPace struct {
 	args []string
 }
 
-// rollingPaces: the default pace, and the flags README recommends for large clusters.
+// rollingPaces: the default pace, and the flags docs/operating.md recommends for large clusters.
 var rollingPaces = []rollingPace{
 	{"default pace (`--concurrency 4`, 20 qps)", nil},
 	{"large-cluster flags (" + "`" + "--concurrency 32 --kube-api-qps 200 --kube-api-burst 400" + "`)",
