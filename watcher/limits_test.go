@@ -5,6 +5,7 @@ import (
 	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -114,4 +115,32 @@ func getDep(t *testing.T, c client.Client, key types.NamespacedName) *appsv1.Dep
 		t.Fatal(err)
 	}
 	return &d
+}
+
+// Dev mode: no write through the webhook before its registration is applied and settled
+// (Options.WebhookReady); a write waiting for it ends with its context.
+func TestThroughWebhookWaitsForRegistration(t *testing.T) {
+	ready := make(chan struct{})
+	r := &workloadReconciler{webhookReady: ready}
+	wrote := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- r.throughWebhook(context.Background(), func() error { wrote <- struct{}{}; return nil })
+	}()
+	select {
+	case <-wrote:
+		t.Fatal("wrote before the registration was ready")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(ready)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	<-wrote
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r.webhookReady = make(chan struct{})
+	if err := r.throughWebhook(ctx, func() error { t.Error("wrote"); return nil }); err == nil {
+		t.Error("no error once the context ended")
+	}
 }

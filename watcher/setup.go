@@ -87,6 +87,10 @@ type Options struct {
 	// Notify receives what the watcher did (rollouts, held changes, bypasses); nil:
 	// notifications off.
 	Notify *notify.Notifier
+	// WebhookReady, when set, is closed once writes of workloads reach the webhook (dev
+	// mode: its registration applied and settled); no write through the webhook is sent
+	// before. nil: at once.
+	WebhookReady <-chan struct{}
 }
 
 // Defaults for Options.
@@ -331,7 +335,7 @@ func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 		freshKey: opts.FreshKey, sources: opts.Sources, scope: opts.Scope,
 		evidence:  &evidence{cache: mgr.GetClient(), live: mgr.GetAPIReader(), scope: opts.Scope, coverage: w.coverage},
 		rollStale: opts.RollStaleAtInstall, minInterval: opts.MinRolloutInterval, pending: w.pending,
-		recheck: opts.RecheckInterval > 0, admissions: w.admissions, notify: opts.Notify,
+		recheck: opts.RecheckInterval > 0, admissions: w.admissions, notify: opts.Notify, webhookReady: opts.WebhookReady,
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(name).

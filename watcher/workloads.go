@@ -71,6 +71,8 @@ type workloadReconciler struct {
 	admissions *semaphore.Weighted
 	// notify receives what the watcher did (nil: notifications off).
 	notify *notify.Notifier
+	// webhookReady: Options.WebhookReady.
+	webhookReady <-chan struct{}
 
 	// state is what is kept of each workload between checks; the workloads' events,
 	// their namespaces' events and the sources' hand-offs share it.
@@ -81,6 +83,13 @@ type workloadReconciler struct {
 // watcher's admission slots: however many workers check at once, it never takes more of
 // a webhook replica's --webhook-max-in-flight than its share.
 func (r *workloadReconciler) throughWebhook(ctx context.Context, write func() error) error {
+	if r.webhookReady != nil {
+		select {
+		case <-r.webhookReady:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	if r.admissions != nil {
 		if err := r.admissions.Acquire(ctx, 1); err != nil {
 			return err

@@ -119,6 +119,11 @@ type Registrar struct {
 	// Keep leaves the registration in place on exit (tests that model an installed
 	// webhook through restarts).
 	Keep bool
+	// Ready, when set, is closed once the registration is applied and Settle has passed
+	// (API servers pick a registration up through their watches): from then on, writes
+	// of workloads reach this webhook.
+	Ready  chan struct{}
+	Settle time.Duration
 
 	uid types.UID
 }
@@ -154,6 +159,13 @@ func (r *Registrar) Start(ctx context.Context) error {
 		return fmt.Errorf("apply registration %s: %w", r.Registration.Name, err)
 	}
 	log.Info("Registered webhook", "configuration", r.Registration.Name, "entries", len(r.Registration.Webhooks))
+	if r.Ready != nil {
+		select {
+		case <-time.After(r.Settle):
+			close(r.Ready)
+		case <-ctx.Done():
+		}
+	}
 	<-ctx.Done()
 	if r.Keep {
 		return nil

@@ -195,6 +195,9 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if registration != nil && o.watches() {
+		s.devRegistered = make(chan struct{})
+	}
 	if err := s.connect(); err != nil {
 		return err
 	}

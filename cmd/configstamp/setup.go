@@ -41,6 +41,11 @@ const digestCacheSize = 16384
 // take it from the user agent, which names the role.
 const fieldOwner = "configstamp"
 
+// devRegistrationSettle is how long dev mode waits, after applying its registration,
+// before its watcher writes: API servers pick a registration up through their watches,
+// as they do a caBundle (--ca-switch-delay).
+const devRegistrationSettle = 2 * time.Second
+
 // setup is what run's steps share.
 type setup struct {
 	o       *options
@@ -57,6 +62,10 @@ type setup struct {
 	// check, the certificate mode, the hash key Secret, dev mode's registration): never a
 	// cache of Secrets.
 	direct client.Client
+	// devRegistered, in dev mode with the watcher in the same process, is closed once
+	// its registration is applied and settled (webhook.Registrar.Ready): the watcher
+	// writes nothing before, or the API server would let its writes bypass the webhook.
+	devRegistered chan struct{}
 }
 
 // newSetup reads what every step needs: the scope, the kinds and the client config.
@@ -278,6 +287,7 @@ func (s *setup) setupControllers(ctx context.Context, mgr ctrl.Manager) error {
 		Scope:                 s.scope, Registration: s.registrationName, CoverageConfigMap: s.coverageConfigMap(), MinRolloutInterval: o.minRolloutInterval,
 		RollStaleAtInstall: o.rollStaleAtInstall, RecheckInterval: o.recheckInterval, Cache: digests,
 		ArgoRollouts: o.argoRollouts, FluxHelmReleases: o.fluxHelmReleases, Sources: s.sources, Key: key.Key, FreshKey: key.Fresh, Notify: notifier,
+		WebhookReady: s.devRegistered,
 	})
 }
 
@@ -341,7 +351,8 @@ func (s *setup) addRunnables(mgr ctrl.Manager, keeper ensurer, registration *adm
 		}
 	}
 	if registration != nil {
-		if err := mgr.Add(&webhook.Registrar{Client: s.direct, Registration: registration, Started: mgr.GetWebhookServer().StartedChecker(), Keep: s.o.devKeepRegistration}); err != nil {
+		if err := mgr.Add(&webhook.Registrar{Client: s.direct, Registration: registration, Started: mgr.GetWebhookServer().StartedChecker(), Keep: s.o.devKeepRegistration,
+			Ready: s.devRegistered, Settle: devRegistrationSettle}); err != nil {
 			return err
 		}
 	}
