@@ -71,6 +71,8 @@ type workloadReconciler struct {
 	admissions *semaphore.Weighted
 	// notify receives what the watcher did (nil: notifications off).
 	notify *notify.Notifier
+	// waves is the gate of changes rolling in waves (nil: none; unit tests).
+	waves *wavesGate
 
 	// state is what is kept of each workload between checks; the workloads' events,
 	// their namespaces' events and the sources' hand-offs share it.
