@@ -20,9 +20,14 @@ import (
 	"github.com/configstamp/configstamp/stamp"
 )
 
-// ReasonRolloutHalted: a change of a shared source rolling in waves halted (a wave's
-// workload failed, or a user halted it); on the source and on each workload it holds.
-const ReasonRolloutHalted = "RolloutHalted"
+// Events of changes rolling in waves. ReasonRollingInWaves: a change of a shared source
+// rolls in waves (on the source, once per change and leader; it names the change, which
+// `configstamp halt|resume` read). ReasonRolloutHalted: it halted (a wave's workload
+// failed, or a user halted it); on the source and on each workload it holds.
+const (
+	ReasonRollingInWaves = "RollingInWaves"
+	ReasonRolloutHalted  = "RolloutHalted"
+)
 
 // Re-evaluation of a held workload: soon while its change rolls (the wave before it
 // becomes available), seldom while the change is halted (a resume or a new change of
@@ -52,9 +57,10 @@ type wavesGate struct {
 	kinds    func() []*workload.Kind
 	recorder recorder.EventRecorder
 
-	mu    sync.Mutex
-	plans map[types.NamespacedName]*plan // by source kind/name in its namespace
-	since map[string]time.Time           // change + member: first seen rolled, not ready
+	mu        sync.Mutex
+	plans     map[types.NamespacedName]*plan // by source kind/name in its namespace
+	since     map[string]time.Time           // change + member: first seen rolled, not ready
+	announced map[string]bool                // changes whose RollingInWaves Event was made
 }
 
 // plan is one evaluation of the change of one source.
@@ -195,6 +201,7 @@ func (g *wavesGate) read(ctx context.Context, namespace string, kind *stamp.Sour
 	if failedNow {
 		g.halted(ctx, obj.(client.Object), p)
 	}
+	g.announce(obj.(client.Object), p)
 	return p, nil
 }
 
@@ -309,4 +316,24 @@ func (g *wavesGate) halted(ctx context.Context, src client.Object, p *plan) {
 		"Change %s halted in wave %d of %d: %s; the workloads not yet rolled keep their config. Fix the config (a new change starts again from the canaries) or run `configstamp resume %s/%s`",
 		p.change, p.verdict.Current, p.verdict.Waves, strings.Join(p.verdict.Failed, "; "), p.kind, src.GetName())
 	logf.FromContext(ctx).Info("Halted a change rolling in waves", "change", p.change, "wave", p.verdict.Current, "failed", p.verdict.Failed)
+}
+
+// announce makes the RollingInWaves Event of a change in waves, once per change.
+func (g *wavesGate) announce(src client.Object, p *plan) {
+	if p.verdict.Waves == 0 || p.verdict.Current > p.verdict.Waves {
+		return
+	}
+	g.mu.Lock()
+	if g.announced == nil {
+		g.announced = map[string]bool{}
+	}
+	seen := g.announced[src.GetNamespace()+"/"+p.change]
+	g.announced[src.GetNamespace()+"/"+p.change] = true
+	g.mu.Unlock()
+	if seen {
+		return
+	}
+	g.recorder.Eventf(src, nil, corev1.EventTypeNormal, ReasonRollingInWaves, "Waves",
+		"Change %s rolls its %d consumers in %d waves, canaries first (docs/waves.md); `configstamp halt %s/%s` stops it",
+		p.change, len(p.members), p.verdict.Waves, p.kind, src.GetName())
 }

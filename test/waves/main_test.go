@@ -27,6 +27,7 @@ var env *framework.Env
 const (
 	nsBefore = "waves-before"
 	nsAfter  = "waves-after"
+	nsCLI    = "waves-cli"
 )
 
 // badData is the ConfigMap content whose pods never become Ready.
@@ -41,7 +42,7 @@ func hashOf(namespace string, data map[string]string) string {
 }
 
 func TestMain(m *testing.M) {
-	opts := cluster.Options{Controllers: true, NotReadyHashes: []string{hashOf(nsBefore, badData), hashOf(nsAfter, badData)}}
+	opts := cluster.Options{Controllers: true, NotReadyHashes: []string{hashOf(nsBefore, badData), hashOf(nsAfter, badData), hashOf(nsCLI, badData)}}
 	os.Exit(framework.Main(m, opts, func(_ context.Context, e *framework.Env) (func(bool), error) {
 		env = e
 		return func(bool) {}, nil

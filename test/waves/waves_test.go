@@ -157,6 +157,9 @@ func TestWaves(t *testing.T) {
 	}
 	for _, ns := range []string{nsBefore, nsAfter} {
 		framework.Eventually(t, 3*time.Minute, ns+": RolloutHalted on the ConfigMap naming the canary", func() error {
+			if err := counts(t, ns, 1, 2, 1); err != nil && rolledOnBad(t, ns) {
+				t.Fatalf("%s: a workload other than the canary rolled on the bad change: %v", ns, err)
+			}
 			return events.Find(env.Client, ns, "shared", "RolloutHalted", "deployment/"+canary)
 		})
 		framework.Eventually(t, time.Minute, ns+": RolloutHalted on a held workload", func() error {
@@ -267,4 +270,16 @@ func mustSteps(t *testing.T) []waves.Step {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// rolledOnBad reports whether a workload other than the canary has rolled since the
+// start (a second ReplicaSet or revision).
+func rolledOnBad(t *testing.T, ns string) bool {
+	rss := replicaSets(t, ns)
+	for _, name := range names() {
+		if name != canary && len(rss[name]) > 1 {
+			return true
+		}
+	}
+	return len(env.ControllerRevisions(t, env.StatefulSet(t, ns, "s"))) > 1
 }
