@@ -39,6 +39,8 @@ const (
 	// consumers: the reads it makes (the source, canaries, health of the current wave)
 	// are made once per source every planFresh, however many consumers it has.
 	planFresh = 2 * time.Second
+	// maxPlans bounds the memos (and the changes announced) kept at once.
+	maxPlans = 4096
 )
 
 // wavesGate is the one place every nudge asks whether a workload may roll to the
@@ -149,7 +151,8 @@ func (g *wavesGate) evaluate(ctx context.Context, namespace string, src stamp.So
 		return nil, err
 	}
 	g.mu.Lock()
-	if g.plans == nil {
+	if g.plans == nil || len(g.plans) > maxPlans {
+		// Bounded: a memo older than planFresh is read again anyway.
 		g.plans = map[types.NamespacedName]*plan{}
 	}
 	g.plans[id] = p
@@ -267,8 +270,8 @@ func (g *wavesGate) health(ctx context.Context, m *waves.Member, at memberObj, c
 	if h.Ready {
 		delete(g.since, since)
 	} else if h.Failed == "" && at.kind != workload.Deployment {
-		if g.since == nil {
-			g.since = map[string]time.Time{}
+		if g.since == nil || len(g.since) > maxPlans {
+			g.since = map[string]time.Time{} // deadlines start again: later, never earlier
 		}
 		first, ok := g.since[since]
 		if !ok {
@@ -324,7 +327,8 @@ func (g *wavesGate) announce(src client.Object, p *plan) {
 		return
 	}
 	g.mu.Lock()
-	if g.announced == nil {
+	if g.announced == nil || len(g.announced) > maxPlans {
+		// Bounded: at worst a change is announced again.
 		g.announced = map[string]bool{}
 	}
 	seen := g.announced[src.GetNamespace()+"/"+p.change]
