@@ -84,13 +84,25 @@ func memberID(kind *workload.Kind, name string) string {
 	return strings.ToLower(kind.Kind) + "/" + name
 }
 
-// waveHold is the gate: ok when j may roll now; else the reason it is held, and when
-// to look again. Errors fail open (it rolls, as without waves), logged.
-func (r *workloadReconciler) waveHold(ctx context.Context, j judged) (held string, retry time.Duration) {
+// waveKey carries, in the context of a nudge the gate let through, which wave it is
+// ("wave 2 of 5 for configmap/shared"), for its ConfigChanged Event.
+type waveKey struct{}
+
+// waveNote is the wave a nudge belongs to ("": none).
+func waveNote(ctx context.Context) string {
+	s, _ := ctx.Value(waveKey{}).(string)
+	return s
+}
+
+// waveHold is the gate: "" when j may roll now (ctx then names its wave, if any); else
+// the reason it is held, and when to look again. Errors fail open (it rolls, as without
+// waves), logged.
+func (r *workloadReconciler) waveHold(ctx context.Context, j judged) (_ context.Context, held string, retry time.Duration) {
 	g := r.waves
 	if g == nil {
-		return "", 0
+		return ctx, "", 0
 	}
+	var notes []string
 	stored := stamp.ParseSources(j.storedSources)
 	wanted := stamp.ParseSources(j.want.SourcesAnnotation())
 	for _, src := range j.refs {
@@ -107,16 +119,19 @@ func (r *workloadReconciler) waveHold(ctx context.Context, j judged) (held strin
 		}
 		wave := p.waveOf(memberID(r.kind, j.key.Name))
 		if p.verdict.May(wave) {
-			logf.FromContext(ctx).V(1).Info("Wave may roll", "source", src.ID(), "wave", wave, "waves", p.verdict.Waves)
+			notes = append(notes, fmt.Sprintf("wave %d of %d for %s", wave, p.verdict.Waves, src.ID()))
 			continue
 		}
 		if p.verdict.Halted != "" {
-			return fmt.Sprintf("halted: %s (change %s)", p.verdict.Halted, p.change), wavesHaltedRetry
+			return ctx, fmt.Sprintf("halted: %s (change %s)", p.verdict.Halted, p.change), wavesHaltedRetry
 		}
-		return fmt.Sprintf("held: waiting for wave %d of %d for %s (wave %d rolling: %s)", wave, p.verdict.Waves, src.ID(),
+		return ctx, fmt.Sprintf("held: waiting for wave %d of %d for %s (wave %d rolling: %s)", wave, p.verdict.Waves, src.ID(),
 			p.verdict.Current, strings.Join(p.verdict.Waiting, ", ")), wavesWaitRetry
 	}
-	return "", 0
+	if len(notes) > 0 {
+		ctx = context.WithValue(ctx, waveKey{}, strings.Join(notes, ", "))
+	}
+	return ctx, "", 0
 }
 
 // heldByWave reports a workload the gate holds: a metric and an Event; halted ones get
@@ -124,10 +139,14 @@ func (r *workloadReconciler) waveHold(ctx context.Context, j judged) (held strin
 func (r *workloadReconciler) heldByWave(ctx context.Context, j judged, why string) {
 	wavesHeld.Inc()
 	checks.WithLabelValues("waves_held").Inc()
-	logf.FromContext(ctx).Info("Held a rollout: its source's change rolls in waves", "why", why)
-	if strings.HasPrefix(why, "halted") {
-		r.recorder.Eventf(j.obj, nil, corev1.EventTypeWarning, ReasonRolloutHalted, "Hold", "Not rolling: %s", why)
+	log := logf.FromContext(ctx)
+	if !strings.HasPrefix(why, "halted") {
+		// Checked again every wavesWaitRetry: at debug level.
+		log.V(1).Info("Held a rollout: its source's change rolls in waves", "why", why)
+		return
 	}
+	log.Info("Held a rollout: its source's change rolling in waves halted", "why", why)
+	r.recorder.Eventf(j.obj, nil, corev1.EventTypeWarning, ReasonRolloutHalted, "Hold", "Not rolling: %s", why)
 }
 
 // evaluate is where the change of src in namespace stands: a memo younger than

@@ -203,6 +203,10 @@ func TestWaves(t *testing.T) {
 			return available(t, ns, fixed)
 		})
 		waveOrder(t, ns)
+		// The first non-canary by name is wave 2 of 5 (1, 1, 3, 11, 5), and its Event says so.
+		if err := events.Find(env.Client, ns, "d00", "ConfigChanged", "wave 2 of 5 for configmap/shared"); err != nil {
+			t.Error(err)
+		}
 	}
 	framework.Consistently(t, 10*time.Second, "no workload rolled twice", func() error {
 		for _, ns := range []string{nsBefore, nsAfter} {
