@@ -74,6 +74,11 @@ test-secrets: ## Secrets: off reads none (audit log), cert-manager renewals and 
 	CONFIGSTAMP_BIN_DIR=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) e2e | tail -1)} \
 	  $(GO) test -count=1 -timeout 20m ./test/secrets/...
 
+.PHONY: test-waves
+test-waves: ## Health-gated waves: a bad shared ConfigMap change halts at its canary, the fix rolls wave by wave, each workload once, across a SIGKILL.
+	CONFIGSTAMP_BIN_DIR=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) e2e | tail -1)} \
+	  $(GO) test -count=1 -timeout 15m ./test/waves/...
+
 .PHONY: test-deploy
 test-deploy: ## Chart tests: rendered objects, install with real helm, RBAC sufficiency, cert-manager CRDs.
 	CONFIGSTAMP_BIN_DIR=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) e2e | tail -1)} \
@@ -126,9 +131,9 @@ manifests: ## Regenerate the kustomize base from the Helm chart.
 # make -n test runs it, hack/tools.sh included.)
 TEST_JOBS ?= 3
 TEST_ORDER := test-faults test-precision test-integration test-secrets test-kinds test-e2e \
-  test-deploy test-security test-badinput test-cli test-monitoring test-image lint test-unit
+  test-waves test-deploy test-security test-badinput test-cli test-monitoring test-image lint test-unit
 .PHONY: test
-test: ## Everything, TEST_JOBS (3) at a time: lint, unit, integration, end-to-end, precision, kinds, Secrets, bad input, security, faults, command-line and chart tests, alerts and dashboard, the image.
+test: ## Everything, TEST_JOBS (3) at a time: lint, unit, integration, end-to-end, precision, kinds, waves, Secrets, bad input, security, faults, command-line and chart tests, alerts and dashboard, the image.
 	@set -eo pipefail; \
 	bins=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) e2e | tail -1)}; \
 	lint=$${CONFIGSTAMP_GOLANGCI_LINT:-$$(bash $(TOOLS) lint | tail -1)/golangci-lint}; \

@@ -237,6 +237,11 @@ func (r *workloadReconciler) act(ctx context.Context, j judged, d decide.Decisio
 		// template with the stamp in it): a nudge would change nothing.
 		return reconcile.Result{}, r.tooLarge(ctx, j.obj, "pod template", j.want.Hash)
 	case decide.Roll:
+		ctx, why, retry := r.waveHold(ctx, j)
+		if why != "" {
+			r.heldByWave(ctx, j, why)
+			return reconcile.Result{RequeueAfter: retry}, nil
+		}
 		if r.kind.Paused(j.obj) {
 			r.paused(ctx, j)
 			return reconcile.Result{}, nil

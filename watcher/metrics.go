@@ -15,8 +15,16 @@ var (
 	})
 	checks = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "configstamp_checks_total",
-		Help: "Workload stamp checks by the watcher, by result: current, recorded, nudged, held, paused, deferred, bypassed, bypass_abandoned, unread (the webhook could not read config), read_timeout (its own reads ran past --read-timeout), key_mismatch (another hash key met), too_large, too_many_sources, error.",
+		Help: "Workload stamp checks by the watcher, by result: current, recorded, nudged, held, paused, deferred, bypassed, bypass_abandoned, unread (the webhook could not read config), read_timeout (its own reads ran past --read-timeout), key_mismatch (another hash key met), waves_held (a change rolling in waves holds it), too_large, too_many_sources, error.",
 	}, []string{"result"})
+	wavesHeld = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "configstamp_waves_held_total",
+		Help: "Checks that held a workload back because a change of a source it consumes rolls in waves (waiting for an earlier wave, or halted).",
+	})
+	wavesHalts = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "configstamp_waves_halts_total",
+		Help: "Changes rolling in waves that halted because a wave's workload did not become available (each also got a RolloutHalted Event on the source).",
+	})
 	bypasses = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "configstamp_bypasses_detected_total",
 		Help: "Nudges after which the stored stamp still differed and the webhook gave no reason: it was not called (failurePolicy Ignore), or the marker was removed by something else.",
@@ -117,7 +125,7 @@ func (c *queueDepthCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 func init() {
-	metrics.Registry.MustRegister(nudges, checks, bypasses, keyMismatches, readTimeouts, recheckQueued, recheckFound, debouncePending, burstAge, queueDepth)
+	metrics.Registry.MustRegister(nudges, checks, wavesHeld, wavesHalts, bypasses, keyMismatches, readTimeouts, recheckQueued, recheckFound, debouncePending, burstAge, queueDepth)
 	// Exported at 0 from the start, so the first errors are an increase to alerts, and
 	// the alerts' label value is on /metrics for the monitoring integration test.
 	checks.WithLabelValues("error")

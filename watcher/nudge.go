@@ -309,6 +309,9 @@ func (r *workloadReconciler) reportRolled(ctx context.Context, obj client.Object
 	if !ok {
 		reason = stamp.ChangeReason(ro)
 	}
+	if wave := waveNote(ctx); wave != "" {
+		reason += " (" + wave + ")"
+	}
 	if r.kind.NoPods() {
 		r.recorder.Eventf(obj, nil, corev1.EventTypeNormal, ReasonConfigChanged, "Nudge", "Restamped for its next run (nothing started): %s", reason)
 	} else {

@@ -7,7 +7,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -26,6 +28,7 @@ import (
 	"github.com/configstamp/configstamp/internal/flux"
 	"github.com/configstamp/configstamp/internal/notify"
 	"github.com/configstamp/configstamp/internal/scope"
+	"github.com/configstamp/configstamp/internal/waves"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
@@ -84,6 +87,12 @@ type Options struct {
 	Key     func() []byte
 	// FreshKey reads the key again, rate-limited (hashkey.Keeper.Fresh); nil: never.
 	FreshKey func(ctx context.Context, since time.Time) bool
+	// Waves are the cluster's settings of health-gated waves (off by default; a source's
+	// annotation or its namespace's label may turn them on). WavesDeadline bounds how
+	// long a rolled workload of a kind without a deadline of its own (a Deployment's
+	// progressDeadlineSeconds) may take to become available before its wave fails.
+	Waves         waves.Settings
+	WavesDeadline time.Duration
 	// Notify receives what the watcher did (rollouts, held changes, bypasses); nil:
 	// notifications off.
 	Notify *notify.Notifier
@@ -130,6 +139,12 @@ func (o *Options) defaults() {
 	if len(o.Kinds) == 0 {
 		o.Kinds = workload.Builtin()
 	}
+	if o.WavesDeadline == 0 {
+		o.WavesDeadline = 10 * time.Minute
+	}
+	if len(o.Waves.Steps) == 0 {
+		o.Waves.Steps, _ = waves.ParseSteps(waves.DefaultSteps)
+	}
 }
 
 // SetupWithManager registers the field indexes and the controllers: one per workload
@@ -159,6 +174,8 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	cov := newCoverage(mgr.GetAPIReader(), mgr.GetClient(), record, clock)
 	w := &watcher{mgr: mgr, opts: opts, sources: map[string]*sourceReconciler{}, coverage: cov,
 		admissions: semaphore.NewWeighted(int64(opts.MaxAdmissionsInFlight))}
+	w.waves = &wavesGate{cluster: opts.Waves, deadline: opts.WavesDeadline, cache: mgr.GetClient(), live: mgr.GetAPIReader(),
+		key: opts.Key, sources: opts.Sources, kinds: w.watchedKinds, recorder: mgr.GetEventRecorder("configstamp")}
 	replay := &replayWindow{serverNow: clock}
 	for _, k := range sourceKinds {
 		kind := k.Name
@@ -289,6 +306,17 @@ type watcher struct {
 	// admissions are the slots of the watcher's writes through the webhook, shared by
 	// every kind (Options.MaxAdmissionsInFlight).
 	admissions *semaphore.Weighted
+	waves      *wavesGate
+	// watched are the workload kinds set up so far (a CRD's kind may come later).
+	mu      sync.Mutex
+	watched []*workload.Kind
+}
+
+// watchedKinds are the workload kinds set up so far.
+func (w *watcher) watchedKinds() []*workload.Kind {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.watched)
 }
 
 // pending reports whether a source is in a burst (or handing its dependents on).
@@ -335,7 +363,7 @@ func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 		freshKey: opts.FreshKey, sources: opts.Sources, scope: opts.Scope,
 		evidence:  &evidence{cache: mgr.GetClient(), live: mgr.GetAPIReader(), scope: opts.Scope, coverage: w.coverage},
 		rollStale: opts.RollStaleAtInstall, minInterval: opts.MinRolloutInterval, pending: w.pending,
-		recheck: opts.RecheckInterval > 0, admissions: w.admissions, notify: opts.Notify, webhookReady: opts.WebhookReady,
+		recheck: opts.RecheckInterval > 0, admissions: w.admissions, notify: opts.Notify, waves: w.waves, webhookReady: opts.WebhookReady,
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(name).
@@ -357,6 +385,9 @@ func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 	for _, src := range w.sources {
 		src.addDependents(workloadDependents(k, queue, &rec.state))
 	}
+	w.mu.Lock()
+	w.watched = append(w.watched, k)
+	w.mu.Unlock()
 	recheckQueued.WithLabelValues(k.Kind)
 	recheckFound.WithLabelValues(k.Kind)
 	if opts.RecheckInterval > 0 {

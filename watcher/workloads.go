@@ -73,6 +73,8 @@ type workloadReconciler struct {
 	notify *notify.Notifier
 	// webhookReady: Options.WebhookReady.
 	webhookReady <-chan struct{}
+	// waves is the gate of changes rolling in waves (nil: none; unit tests).
+	waves *wavesGate
 
 	// state is what is kept of each workload between checks; the workloads' events,
 	// their namespaces' events and the sources' hand-offs share it.

@@ -38,7 +38,7 @@ const pluginCompletionName = "kubectl_complete-configstamp"
 // cliCommands are the first arguments that run the command-line tools, not the server:
 // the commands, and cobra's hidden ones the shell completion scripts run
 // (configstamp __complete explain "").
-var cliCommands = []string{"explain", "impact", "hash", "help", "completion", cobra.ShellCompRequestCmd, cobra.ShellCompNoDescRequestCmd}
+var cliCommands = []string{"explain", "impact", "hash", "halt", "resume", "help", "completion", cobra.ShellCompRequestCmd, cobra.ShellCompNoDescRequestCmd}
 
 // isCLI reports whether args (os.Args) ask for the command-line tools: the binary runs
 // as the kubectl plugin (or its completion), or its first argument is one of
@@ -170,7 +170,9 @@ func newCLI(plugin bool, stdout, stderr io.Writer) *cobra.Command {
 	// Defined now rather than at Execute, so that "--help --kubeconfig FILE" does not
 	// take --kubeconfig for the value of --help.
 	root.InitDefaultHelpFlag()
-	root.AddCommand(c.explainCmd(), c.impactCmd(), c.hashCmd())
+	root.AddCommand(c.explainCmd(), c.impactCmd(), c.hashCmd(),
+		c.wavesCmd("halt", "Halt a change of a ConfigMap or Secret rolling in waves: no more workloads roll for it"),
+		c.wavesCmd("resume", "Resume a halted change of a ConfigMap or Secret rolling in waves: its failures so far count as passed"))
 	if plugin {
 		// cobra would write the script for the command's first word, kubectl: sourced,
 		// it would replace kubectl's own completion. kubectl completes a plugin itself,

@@ -113,7 +113,7 @@ func TestCompletion(t *testing.T) {
 		want string
 	}{
 		{[]string{"__complete", ""}, "explain\t"},
-		{[]string{"__completeNoDesc", ""}, "explain\nhash\nhelp\nimpact\n"},
+		{[]string{"__completeNoDesc", ""}, "explain\nhalt\nhash\nhelp\nimpact\nresume\n"},
 		{[]string{"__complete", "explain", "d"}, "deployment/\ndaemonset/\n:6\n"},
 		{[]string{"__complete", "impact", ""}, "configmap/\nsecret/\nsecretproviderclass/\n:6\n"},
 		{[]string{"__complete", "explain", "deploy/x", ""}, ":4\n"},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/configstamp/configstamp/internal/hashkey"
 	"github.com/configstamp/configstamp/internal/scope"
+	"github.com/configstamp/configstamp/internal/waves"
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/watcher"
 	"github.com/configstamp/configstamp/webhook"
@@ -45,6 +46,8 @@ type options struct {
 	watchNamespaces         string
 	coverageConfigMap       string
 	minRolloutInterval      time.Duration
+	waves                   waves.Settings
+	wavesDeadline           time.Duration
 	recheckInterval         time.Duration
 	rollStaleAtInstall      bool
 	secrets                 bool
@@ -116,6 +119,17 @@ func bindOptions(fs *flag.FlagSet) *options {
 	fs.StringVar(&o.watchNamespaces, "watch-namespaces", "", "Namespaced install: comma-separated namespaces acted in (every workload in them, no opt-in label; --exclude-namespaces still wins), under Roles in those namespaces alone: no Namespace and nothing cluster-wide is read. Needs --coverage-configmap. Empty: every namespace that opts in.")
 	fs.StringVar(&o.coverageConfigMap, "coverage-configmap", "", "Namespaced install: NAMESPACE/NAME of the ConfigMap (created with the registration, as the chart does) on which the watcher keeps since when each kind is covered, in place of the registration it may not read.")
 	fs.DurationVar(&o.minRolloutInterval, "min-rollout-interval", watcher.DefaultMinRolloutInterval, "Least time between two rollouts of one workload caused by configstamp (a writer that never stops); the latest content always lands. 0: no limit.")
+	o.waves.Threshold = 5
+	fs.Func("waves", "Roll the consumers of a changed ConfigMap or Secret in health-gated waves, for the whole cluster: \"on\" (steps "+waves.DefaultSteps+") or the steps after the canaries, e.g. \"1,10%,50%\"; the rest roll last. Off by default; a source's configstamp.io/waves annotation or its namespace's label turns them on or off for it (docs/waves.md).", func(v string) error {
+		s, problems := waves.ForSource(o.waves, map[string]string{waves.Annotation: v})
+		if len(problems) > 0 {
+			return errors.New(strings.Join(problems, "; "))
+		}
+		o.waves = s
+		return nil
+	})
+	fs.IntVar(&o.waves.Threshold, "waves-threshold", 5, "Waves apply only to a change that rolls at least this many workloads (a source's configstamp.io/waves-threshold annotation overrides it).")
+	fs.DurationVar(&o.wavesDeadline, "waves-deadline", 10*time.Minute, "How long a rolled StatefulSet, DaemonSet or Rollout may take to become available before its wave fails (a Deployment's is its progressDeadlineSeconds).")
 	fs.DurationVar(&o.recheckInterval, "recheck-interval", watcher.DefaultRecheckInterval, "How often the leader goes over every workload in its cache and checks again those whose template, stamp, configstamp annotations or sources' versions moved since their last check (a safety net for a change no event rolled; jittered by up to 20%). 0: never.")
 	fs.BoolVar(&o.rollStaleAtInstall, "roll-stale-at-install", false, "Roll unstamped workloads that predate configstamp when their config was written after their pods started. Off: installing rolls nothing.")
 	fs.BoolVar(&o.secrets, "secrets", false, "Also hash the Secrets pod templates consume (secret volumes, projected secrets, envFrom.secretRef, secretKeyRef). Off: Secrets are never read.")

@@ -285,6 +285,7 @@ func (s *setup) setupControllers(ctx context.Context, mgr ctrl.Manager) error {
 		Debounce: o.debounce, DebounceMax: o.debounceMax, ReadTimeout: o.readTimeout, Concurrency: o.concurrency,
 		MaxAdmissionsInFlight: o.bounds.nudgesInFlight(),
 		Scope:                 s.scope, Registration: s.registrationName, CoverageConfigMap: s.coverageConfigMap(), MinRolloutInterval: o.minRolloutInterval,
+		Waves: o.waves, WavesDeadline: o.wavesDeadline,
 		RollStaleAtInstall: o.rollStaleAtInstall, RecheckInterval: o.recheckInterval, Cache: digests,
 		ArgoRollouts: o.argoRollouts, FluxHelmReleases: o.fluxHelmReleases, Sources: s.sources, Key: key.Key, FreshKey: key.Fresh, Notify: notifier,
 		WebhookReady: s.devRegistered,

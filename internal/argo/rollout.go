@@ -96,6 +96,8 @@ type RolloutStatus struct {
 	// CurrentPodHash is the rollouts-pod-template-hash of the ReplicaSet that runs the
 	// current template.
 	CurrentPodHash string `json:"currentPodHash,omitempty"`
+	// Phase is Argo's summary of the rollout: Healthy, Progressing, Paused, Degraded.
+	Phase string `json:"phase,omitempty"`
 }
 
 // RolloutList is a list of Rollouts.

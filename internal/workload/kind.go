@@ -68,6 +68,8 @@ type Kind struct {
 	noPods bool
 	// createOnly: its pod template cannot change after CREATE (a Job). See CreateOnly.
 	createOnly bool
+	// health reads a full object's rollout (Health); nil: ready at once (no pods).
+	health func(client.Object) Health
 	// annotationOwner is the kind of controller whose configstamp annotations the
 	// workload takes where it has none of its own (a Job's CronJob). See AnnotationOwner.
 	annotationOwner *Kind
@@ -242,6 +244,7 @@ var (
 			return ok && d.Spec.Paused
 		},
 		pausedPath: "/spec/paused",
+		health:     deploymentHealth,
 		reduce: func(o client.Object, meta metav1.ObjectMeta, tmpl *corev1.PodTemplateSpec) client.Object {
 			d, ok := o.(*appsv1.Deployment)
 			if !ok {
@@ -269,6 +272,7 @@ var (
 		selector: func(o client.Object) *metav1.LabelSelector { return o.(*appsv1.StatefulSet).Spec.Selector },
 		observed: func(o client.Object) int64 { return o.(*appsv1.StatefulSet).Status.ObservedGeneration },
 		revision: func(o client.Object) string { return o.(*appsv1.StatefulSet).Status.UpdateRevision },
+		health:   statefulSetHealth,
 		behind: func(o client.Object) (int32, int32, bool) {
 			s, ok := o.(*appsv1.StatefulSet)
 			if !ok {
@@ -309,6 +313,7 @@ var (
 		},
 		selector: func(o client.Object) *metav1.LabelSelector { return o.(*appsv1.DaemonSet).Spec.Selector },
 		observed: func(o client.Object) int64 { return o.(*appsv1.DaemonSet).Status.ObservedGeneration },
+		health:   daemonSetHealth,
 		behind: func(o client.Object) (int32, int32, bool) {
 			d, ok := o.(*appsv1.DaemonSet)
 			if !ok {

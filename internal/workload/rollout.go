@@ -28,6 +28,7 @@ var Rollout = &Kind{
 	},
 	selector:  func(o client.Object) *metav1.LabelSelector { return o.(*argo.Rollout).Spec.Selector },
 	hashLabel: "rollouts-pod-template-hash",
+	health:    rolloutHealth,
 	// Argo's ReplicaSet templates differ from the Rollout's (API defaults the CRD does
 	// not apply; canary and blue-green metadata): the current one is the ReplicaSet of
 	// status.currentPodHash, once the controller has seen the current generation.

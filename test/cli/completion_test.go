@@ -27,7 +27,7 @@ func TestCompletion(t *testing.T) {
 	}{
 		{env.Binary, []string{"__complete", "explain", ""}, kinds},
 		{env.Binary, []string{"__completeNoDesc", "impact", ""}, "configmap/\nsecret/\nsecretproviderclass/\n:6\n"},
-		{env.Binary, []string{"__completeNoDesc", ""}, "completion\nexplain\nhash\nhelp\nimpact\n:4\n"},
+		{env.Binary, []string{"__completeNoDesc", ""}, "completion\nexplain\nhalt\nhash\nhelp\nimpact\nresume\n:4\n"},
 		{filepath.Join(dir, "kubectl-configstamp"), []string{"__complete", "explain", ""}, kinds},
 		{filepath.Join(dir, "kubectl_complete-configstamp"), []string{"explain", ""}, kinds},
 	} {

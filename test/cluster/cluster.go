@@ -46,6 +46,10 @@ type Options struct {
 	// nodes (default 3), so Deployments get ReplicaSets and Running pods.
 	Controllers bool
 	Nodes       int
+	// NotReadyHashes: kwok never makes a pod Ready (nor Running) whose
+	// configstamp.io/config-hash annotation is one of these, so a "bad config" is real
+	// to the Deployment controller (its rollout stalls, its progress deadline passes).
+	NotReadyHashes []string
 	// WebhookClientCert has the API server present a client certificate to every
 	// admission webhook (its admission configuration); Cluster.WebhookClientCA is the CA
 	// that signed it.

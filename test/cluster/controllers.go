@@ -3,7 +3,9 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,7 +13,36 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/configstamp/configstamp/stamp"
 )
+
+// kwokStages is the stages file kwok runs with: the one beside the binaries, with the
+// pod-ready Stage kept off pods of Options.NotReadyHashes.
+func (c *Cluster) kwokStages() (string, error) {
+	path := filepath.Join(c.opts.BinDir, "kwok-stages.yaml")
+	if len(c.opts.NotReadyHashes) == 0 {
+		return path, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	s := string(b)
+	at := strings.Index(s, "name: pod-ready\n")
+	anchor := "    matchExpressions:\n"
+	i := strings.Index(s[max(at, 0):], anchor)
+	if at < 0 || i < 0 {
+		return "", fmt.Errorf("%s: no pod-ready Stage with matchExpressions", path)
+	}
+	extra := "    - key: '.metadata.annotations[\"" + stamp.HashAnnotation + "\"]'\n      operator: 'NotIn'\n      values:\n"
+	for _, h := range c.opts.NotReadyHashes {
+		extra += "      - '" + h + "'\n"
+	}
+	i += at + len(anchor)
+	out := filepath.Join(c.Dir, "kwok-stages.yaml")
+	return out, os.WriteFile(out, []byte(s[:i]+extra+s[i:]), 0o600)
+}
 
 // startControllers runs kube-controller-manager, kube-scheduler and kwok, registers the
 // fake nodes and waits until they are Ready.
@@ -32,7 +63,11 @@ func (c *Cluster) startControllers(ctx context.Context, pki pkiFiles) error {
 		"--kube-api-qps", "500", "--kube-api-burst", "1000"); err != nil {
 		return err
 	}
-	if err := c.run("kwok", "--kubeconfig", kc, "--config", filepath.Join(c.opts.BinDir, "kwok-stages.yaml"),
+	stages, err := c.kwokStages()
+	if err != nil {
+		return err
+	}
+	if err := c.run("kwok", "--kubeconfig", kc, "--config", stages,
 		"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
 		"--cidr=10.244.0.0/16", "--node-ip=10.244.0.1"); err != nil {
 		return err

@@ -307,7 +307,9 @@ func TestAlerts(t *testing.T) {
 		series(`configstamp_recheck_queued_total{`+sel+`, pod="a", kind="Deployment"}`, counter(0, at(3, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110))) +
 		series(`configstamp_recheck_found_total{`+sel+`, pod="a", kind="Deployment"}`, flat(0)) +
 		series(`configstamp_hash_key_mismatches_total{`+sel+`, pod="a"}`, flat(0)) +
-		series(`configstamp_read_timeouts_total{`+sel+`, pod="a"}`, flat(0))
+		series(`configstamp_read_timeouts_total{`+sel+`, pod="a"}`, flat(0)) +
+		// A change that halted in waves before the history (resumed or fixed since).
+		series(`configstamp_waves_halts_total{`+sel+`, pod="a"}`, flat(1))
 
 	failing := "" +
 		series(`configstamp_build_info{`+withCluster+`, pod="a", version="v1"}`, flat(1)) +
@@ -340,7 +342,9 @@ func TestAlerts(t *testing.T) {
 		series(`configstamp_hash_key_mismatches_total{`+withCluster+`, pod="a"}`, counter(0, at(2, 95, 105, 115))) +
 		// A tenant's Deployments naming hundreds of missing ConfigMaps, left alone from
 		// minute 100 after their reads timed out ten checks in a row.
-		series(`configstamp_read_timeouts_total{`+withCluster+`, pod="a"}`, counter(0, at(3, 100, 110)))
+		series(`configstamp_read_timeouts_total{`+withCluster+`, pod="a"}`, counter(0, at(3, 100, 110))) +
+		// A change rolling in waves halted at minute 100.
+		series(`configstamp_waves_halts_total{`+withCluster+`, pod="a"}`, counter(0, at(1, 100)))
 
 	evalAlerts(t, []alertCase{{
 		name:   "healthy",

@@ -126,7 +126,7 @@ var wantAlerts = []string{
 	"ConfigstampWebhookBypassed", "ConfigstampWebhookFailOpen", "ConfigstampAdmissionReadErrors",
 	"ConfigstampWatcherCheckErrors", "ConfigstampAdmissionSlow", "ConfigstampNoLeader",
 	"ConfigstampMetricsAbsent", "ConfigstampDebounceNotDraining", "ConfigstampWatcherQueueNotDraining", "ConfigstampHashKeyMismatch",
-	"ConfigstampConfigReadTimeouts", "ConfigstampRecheckFoundChanges",
+	"ConfigstampConfigReadTimeouts", "ConfigstampRecheckFoundChanges", "ConfigstampRolloutHalted",
 }
 
 // releaseNamespace is how the alerts may name {{ $labels.namespace }}, the namespace of

@@ -23,6 +23,7 @@ fluxHelmReleases: {enabled: false}
 debounce: 2s
 debounceMax: 30s
 minRolloutInterval: 10s
+waves: {enabled: false, steps: "1,10%,50%", threshold: 5, deadline: 10m}
 recheckInterval: 10m
 concurrency: 4
 rollStaleAtInstall: false

@@ -124,6 +124,11 @@ spec:
         - --exclude-namespaces={{ include "configstamp.excludedNamespaces" . | fromJsonArray | join "," }}
         - --read-timeout={{ include "configstamp.readTimeout" . }}
         - --min-rollout-interval={{ .Values.minRolloutInterval }}
+        {{- if .Values.waves.enabled }}
+        - --waves={{ .Values.waves.steps }}
+        {{- end }}
+        - --waves-threshold={{ .Values.waves.threshold }}
+        - --waves-deadline={{ .Values.waves.deadline }}
         - --recheck-interval={{ .Values.recheckInterval }}
         - --concurrency={{ .Values.concurrency }}
         - --roll-stale-at-install={{ .Values.rollStaleAtInstall }}

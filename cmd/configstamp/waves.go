@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+
+	"github.com/spf13/cobra"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configstamp/configstamp/internal/waves"
+	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/watcher"
+)
+
+// wavesCmd is `configstamp halt|resume KIND/NAME`: it writes the command annotation on
+// the source (docs/waves.md) with the user's own credentials, naming the change (--change,
+// else the latest the watcher's Events on the source name).
+func (c *cli) wavesCmd(verb, short string) *cobra.Command {
+	var change string
+	cmd := &cobra.Command{
+		Use:   verb + " KIND/NAME",
+		Short: short,
+		Long: short + ". KIND is configmap (cm) or secret. The change is the one the watcher's latest RollingInWaves or RolloutHalted " +
+			"Event on it names (--change to name another); a new change of the source is not affected. Writes the annotation " +
+			waves.CommandAnnotation + " with your own credentials (docs/waves.md).",
+		Example:           "  configstamp " + verb + " -n shop configmap/shared",
+		Args:              cobra.RangeArgs(1, 2),
+		ValidArgsFunction: completeKinds(sourceNames()...),
+	}
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		kind, name, err := parseSource(args)
+		if err != nil {
+			return err
+		}
+		ns, err := c.namespace()
+		if err != nil {
+			return err
+		}
+		cl, err := c.client()
+		if err != nil {
+			return err
+		}
+		if change == "" {
+			if change, err = latestChange(cmd.Context(), cl, ns, kind, name); err != nil {
+				return err
+			}
+		}
+		obj := stamp.SourceKindNamed(kind).NewMeta()
+		obj.SetNamespace(ns)
+		obj.SetName(name)
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, waves.CommandAnnotation, verb+" "+change)
+		if err := cl.Patch(cmd.Context(), obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			return fmt.Errorf("%s %s/%s in %s: %w", verb, kind, name, ns, err)
+		}
+		_, _ = fmt.Fprintf(c.stdout, "%s: %s/%s change %s\n", map[string]string{"halt": "halted", "resume": "resumed"}[verb], kind, name, change)
+		return nil
+	}
+	cmd.Flags().StringVar(&change, "change", "", "The change, as the Events name it (KIND/NAME=DIGEST).")
+	return cmd
+}
+
+// changeRef finds a change named in an Event's note.
+var changeRef = regexp.MustCompile(`\b[a-z]+/[a-z0-9.-]+=[0-9a-f]{12}\b`)
+
+// latestChange is the change the newest RollingInWaves or RolloutHalted Event on the
+// source names.
+func latestChange(ctx context.Context, cl client.Client, ns, kind, name string) (string, error) {
+	var list eventsv1.EventList
+	if err := cl.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return "", fmt.Errorf("list Events in %s: %w", ns, err)
+	}
+	k := stamp.SourceKindNamed(kind)
+	var found []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.Kind == k.Kind && e.Regarding.Name == name &&
+			(e.Reason == watcher.ReasonRollingInWaves || e.Reason == watcher.ReasonRolloutHalted) && changeRef.MatchString(e.Note) {
+			found = append(found, e)
+		}
+	}
+	if len(found) == 0 {
+		return "", fmt.Errorf("no change of %s/%s rolling in waves: no RollingInWaves or RolloutHalted Event on it (name one with --change)", kind, name)
+	}
+	last := func(e eventsv1.Event) int64 {
+		t := e.EventTime.UnixNano()
+		if e.Series != nil {
+			t = max(t, e.Series.LastObservedTime.UnixNano())
+		}
+		return max(t, e.DeprecatedLastTimestamp.UnixNano(), e.CreationTimestamp.UnixNano())
+	}
+	newest := slices.MaxFunc(found, func(a, b eventsv1.Event) int { return int(min(max(last(a)-last(b), -1), 1)) })
+	return changeRef.FindString(newest.Note), nil
+}

@@ -1,0 +1,289 @@
+// Package waves decides, for one change of a shared source, which of its consumers may
+// roll now: canaries first, then growing waves, each once the waves before it have
+// rolled and are available. It is a pure function of what the API shows (which consumers
+// carry the change, their health, what is recorded of failures and what users asked):
+// nothing is kept in memory, so a restart or a leader change goes on where it was, and
+// no consumer rolls twice for one change.
+package waves
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Keys users and the watcher write.
+const (
+	// Annotation on a ConfigMap or Secret: "on" (the cluster's steps, or DefaultSteps),
+	// "off", or the steps themselves ("1,10%,50%"). It overrides the cluster's setting.
+	Annotation = "configstamp.io/waves"
+	// ThresholdAnnotation on a ConfigMap or Secret: waves apply only when at least this
+	// many workloads consume it (default: the cluster's).
+	ThresholdAnnotation = "configstamp.io/waves-threshold"
+	// CommandAnnotation on a ConfigMap or Secret, written by `configstamp halt|resume`:
+	// "halt <change>" or "resume <change>"; it names the change, so a new change (the
+	// fix) is not held by an old command.
+	CommandAnnotation = "configstamp.io/waves-command"
+	// CanaryLabel marks the workloads that roll first.
+	CanaryLabel = "configstamp.io/canary"
+	// FailedAnnotation on a workload, written by the watcher when it failed a wave:
+	// "<kind>/<name>@<change>: <why>", or "<kind>/<name>@<change>: resumed" once a user
+	// resumed the change it failed. It survives restarts; a new change supersedes it.
+	FailedAnnotation = "configstamp.io/waves-failed"
+)
+
+// DefaultSteps are the wave sizes after the canaries when none are configured.
+const DefaultSteps = "1,10%,50%"
+
+// Step is one wave's size: a count, or a percentage of all consumers (rounded up).
+type Step struct {
+	N       int
+	Percent bool
+}
+
+// ParseSteps reads "1,10%,50%": the sizes of the waves after the canaries; the rest
+// roll in a last wave.
+func ParseSteps(v string) ([]Step, error) {
+	var out []Step
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		s := Step{}
+		num, pct := strings.CutSuffix(f, "%")
+		n, err := strconv.Atoi(num)
+		if err != nil || n < 1 || pct && n > 100 {
+			return nil, fmt.Errorf("wave step %q: want a count (1 or more) or a percentage (1%% to 100%%)", f)
+		}
+		s.N, s.Percent = n, pct
+		out = append(out, s)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no wave steps in %q", v)
+	}
+	return out, nil
+}
+
+// Settings say whether and how one source's changes roll in waves.
+type Settings struct {
+	On    bool
+	Steps []Step
+	// Threshold: waves apply only when at least this many workloads consume the source.
+	Threshold int
+}
+
+// ForSource applies a source's annotations over the cluster's settings. A bad value is
+// reported and the cluster's setting kept (bad input never blocks a deploy).
+func ForSource(cluster Settings, annotations map[string]string) (Settings, []string) {
+	s := cluster
+	var problems []string
+	switch v := strings.TrimSpace(annotations[Annotation]); v {
+	case "":
+	case "off", "false":
+		s.On = false
+	case "on", "true":
+		s.On = true
+	default:
+		if steps, err := ParseSteps(v); err != nil {
+			problems = append(problems, err.Error())
+		} else {
+			s.On, s.Steps = true, steps
+		}
+	}
+	if v, ok := annotations[ThresholdAnnotation]; ok {
+		if n, err := strconv.Atoi(strings.TrimSpace(v)); err != nil || n < 0 {
+			problems = append(problems, fmt.Sprintf("%s %q: want a count", ThresholdAnnotation, v))
+		} else {
+			s.Threshold = n
+		}
+	}
+	if len(s.Steps) == 0 {
+		s.Steps, _ = ParseSteps(DefaultSteps)
+	}
+	return s, problems
+}
+
+// Member is one consumer of the source as the API shows it.
+type Member struct {
+	// ID is "kind/name" (lowercase kind), unique in the source's namespace.
+	ID     string
+	Canary bool
+	// Rolled: its template carries the change (its digest of the source is the current
+	// one): it rolled for it, or never needed to.
+	Rolled bool
+	// Ready: rolled and available (Health read only where Plan asks for it).
+	Ready bool
+	// Failed says why it failed this change ("" none): its controller gave up
+	// (ProgressDeadlineExceeded), it was not available by the deadline, or a record of
+	// that (FailedAnnotation). Resumed: a user resumed the change since.
+	Failed  string
+	Resumed bool
+}
+
+// Order sorts members as they roll: canaries, then the rest, each by ID.
+func Order(members []Member) {
+	slices.SortFunc(members, func(a, b Member) int {
+		if a.Canary != b.Canary {
+			if a.Canary {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+}
+
+// Sizes are the waves' sizes for n consumers, canaries of them canaries (without any,
+// the first consumer is the canary): the canaries, then steps, then the rest. Each wave
+// has one member at least; the last one takes what is left.
+func Sizes(n, canaries int, steps []Step) []int {
+	if n <= 0 {
+		return nil
+	}
+	first := max(min(canaries, n), 1)
+	out := []int{first}
+	left := n - first
+	for _, s := range steps {
+		if left <= 0 {
+			break
+		}
+		size := s.N
+		if s.Percent {
+			size = (n*s.N + 99) / 100
+		}
+		size = min(max(size, 1), left)
+		out = append(out, size)
+		left -= size
+	}
+	if left > 0 {
+		out = append(out, left)
+	}
+	return out
+}
+
+// Verdict is where a change stands, and what one consumer may do.
+type Verdict struct {
+	// Waves is how many waves the change has (0: not in waves: every consumer rolls).
+	Waves int
+	// Current is the wave rolling now (1-based; Waves+1 when all are done).
+	Current int
+	// Halted says why the change is halted ("": it is not): nothing more rolls.
+	Halted string
+	// Failed are the members that failed it, not resumed: they halt it.
+	Failed []string
+	// Waiting lists, for the current wave, the members not yet rolled and available.
+	Waiting []string
+}
+
+// Plan tells where a change stands. members are every consumer of the source in its
+// namespace, in any order (Plan orders them); ready(i) reads the health of members[i]
+// and is called only for rolled members of the current wave and those before it (the
+// caller reads them live), at most once each. userHalt is a user's halt of this change.
+func Plan(s Settings, members []Member, userHalt bool, ready func(m *Member)) (Verdict, []Member) {
+	if !s.On || len(members) < max(s.Threshold, 1) {
+		return Verdict{}, members
+	}
+	Order(members)
+	canaries := 0
+	for _, m := range members {
+		if m.Canary {
+			canaries++
+		}
+	}
+	sizes := Sizes(len(members), canaries, s.Steps)
+	v := Verdict{Waves: len(sizes), Current: len(sizes) + 1}
+	start := 0
+	for w, size := range sizes {
+		wave := members[start : start+size]
+		start += size
+		done := true
+		for i := range wave {
+			m := &wave[i]
+			if m.Rolled && m.Failed == "" && !m.Resumed && ready != nil {
+				ready(m)
+			}
+			if m.Failed != "" && !m.Resumed {
+				v.Failed = append(v.Failed, m.ID+" "+m.Failed)
+			}
+			if !m.Rolled || !m.Ready && !m.Resumed {
+				done = false
+				v.Waiting = append(v.Waiting, m.ID)
+			}
+		}
+		if !done {
+			v.Current = w + 1
+			break
+		}
+		v.Waiting = nil
+	}
+	switch {
+	case len(v.Failed) > 0:
+		v.Halted = strings.Join(v.Failed, "; ")
+	case userHalt:
+		v.Halted = "halted by a user (configstamp halt)"
+	}
+	return v, members
+}
+
+// WaveOf is the 1-based wave of the member id in ordered members (0: not a member).
+func WaveOf(s Settings, members []Member, id string) int {
+	canaries := 0
+	for _, m := range members {
+		if m.Canary {
+			canaries++
+		}
+	}
+	start := 0
+	for w, size := range Sizes(len(members), canaries, s.Steps) {
+		for _, m := range members[start : start+size] {
+			if m.ID == id {
+				return w + 1
+			}
+		}
+		start += size
+	}
+	return 0
+}
+
+// May reports whether the member in wave may roll now.
+func (v Verdict) May(wave int) bool {
+	return v.Waves == 0 || v.Halted == "" && wave <= v.Current
+}
+
+// ParseCommand reads a CommandAnnotation value: "halt" or "resume", and the change.
+func ParseCommand(v string) (verb, change string) {
+	verb, change, _ = strings.Cut(strings.TrimSpace(v), " ")
+	if verb != "halt" && verb != "resume" {
+		return "", ""
+	}
+	return verb, strings.TrimSpace(change)
+}
+
+// FailedRecord is the FailedAnnotation value for member id failing change (why), or
+// resumed when why is "".
+func FailedRecord(id, change, why string) string {
+	if why == "" {
+		why = "resumed"
+	}
+	return id + "@" + change + ": " + why
+}
+
+// ParseFailed reads a FailedAnnotation value for change: why it failed ("" none), and
+// whether a user resumed it since.
+func ParseFailed(v, change string) (why string, resumed bool) {
+	head, why, ok := strings.Cut(v, ": ")
+	if !ok {
+		return "", false
+	}
+	_, c, ok := strings.Cut(head, "@")
+	if !ok || c != change {
+		return "", false
+	}
+	if why == "resumed" {
+		return "", true
+	}
+	return why, false
+}

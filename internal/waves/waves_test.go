@@ -1,0 +1,176 @@
+package waves
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+)
+
+func steps(t *testing.T, v string) []Step {
+	t.Helper()
+	s, err := ParseSteps(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestSizes(t *testing.T) {
+	for _, c := range []struct {
+		n, canaries int
+		steps       string
+		want        []int
+	}{
+		{21, 0, "1,10%,50%", []int{1, 1, 3, 11, 5}},
+		{21, 2, "1,10%,50%", []int{2, 1, 3, 11, 4}},
+		{1, 0, "1,10%,50%", []int{1}},
+		{3, 0, "1,10%,50%", []int{1, 1, 1}},
+		{5, 9, "50%", []int{5}},
+		{10, 0, "100%", []int{1, 9}},
+		{0, 0, "1", nil},
+	} {
+		got := Sizes(c.n, c.canaries, steps(t, c.steps))
+		if !slices.Equal(got, c.want) {
+			t.Errorf("Sizes(%d, %d, %s) = %v, want %v", c.n, c.canaries, c.steps, got, c.want)
+		}
+	}
+}
+
+func TestParseSteps(t *testing.T) {
+	for _, bad := range []string{"", "0", "x", "101%", "-1", ","} {
+		if _, err := ParseSteps(bad); err == nil {
+			t.Errorf("ParseSteps(%q) took it", bad)
+		}
+	}
+	if got := steps(t, " 2, 25% "); !slices.Equal(got, []Step{{2, false}, {25, true}}) {
+		t.Errorf("ParseSteps = %v", got)
+	}
+}
+
+func TestForSource(t *testing.T) {
+	cluster := Settings{Threshold: 5}
+	s, p := ForSource(cluster, map[string]string{Annotation: "1,50%", ThresholdAnnotation: "2"})
+	if !s.On || s.Threshold != 2 || len(s.Steps) != 2 || len(p) != 0 {
+		t.Errorf("steps annotation: %+v %v", s, p)
+	}
+	if s, _ := ForSource(Settings{On: true}, map[string]string{Annotation: "off"}); s.On {
+		t.Error("off kept waves on")
+	}
+	s, p = ForSource(cluster, map[string]string{Annotation: "sometimes"})
+	if s.On || len(p) != 1 {
+		t.Errorf("a bad value: %+v %v (want the cluster's setting and a problem)", s, p)
+	}
+	if s, _ := ForSource(cluster, map[string]string{Annotation: "on"}); !s.On || len(s.Steps) != 3 {
+		t.Errorf("on: %+v (want DefaultSteps)", s)
+	}
+}
+
+// fleet is n members named d00.., the canaries first.
+func fleet(n int, canaries ...string) []Member {
+	var out []Member
+	for i := range n {
+		id := fmt.Sprintf("deployment/d%02d", i)
+		out = append(out, Member{ID: id, Canary: slices.Contains(canaries, id)})
+	}
+	// Plan orders them whatever order the cache lists them in.
+	slices.Reverse(out)
+	return out
+}
+
+func set(ms []Member, ids []string, f func(*Member)) {
+	for i := range ms {
+		if slices.Contains(ids, ms[i].ID) {
+			f(&ms[i])
+		}
+	}
+}
+
+func TestPlan(t *testing.T) {
+	on := Settings{On: true, Steps: []Step{{1, false}, {10, true}, {50, true}}, Threshold: 3}
+	ready := func(m *Member) { m.Ready = true }
+	rolled := func(m *Member) { m.Rolled = true }
+
+	// A new change: only the canary (the first by name) may roll.
+	v, ms := Plan(on, fleet(21), false, ready)
+	if v.Waves != 5 || v.Current != 1 || !v.May(WaveOf(on, ms, "deployment/d00")) || v.May(WaveOf(on, ms, "deployment/d01")) {
+		t.Fatalf("new change: %+v", v)
+	}
+	// A labelled canary goes first, whatever its name.
+	_, ms = Plan(on, fleet(21, "deployment/d20"), false, ready)
+	if ms[0].ID != "deployment/d20" || WaveOf(on, ms, "deployment/d20") != 1 || WaveOf(on, ms, "deployment/d00") != 2 {
+		t.Fatalf("canary order: %v", ms[:2])
+	}
+
+	// The canary rolled but is not available yet: wave 1 still rolls; it is read.
+	ms = fleet(21)
+	set(ms, []string{"deployment/d00"}, rolled)
+	reads := 0
+	v, _ = Plan(on, ms, false, func(*Member) { reads++ })
+	if v.Current != 1 || reads != 1 || !slices.Equal(v.Waiting, []string{"deployment/d00"}) {
+		t.Fatalf("canary rolling: %+v, %d reads", v, reads)
+	}
+	// Available: wave 2 may roll, and no member past it is read.
+	ms = fleet(21)
+	set(ms, []string{"deployment/d00"}, rolled)
+	reads = 0
+	v, ms = Plan(on, ms, false, func(m *Member) { reads++; m.Ready = true })
+	if v.Current != 2 || reads != 1 || !v.May(WaveOf(on, ms, "deployment/d01")) || v.May(WaveOf(on, ms, "deployment/d02")) {
+		t.Fatalf("canary available: %+v, %d reads", v, reads)
+	}
+
+	// The canary failed: halted, nothing more rolls, not even its own wave's others.
+	ms = fleet(21)
+	set(ms, []string{"deployment/d00"}, rolled)
+	v, _ = Plan(on, ms, false, func(m *Member) { m.Failed = "did not become available" })
+	if v.Halted == "" || v.May(1) || len(v.Failed) != 1 {
+		t.Fatalf("failed canary: %+v", v)
+	}
+	// Resumed: its failure no longer holds the change; wave 2 rolls (its health is not
+	// read again: it stays failed).
+	ms = fleet(21)
+	set(ms, []string{"deployment/d00"}, func(m *Member) { m.Rolled, m.Resumed = true, true })
+	v, _ = Plan(on, ms, false, func(m *Member) { m.Failed = "read again" })
+	if v.Halted != "" || v.Current != 2 {
+		t.Fatalf("resumed: %+v", v)
+	}
+	// A user's halt holds it, and resume lifts it (the caller drops userHalt).
+	if v, _ := Plan(on, fleet(21), true, ready); v.Halted == "" || v.May(1) {
+		t.Fatalf("user halt: %+v", v)
+	}
+
+	// Every member rolled and available: done, every wave may roll.
+	ms = fleet(21)
+	set(ms, nil, rolled)
+	for i := range ms {
+		ms[i].Rolled = true
+	}
+	if v, _ := Plan(on, ms, false, ready); v.Current != 6 || !v.May(5) {
+		t.Fatalf("all done: %+v", v)
+	}
+	// Below the threshold, or off: no waves, everyone may roll.
+	if v, _ := Plan(on, fleet(2), false, ready); v.Waves != 0 || !v.May(2) {
+		t.Fatalf("below threshold: %+v", v)
+	}
+	if v, _ := Plan(Settings{Steps: on.Steps}, fleet(21), false, ready); v.Waves != 0 {
+		t.Fatalf("off: %+v", v)
+	}
+}
+
+func TestRecords(t *testing.T) {
+	rec := FailedRecord("deployment/a", "3f2a1c9e0b7d", "did not become available")
+	if why, resumed := ParseFailed(rec, "3f2a1c9e0b7d"); why != "did not become available" || resumed {
+		t.Errorf("ParseFailed(%q) = %q, %v", rec, why, resumed)
+	}
+	// A record of another change (superseded by the fix) says nothing of this one.
+	if why, resumed := ParseFailed(rec, "000000000000"); why != "" || resumed {
+		t.Errorf("another change: %q, %v", why, resumed)
+	}
+	if _, resumed := ParseFailed(FailedRecord("deployment/a", "c", ""), "c"); !resumed {
+		t.Error("resumed record not read")
+	}
+	for v, want := range map[string][2]string{"halt abc": {"halt", "abc"}, "resume  abc ": {"resume", "abc"}, "stop abc": {"", ""}, "": {"", ""}} {
+		if verb, c := ParseCommand(v); verb != want[0] || c != want[1] {
+			t.Errorf("ParseCommand(%q) = %q %q", v, verb, c)
+		}
+	}
+}

@@ -1,0 +1,55 @@
+package workload
+
+import (
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configstamp/configstamp/internal/argo"
+)
+
+func deployment(gen, observed int64, updated, available, total int32, reason string, status corev1.ConditionStatus) *appsv1.Deployment {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Generation: gen}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2)},
+		Status: appsv1.DeploymentStatus{ObservedGeneration: observed, UpdatedReplicas: updated, AvailableReplicas: available, Replicas: total}}
+	if reason != "" {
+		d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: status, Reason: reason}}
+	}
+	return d
+}
+
+func TestHealth(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		kind   *Kind
+		obj    client.Object
+		ready  bool
+		failed bool
+	}{
+		{"deployment available", Deployment, deployment(2, 2, 2, 2, 2, "NewReplicaSetAvailable", corev1.ConditionTrue), true, false},
+		{"deployment not observed", Deployment, deployment(3, 2, 2, 2, 2, "NewReplicaSetAvailable", corev1.ConditionTrue), false, false},
+		{"deployment rolling", Deployment, deployment(2, 2, 1, 2, 3, "ReplicaSetUpdated", corev1.ConditionTrue), false, false},
+		{"deployment old pods left", Deployment, deployment(2, 2, 2, 2, 3, "NewReplicaSetAvailable", corev1.ConditionTrue), false, false},
+		{"deployment past its deadline", Deployment, deployment(2, 2, 1, 2, 3, "ProgressDeadlineExceeded", corev1.ConditionFalse), false, true},
+		{"deployment past its deadline, not observed", Deployment, deployment(3, 2, 1, 2, 3, "ProgressDeadlineExceeded", corev1.ConditionFalse), false, false},
+		{"statefulset ready", StatefulSet, &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](2)},
+			Status: appsv1.StatefulSetStatus{Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, CurrentRevision: "b", UpdateRevision: "b"}}, true, false},
+		{"statefulset rolling", StatefulSet, &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](2)},
+			Status: appsv1.StatefulSetStatus{Replicas: 2, UpdatedReplicas: 1, ReadyReplicas: 2, CurrentRevision: "a", UpdateRevision: "b"}}, false, false},
+		{"daemonset ready", DaemonSet, &appsv1.DaemonSet{Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 3, UpdatedNumberScheduled: 3, NumberAvailable: 3}}, true, false},
+		{"daemonset rolling", DaemonSet, &appsv1.DaemonSet{Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 3, UpdatedNumberScheduled: 3, NumberAvailable: 2}}, false, false},
+		{"rollout healthy", Rollout, &argo.Rollout{ObjectMeta: metav1.ObjectMeta{Generation: 4}, Status: argo.RolloutStatus{ObservedGeneration: "4", Phase: "Healthy"}}, true, false},
+		{"rollout healthy, not observed", Rollout, &argo.Rollout{ObjectMeta: metav1.ObjectMeta{Generation: 5}, Status: argo.RolloutStatus{ObservedGeneration: "4", Phase: "Healthy"}}, false, false},
+		{"rollout degraded", Rollout, &argo.Rollout{ObjectMeta: metav1.ObjectMeta{Generation: 4}, Status: argo.RolloutStatus{ObservedGeneration: "4", Phase: "Degraded"}}, false, true},
+		{"cronjob: no pods", CronJob, &batchv1.CronJob{}, true, false},
+	} {
+		h := c.kind.Health(c.obj)
+		if h.Ready != c.ready || (h.Failed != "") != c.failed {
+			t.Errorf("%s: %+v, want ready %v failed %v", c.name, h, c.ready, c.failed)
+		}
+	}
+}

@@ -1,0 +1,50 @@
+// Package waves proves health-gated waves on a control plane whose workloads really roll
+// (kube-controller-manager, kwok): a bad change of a shared ConfigMap rolls its canary
+// alone and halts when the canary does not become available; the fix rolls the canary,
+// then each wave once the one before is available, every workload exactly once, across a
+// SIGKILL of configstamp. "Bad" is real to the Deployment controller: kwok never makes a
+// pod Ready whose config hash is the bad content's (cluster.Options.NotReadyHashes),
+// computed beforehand as `configstamp hash` does (test/hashdoc).
+package waves
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/configstamp/configstamp/test/cluster"
+	"github.com/configstamp/configstamp/test/framework"
+	"github.com/configstamp/configstamp/test/hashdoc"
+)
+
+var env *framework.Env
+
+// The namespaces of the two ways: workloads created before configstamp first starts,
+// and after. Fixed, as the bad content's hash (keyed per namespace) is computed before
+// the cluster starts.
+const (
+	nsBefore = "waves-before"
+	nsAfter  = "waves-after"
+	nsCLI    = "waves-cli"
+)
+
+// badData is the ConfigMap content whose pods never become Ready.
+var badData = map[string]string{"mode": "bad"}
+
+// hashOf is the config hash of a template that consumes the ConfigMap shared (envFrom)
+// holding data, in namespace.
+func hashOf(namespace string, data map[string]string) string {
+	cm := &corev1.ConfigMap{Data: data}
+	return hashdoc.Hash([]hashdoc.Source{{Name: "shared", EnvOnly: true}}, func(string) *corev1.ConfigMap { return cm },
+		framework.HashKey, namespace)
+}
+
+func TestMain(m *testing.M) {
+	opts := cluster.Options{Controllers: true, NotReadyHashes: []string{hashOf(nsBefore, badData), hashOf(nsAfter, badData), hashOf(nsCLI, badData)}}
+	os.Exit(framework.Main(m, opts, func(_ context.Context, e *framework.Env) (func(bool), error) {
+		env = e
+		return func(bool) {}, nil
+	}))
+}

@@ -1,0 +1,362 @@
+package watcher
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/configstamp/configstamp/internal/waves"
+	"github.com/configstamp/configstamp/internal/workload"
+	"github.com/configstamp/configstamp/stamp"
+)
+
+// Events of changes rolling in waves. ReasonRollingInWaves: a change of a shared source
+// rolls in waves (on the source, once per change and leader; it names the change, which
+// `configstamp halt|resume` read). ReasonRolloutHalted: it halted (a wave's workload
+// failed, or a user halted it); on the source and on each workload it holds.
+const (
+	ReasonRollingInWaves = "RollingInWaves"
+	ReasonRolloutHalted  = "RolloutHalted"
+)
+
+// Re-evaluation of a held workload: soon while its change rolls (the wave before it
+// becomes available), seldom while the change is halted (a resume or a new change of
+// the source is an event of the source that checks every consumer at once).
+const (
+	wavesWaitRetry   = 5 * time.Second
+	wavesHaltedRetry = time.Minute
+	// planFresh is how long one evaluation of a change serves the checks of all its
+	// consumers: the reads it makes (the source, canaries, health of the current wave)
+	// are made once per source every planFresh, however many consumers it has.
+	planFresh = 2 * time.Second
+	// maxPlans bounds the memos (and the changes announced) kept at once.
+	maxPlans = 4096
+)
+
+// wavesGate is the one place every nudge asks whether a workload may roll to the
+// change of each shared source it would take now (workloadReconciler.act, before roll).
+// Where a change stands is read from the API each time (internal/waves): nothing here
+// is needed to go on after a restart; what it keeps is a short memo of evaluations and,
+// for kinds whose controller has no deadline of its own, since when a rolled workload
+// was seen not yet available.
+type wavesGate struct {
+	cluster  waves.Settings
+	deadline time.Duration // for kinds without a deadline of their own
+	cache    client.Client // the manager's: field index, namespaces; writes of records
+	live     client.Reader
+	key      func() []byte
+	sources  stamp.Options
+	kinds    func() []*workload.Kind
+	recorder recorder.EventRecorder
+
+	mu        sync.Mutex
+	plans     map[types.NamespacedName]*plan // by source kind/name in its namespace
+	since     map[string]time.Time           // change + member: first seen rolled, not ready
+	announced map[string]bool                // changes whose RollingInWaves Event was made
+}
+
+// plan is one evaluation of the change of one source.
+type plan struct {
+	at              time.Time
+	kind            string
+	resourceVersion string
+	change          string // "configmap/shared=3f2a1c9e0b7d"
+	settings        waves.Settings
+	verdict         waves.Verdict
+	members         []waves.Member
+}
+
+// waveOf is the member's wave (0: not a member).
+func (p *plan) waveOf(id string) int { return waves.WaveOf(p.settings, p.members, id) }
+
+// memberID names a workload of kind in a plan.
+func memberID(kind *workload.Kind, name string) string {
+	return strings.ToLower(kind.Kind) + "/" + name
+}
+
+// waveKey carries, in the context of a nudge the gate let through, which wave it is
+// ("wave 2 of 5 for configmap/shared"), for its ConfigChanged Event.
+type waveKey struct{}
+
+// waveNote is the wave a nudge belongs to ("": none).
+func waveNote(ctx context.Context) string {
+	s, _ := ctx.Value(waveKey{}).(string)
+	return s
+}
+
+// waveHold is the gate: "" when j may roll now (ctx then names its wave, if any); else
+// the reason it is held, and when to look again. Errors fail open (it rolls, as without
+// waves), logged.
+func (r *workloadReconciler) waveHold(ctx context.Context, j judged) (_ context.Context, held string, retry time.Duration) {
+	g := r.waves
+	if g == nil {
+		return ctx, "", 0
+	}
+	var notes []string
+	stored := stamp.ParseSources(j.storedSources)
+	wanted := stamp.ParseSources(j.want.SourcesAnnotation())
+	for _, src := range j.refs {
+		if src.Kind != stamp.KindConfigMap && src.Kind != stamp.KindSecret || stored[src.ID()] == wanted[src.ID()] {
+			continue
+		}
+		p, err := g.evaluate(ctx, j.obj.GetNamespace(), src)
+		if err != nil {
+			logf.FromContext(ctx).Info("Could not read where a change rolling in waves stands: rolling as without waves", "source", src.ID(), "error", err.Error())
+			continue
+		}
+		if p == nil || p.verdict.Waves == 0 {
+			continue
+		}
+		wave := p.waveOf(memberID(r.kind, j.key.Name))
+		if p.verdict.May(wave) {
+			notes = append(notes, fmt.Sprintf("wave %d of %d for %s", wave, p.verdict.Waves, src.ID()))
+			continue
+		}
+		if p.verdict.Halted != "" {
+			return ctx, fmt.Sprintf("halted: %s (change %s)", p.verdict.Halted, p.change), wavesHaltedRetry
+		}
+		return ctx, fmt.Sprintf("held: waiting for wave %d of %d for %s (wave %d rolling: %s)", wave, p.verdict.Waves, src.ID(),
+			p.verdict.Current, strings.Join(p.verdict.Waiting, ", ")), wavesWaitRetry
+	}
+	if len(notes) > 0 {
+		ctx = context.WithValue(ctx, waveKey{}, strings.Join(notes, ", "))
+	}
+	return ctx, "", 0
+}
+
+// heldByWave reports a workload the gate holds: a metric and an Event; halted ones get
+// a RolloutHalted Warning.
+func (r *workloadReconciler) heldByWave(ctx context.Context, j judged, why string) {
+	wavesHeld.Inc()
+	checks.WithLabelValues("waves_held").Inc()
+	log := logf.FromContext(ctx)
+	if !strings.HasPrefix(why, "halted") {
+		// Checked again every wavesWaitRetry: at debug level.
+		log.V(1).Info("Held a rollout: its source's change rolls in waves", "why", why)
+		return
+	}
+	log.Info("Held a rollout: its source's change rolling in waves halted", "why", why)
+	r.recorder.Eventf(j.obj, nil, corev1.EventTypeWarning, ReasonRolloutHalted, "Hold", "Not rolling: %s", why)
+}
+
+// evaluate is where the change of src in namespace stands: a memo younger than
+// planFresh for the resourceVersion the watcher's cache shows, else read again. nil: the
+// source is gone (the check holds for missing config elsewhere).
+func (g *wavesGate) evaluate(ctx context.Context, namespace string, src stamp.Source) (*plan, error) {
+	id := types.NamespacedName{Namespace: namespace, Name: src.ID()}
+	kind := stamp.SourceKindNamed(src.Kind)
+	meta := kind.NewMeta()
+	if err := g.cache.Get(ctx, types.NamespacedName{Namespace: namespace, Name: src.Name}, meta); err != nil && !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	g.mu.Lock()
+	p := g.plans[id]
+	g.mu.Unlock()
+	if p != nil && p.resourceVersion == meta.ResourceVersion && time.Since(p.at) < planFresh {
+		return p, nil
+	}
+	p, err := g.read(ctx, namespace, kind, src.Name)
+	if err != nil || p == nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	if g.plans == nil || len(g.plans) > maxPlans {
+		// Bounded: a memo older than planFresh is read again anyway.
+		g.plans = map[types.NamespacedName]*plan{}
+	}
+	g.plans[id] = p
+	g.mu.Unlock()
+	return p, nil
+}
+
+// read evaluates the change of a source: its content and annotations (live), the
+// namespace's label, its consumers (the cache's index), canaries (a live list by label)
+// and the health of the current wave's workloads (live).
+func (g *wavesGate) read(ctx context.Context, namespace string, kind *stamp.SourceKind, name string) (*plan, error) {
+	obj := kind.New()
+	if err := g.live.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, obj.(client.Object)); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	content := kind.Content(obj)
+	if content == nil || stamp.Ignored(content) {
+		return nil, nil
+	}
+	settings := g.cluster
+	if ns, err := namespaceMeta(ctx, g.cache, namespace); err == nil && ns != nil {
+		if v, ok := ns.Labels[waves.Annotation]; ok {
+			settings, _ = waves.ForSource(settings, map[string]string{waves.Annotation: v})
+		}
+	}
+	settings, problems := waves.ForSource(settings, obj.GetAnnotations())
+	if len(problems) > 0 {
+		logf.FromContext(ctx).Info("Bad waves setting on a source: the namespace's or cluster's kept", "source", kind.Name+"/"+name, "problems", problems)
+	}
+	p := &plan{at: time.Now(), kind: kind.Name, resourceVersion: obj.GetResourceVersion(), settings: settings}
+	if !settings.On {
+		return p, nil
+	}
+	nsKey := stamp.NamespaceKey(g.key(), namespace)
+	whole := stamp.SourceDigest(stamp.Source{Kind: kind.Name, Name: name, AllKeys: true, Binary: true}, content, nsKey)
+	p.change = kind.Name + "/" + name + "=" + whole.Hex()[:12]
+	members, objs, err := g.members(ctx, namespace, kind.Name, name, content, nsKey, p.change)
+	if err != nil {
+		return nil, err
+	}
+	verb, target := waves.ParseCommand(obj.GetAnnotations()[waves.CommandAnnotation])
+	if verb == "resume" && target == p.change {
+		g.resume(ctx, members, objs, p.change)
+	}
+	failedNow := false
+	p.verdict, p.members = waves.Plan(settings, members, verb == "halt" && target == p.change, func(m *waves.Member) {
+		failedNow = g.health(ctx, m, objs[m.ID], p.change) || failedNow
+	})
+	if failedNow {
+		g.halted(ctx, obj.(client.Object), p)
+	}
+	g.announce(obj.(client.Object), p)
+	return p, nil
+}
+
+// members are the consumers of the source: Rolled where their template's digest of it
+// is the current content's for what they consume of it.
+func (g *wavesGate) members(ctx context.Context, namespace, kind, name string, content *corev1.ConfigMap, nsKey []byte,
+	change string) ([]waves.Member, map[string]memberObj, error) {
+	var out []waves.Member
+	objs := map[string]memberObj{}
+	for _, k := range g.kinds() {
+		list := k.NewList()
+		if err := g.cache.List(ctx, list, client.InNamespace(namespace), client.MatchingFields{SourceIndex: indexKey(kind, namespace, name)}); err != nil {
+			return nil, nil, fmt.Errorf("list %s consumers of %s/%s: %w", k.Kind, kind, name, err)
+		}
+		canaries := &metav1.PartialObjectMetadataList{}
+		canaries.SetGroupVersionKind(k.GVK().GroupVersion().WithKind(k.Kind + "List"))
+		if err := g.live.List(ctx, canaries, client.InNamespace(namespace), client.MatchingLabels{waves.CanaryLabel: "true"}); err != nil {
+			return nil, nil, fmt.Errorf("list %s canaries: %w", k.Kind, err)
+		}
+		canary := map[string]bool{}
+		for _, c := range canaries.Items {
+			canary[c.Name] = true
+		}
+		for _, o := range k.Items(list) {
+			tmpl := k.Template(o)
+			if tmpl == nil || o.GetDeletionTimestamp() != nil || stamp.IsTrue(o.GetAnnotations()[stamp.SkipAnnotation]) {
+				continue
+			}
+			m := waves.Member{ID: memberID(k, o.GetName()), Canary: canary[o.GetName()]}
+			for _, src := range stamp.Consumed(o.GetAnnotations(), &tmpl.Spec, g.sources) {
+				if src.Kind == kind && src.Name == name {
+					d := stamp.SourceDigest(src, content, nsKey)
+					m.Rolled = stamp.ParseSources(tmpl.Annotations[stamp.SourcesAnnotation])[src.ID()] == d.Hex()[:12]
+				}
+			}
+			m.Failed, m.Resumed = waves.ParseFailed(o.GetAnnotations()[waves.FailedAnnotation], change)
+			out = append(out, m)
+			objs[m.ID] = memberObj{kind: k, key: client.ObjectKeyFromObject(o)}
+		}
+	}
+	return out, objs, nil
+}
+
+// memberObj is where a member is.
+type memberObj struct {
+	kind *workload.Kind
+	key  types.NamespacedName
+}
+
+// health reads a rolled member live: ready, or failed (its controller gave up, or, for
+// a kind without a deadline of its own, it was not available within g.deadline of the
+// watcher first seeing it rolled). A new failure is recorded on the member (it
+// survives restarts); fresh reports one.
+func (g *wavesGate) health(ctx context.Context, m *waves.Member, at memberObj, change string) (fresh bool) {
+	obj := at.kind.New()
+	if err := g.live.Get(ctx, at.key, obj); err != nil {
+		return false // not ready: read again at the next evaluation
+	}
+	h := at.kind.Health(obj)
+	m.Ready = h.Ready
+	since := change + " " + m.ID
+	g.mu.Lock()
+	if h.Ready {
+		delete(g.since, since)
+	} else if h.Failed == "" && at.kind != workload.Deployment {
+		if g.since == nil || len(g.since) > maxPlans {
+			g.since = map[string]time.Time{} // deadlines start again: later, never earlier
+		}
+		first, ok := g.since[since]
+		if !ok {
+			g.since[since] = time.Now()
+		} else if time.Since(first) > g.deadline {
+			h.Failed = fmt.Sprintf("not available within the waves deadline (%s)", g.deadline)
+		}
+	}
+	g.mu.Unlock()
+	if h.Failed == "" {
+		return false
+	}
+	m.Failed = "did not become available: " + h.Failed
+	g.record(ctx, at, waves.FailedRecord(m.ID, change, m.Failed))
+	return true
+}
+
+// record writes a FailedAnnotation on a member (metadata only: it rolls nothing; the
+// member carries the change already, so the webhook's stamp of it is what it has).
+func (g *wavesGate) record(ctx context.Context, at memberObj, value string) {
+	obj := at.kind.New()
+	obj.SetNamespace(at.key.Namespace)
+	obj.SetName(at.key.Name)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, waves.FailedAnnotation, value)
+	if err := g.cache.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		logf.FromContext(ctx).Info("Could not record a wave's failure on the workload", "workload", at.key.String(), "error", err.Error())
+	}
+}
+
+// resume marks the failures of change as resumed (a user's `configstamp resume`).
+func (g *wavesGate) resume(ctx context.Context, members []waves.Member, objs map[string]memberObj, change string) {
+	for i := range members {
+		if m := &members[i]; m.Failed != "" && !m.Resumed {
+			g.record(ctx, objs[m.ID], waves.FailedRecord(m.ID, change, ""))
+			m.Failed, m.Resumed = "", true
+		}
+	}
+}
+
+// halted reports a change that halted: a RolloutHalted Warning on the source naming the
+// workloads that failed.
+func (g *wavesGate) halted(ctx context.Context, src client.Object, p *plan) {
+	wavesHalts.Inc()
+	g.recorder.Eventf(src, nil, corev1.EventTypeWarning, ReasonRolloutHalted, "Halt",
+		"Change %s halted in wave %d of %d: %s; the workloads not yet rolled keep their config. Fix the config (a new change starts again from the canaries) or run `configstamp resume %s/%s`",
+		p.change, p.verdict.Current, p.verdict.Waves, strings.Join(p.verdict.Failed, "; "), p.kind, src.GetName())
+	logf.FromContext(ctx).Info("Halted a change rolling in waves", "change", p.change, "wave", p.verdict.Current, "failed", p.verdict.Failed)
+}
+
+// announce makes the RollingInWaves Event of a change in waves, once per change.
+func (g *wavesGate) announce(src client.Object, p *plan) {
+	if p.verdict.Waves == 0 || p.verdict.Current > p.verdict.Waves {
+		return
+	}
+	g.mu.Lock()
+	if g.announced == nil || len(g.announced) > maxPlans {
+		// Bounded: at worst a change is announced again.
+		g.announced = map[string]bool{}
+	}
+	seen := g.announced[src.GetNamespace()+"/"+p.change]
+	g.announced[src.GetNamespace()+"/"+p.change] = true
+	g.mu.Unlock()
+	if seen {
+		return
+	}
+	g.recorder.Eventf(src, nil, corev1.EventTypeNormal, ReasonRollingInWaves, "Waves",
+		"Change %s rolls its %d consumers in %d waves, canaries first (docs/waves.md); `configstamp halt %s/%s` stops it",
+		p.change, len(p.members), p.verdict.Waves, p.kind, src.GetName())
+}
