@@ -202,6 +202,10 @@ chart-package: ## The chart packaged as bin/chart/configstamp-CHART_VERSION.tgz,
 	@set -e; helm=$${CONFIGSTAMP_BIN_DIR:+$$CONFIGSTAMP_BIN_DIR/helm}; [ -x "$$helm" ] || helm=$$(bash $(TOOLS) helm | tail -1)/helm; \
 	  "$$helm" package deploy/helm/configstamp --version '$(CHART_VERSION)' --app-version '$(VERSION)' -d $(BIN)/chart
 
+.PHONY: release-version
+release-version: ## Fails unless VERSION is a release's, vX.Y.Z or vX.Y.Z-PRERELEASE (what CHART_VERSION takes); prints the chart version.
+	@if [ '$(CHART_VERSION)' = 0.0.0-dev ]; then echo "VERSION $(VERSION) is not vX.Y.Z or vX.Y.Z-PRERELEASE" >&2; exit 1; fi; echo '$(CHART_VERSION)'
+
 .PHONY: release-notes
 release-notes: ## CHANGELOG.md's section of VERSION (vX.Y.Z; [Unreleased] for any other) into bin/release-notes.md.
 	@mkdir -p $(BIN); v='$(VERSION)'; if [[ $$v =~ ^v[0-9]+\.[0-9]+\.[0-9]+ ]]; then s="$${v#v}"; else s=Unreleased; fi; \

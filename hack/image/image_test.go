@@ -7,6 +7,7 @@ import (
 	"debug/buildinfo"
 	"debug/elf"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -141,6 +142,12 @@ func checkImage(t *testing.T, img v1.Image, platform *v1.Platform) {
 		t.Errorf("labels %v, want %v", cf.Config.Labels, wantLabels())
 	}
 	files := extract(t, img)
+	// Nothing else: no shell, no package manager, nothing a base would bring unseen.
+	names := slices.Sorted(maps.Keys(files))
+	if want := []string{"configstamp", "etc", "etc/group", "etc/passwd", "etc/ssl", "etc/ssl/certs",
+		"etc/ssl/certs/ca-certificates.crt", "home", "home/nonroot", "tmp"}; !slices.Equal(names, want) {
+		t.Errorf("the image holds %q, want exactly %q", names, want)
+	}
 	for name, want := range map[string]struct {
 		mode     int64
 		uid, gid int
