@@ -23,12 +23,13 @@ build: ## Build bin/configstamp.
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/configstamp ./cmd/configstamp
 
 .PHONY: lint
-lint: ## go vet and gofmt of everything; golangci-lint (.golangci.yml, complexity over 30 fails) of product code and hack/image; actionlint of .github/workflows.
+lint: ## go vet and gofmt of everything; golangci-lint (.golangci.yml, complexity over 30 fails) of product code and hack/image; actionlint of .github/workflows, whose actions must be pinned by commit SHA.
 	$(GO) vet ./...
 	$(GO) -C test/monitoring vet ./...
 	$(GO) -C hack/image vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
 	@big=$$(git ls-files -z | xargs -0 -r stat -c '%s %n' 2>/dev/null | awk '$$1 > 1048576 {print $$2}'); if [ -n "$$big" ]; then echo "tracked files over 1 MiB (binaries or data a script can make belong outside Git):"; echo "$$big"; exit 1; fi
+	@bad=$$(grep -nE '^[[:space:]-]*uses:' .github/workflows/*.y*ml | grep -vE 'uses: [^@ ]+@[0-9a-f]{40}([[:space:]]|$$)' || true); if [ -n "$$bad" ]; then echo "actions not pinned by a full commit SHA:"; echo "$$bad"; exit 1; fi
 	@set -e; lint=$${CONFIGSTAMP_GOLANGCI_LINT:-$$(bash $(TOOLS) lint | tail -1)/golangci-lint}; \
 	  actionlint=$$(dirname "$$lint")/actionlint; [ -x "$$actionlint" ] || actionlint=$$(bash $(TOOLS) lint | tail -1)/actionlint; \
 	  set -x; "$$lint" run ./...; cd hack/image && "$$lint" run ./... && cd ../.. && "$$actionlint" -no-color
@@ -174,7 +175,9 @@ demo: ## A local control plane, configstamp on it, a ConfigMap edit rolling a De
 # gives the same image digests.
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
-CA_BUNDLE ?= /etc/ssl/certs/ca-certificates.crt
+# The image's CA bundle: empty for Mozilla's roots as hack/image's go.sum pins them (the
+# same on every machine); a PEM file's path to ship that one instead.
+CA_BUNDLE ?=
 IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
 # A release's chart is versioned X.Y.Z from VERSION vX.Y.Z; any other VERSION packages 0.0.0-dev.
 CHART_VERSION ?= $(shell v='$(VERSION)'; if [[ $$v =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$ ]]; then echo "$${v#v}"; else echo 0.0.0-dev; fi)
