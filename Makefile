@@ -23,13 +23,15 @@ build: ## Build bin/configstamp.
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/configstamp ./cmd/configstamp
 
 .PHONY: lint
-lint: ## go vet and gofmt of everything; golangci-lint (.golangci.yml, complexity over 30 fails) of product code and hack/image; actionlint of .github/workflows, whose actions must be pinned by commit SHA.
+lint: ## go vet and gofmt of everything; golangci-lint (.golangci.yml, complexity over 30 fails) of product code and hack/image; actionlint of .github/workflows, whose actions must be pinned by commit SHA and whose Go must be go.mod's (latest patch).
 	$(GO) vet ./...
 	$(GO) -C test/monitoring vet ./...
 	$(GO) -C hack/image vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
 	@big=$$(git ls-files -z | xargs -0 -r stat -c '%s %n' 2>/dev/null | awk '$$1 > 1048576 {print $$2}'); if [ -n "$$big" ]; then echo "tracked files over 1 MiB (binaries or data a script can make belong outside Git):"; echo "$$big"; exit 1; fi
 	@bad=$$(grep -nE '^[[:space:]-]*uses:' .github/workflows/*.y*ml | grep -vE 'uses: [^@ ]+@[0-9a-f]{40}([[:space:]]|$$)' || true); if [ -n "$$bad" ]; then echo "actions not pinned by a full commit SHA:"; echo "$$bad"; exit 1; fi
+	@go=$$(awk '$$1 == "go" {split($$2, v, "."); print v[1] "." v[2]}' go.mod); bad=$$(grep -n 'go-version:' .github/workflows/*.y*ml | grep -vF "go-version: \"$$go\"" || true); \
+	  if [ -n "$$bad" ]; then echo "workflows must set up go.mod's Go, go-version: \"$$go\":"; echo "$$bad"; exit 1; fi
 	@set -e; lint=$${CONFIGSTAMP_GOLANGCI_LINT:-$$(bash $(TOOLS) lint | tail -1)/golangci-lint}; \
 	  actionlint=$$(dirname "$$lint")/actionlint; [ -x "$$actionlint" ] || actionlint=$$(bash $(TOOLS) lint | tail -1)/actionlint; \
 	  set -x; "$$lint" run ./...; cd hack/image && "$$lint" run ./... && cd ../.. && "$$actionlint" -no-color
