@@ -19,7 +19,7 @@ ARG VERSION=dev
 RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
     go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o /out/configstamp ./cmd/configstamp
 
-# `make image` builds the same image without Docker and is the source of truth: keep the
+# `make image` builds an equivalent image without Docker and is the source of truth: keep the
 # user, entrypoint, labels and build flags equal (hack/image TestDockerfileEquivalent).
 FROM gcr.io/distroless/static:nonroot
 ARG VERSION=dev

@@ -23,12 +23,15 @@ build: ## Build bin/configstamp.
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/configstamp ./cmd/configstamp
 
 .PHONY: lint
-lint: ## go vet and gofmt of everything; golangci-lint (.golangci.yml, complexity over 30 fails) of product code and hack/image; actionlint of .github/workflows.
+lint: ## go vet and gofmt of everything; golangci-lint (.golangci.yml, complexity over 30 fails) of product code and hack/image; actionlint of .github/workflows, whose actions must be pinned by commit SHA and whose Go must be go.mod's (latest patch).
 	$(GO) vet ./...
 	$(GO) -C test/monitoring vet ./...
 	$(GO) -C hack/image vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
 	@big=$$(git ls-files -z | xargs -0 -r stat -c '%s %n' 2>/dev/null | awk '$$1 > 1048576 {print $$2}'); if [ -n "$$big" ]; then echo "tracked files over 1 MiB (binaries or data a script can make belong outside Git):"; echo "$$big"; exit 1; fi
+	@bad=$$(grep -nE '^[[:space:]-]*uses:' .github/workflows/*.y*ml | grep -vE 'uses: [^@ ]+@[0-9a-f]{40}([[:space:]]|$$)' || true); if [ -n "$$bad" ]; then echo "actions not pinned by a full commit SHA:"; echo "$$bad"; exit 1; fi
+	@go=$$(awk '$$1 == "go" {split($$2, v, "."); print v[1] "." v[2]}' go.mod); bad=$$(grep -n 'go-version:' .github/workflows/*.y*ml | grep -vF "go-version: \"$$go\"" || true); \
+	  if [ -n "$$bad" ]; then echo "workflows must set up go.mod's Go, go-version: \"$$go\":"; echo "$$bad"; exit 1; fi
 	@set -e; lint=$${CONFIGSTAMP_GOLANGCI_LINT:-$$(bash $(TOOLS) lint | tail -1)/golangci-lint}; \
 	  actionlint=$$(dirname "$$lint")/actionlint; [ -x "$$actionlint" ] || actionlint=$$(bash $(TOOLS) lint | tail -1)/actionlint; \
 	  set -x; "$$lint" run ./...; cd hack/image && "$$lint" run ./... && cd ../.. && "$$actionlint" -no-color
@@ -179,7 +182,9 @@ demo: ## A local control plane, configstamp on it, a ConfigMap edit rolling a De
 # gives the same image digests.
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
-CA_BUNDLE ?= /etc/ssl/certs/ca-certificates.crt
+# The image's CA bundle: empty for Mozilla's roots as hack/image's go.sum pins them (the
+# same on every machine); a PEM file's path to ship that one instead.
+CA_BUNDLE ?=
 IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
 # A release's chart is versioned X.Y.Z from VERSION vX.Y.Z; any other VERSION packages 0.0.0-dev.
 CHART_VERSION ?= $(shell v='$(VERSION)'; if [[ $$v =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$ ]]; then echo "$${v#v}"; else echo 0.0.0-dev; fi)
@@ -206,6 +211,10 @@ sbom: image ## SPDX SBOM of each platform of bin/image, with syft (built by hack
 chart-package: ## The chart packaged as bin/chart/configstamp-CHART_VERSION.tgz, appVersion VERSION (the image's tag); helm from CONFIGSTAMP_BIN_DIR if set.
 	@set -e; helm=$${CONFIGSTAMP_BIN_DIR:+$$CONFIGSTAMP_BIN_DIR/helm}; [ -x "$$helm" ] || helm=$$(bash $(TOOLS) helm | tail -1)/helm; \
 	  "$$helm" package deploy/helm/configstamp --version '$(CHART_VERSION)' --app-version '$(VERSION)' -d $(BIN)/chart
+
+.PHONY: release-version
+release-version: ## Fails unless VERSION is a release's, vX.Y.Z or vX.Y.Z-PRERELEASE (what CHART_VERSION takes); prints the chart version.
+	@if [ '$(CHART_VERSION)' = 0.0.0-dev ]; then echo "VERSION $(VERSION) is not vX.Y.Z or vX.Y.Z-PRERELEASE" >&2; exit 1; fi; echo '$(CHART_VERSION)'
 
 .PHONY: release-notes
 release-notes: ## CHANGELOG.md's section of VERSION (vX.Y.Z; [Unreleased] for any other) into bin/release-notes.md.

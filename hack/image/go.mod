@@ -2,7 +2,10 @@ module github.com/configstamp/configstamp/hack/image
 
 go 1.26.0
 
-require github.com/google/go-containerregistry v0.22.1
+require (
+	github.com/google/go-containerregistry v0.22.1
+	golang.org/x/crypto/x509roots/fallback v0.0.0-20261030153154-30a33513ff6d
+)
 
 require (
 	github.com/klauspost/compress v1.19.2 // indirect

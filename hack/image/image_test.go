@@ -6,7 +6,9 @@ import (
 	"crypto/x509"
 	"debug/buildinfo"
 	"debug/elf"
+	"encoding/pem"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -141,6 +143,12 @@ func checkImage(t *testing.T, img v1.Image, platform *v1.Platform) {
 		t.Errorf("labels %v, want %v", cf.Config.Labels, wantLabels())
 	}
 	files := extract(t, img)
+	// Nothing else: no shell, no package manager, nothing a base would bring unseen.
+	names := slices.Sorted(maps.Keys(files))
+	if want := []string{"configstamp", "etc", "etc/group", "etc/passwd", "etc/ssl", "etc/ssl/certs",
+		"etc/ssl/certs/ca-certificates.crt", "home", "home/nonroot", "tmp"}; !slices.Equal(names, want) {
+		t.Errorf("the image holds %q, want exactly %q", names, want)
+	}
 	for name, want := range map[string]struct {
 		mode     int64
 		uid, gid int
@@ -160,10 +168,32 @@ func checkImage(t *testing.T, img v1.Image, platform *v1.Platform) {
 	if !strings.Contains(string(files["etc/passwd"].body), "nonroot:x:65532:65532:") {
 		t.Errorf("/etc/passwd names no nonroot 65532:\n%s", files["etc/passwd"].body)
 	}
-	if pool := x509.NewCertPool(); !pool.AppendCertsFromPEM(files["etc/ssl/certs/ca-certificates.crt"].body) {
-		t.Error("the CA bundle holds no certificate")
-	}
+	checkCABundle(t, files["etc/ssl/certs/ca-certificates.crt"].body)
 	checkBinary(t, files["configstamp"].body, platform)
+}
+
+// checkCABundle: the pinned Mozilla roots (not the build host's bundle, which would make
+// the digest depend on the machine), usable: they parse, Let's Encrypt's root among them.
+func checkCABundle(t *testing.T, ca []byte) {
+	t.Helper()
+	if !bytes.Equal(ca, mozillaRoots()) {
+		t.Errorf("the CA bundle (%d bytes) is not the pinned Mozilla roots (%d bytes)", len(ca), len(mozillaRoots()))
+	}
+	var subjects []string
+	for rest := ca; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			break
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			t.Fatalf("the CA bundle: %v", err)
+		}
+		subjects = append(subjects, c.Subject.CommonName)
+	}
+	if len(subjects) < 100 || !slices.Contains(subjects, "ISRG Root X1") {
+		t.Errorf("the CA bundle holds %d certificates (want over 100, ISRG Root X1 among them)", len(subjects))
+	}
 }
 
 type entry struct {

@@ -1,13 +1,14 @@
 // Command image writes configstamp's multi-arch OCI image (an image index of one image
 // per platform) as an OCI layout, without a Docker engine and without pulling a base:
 // the image is built from scratch with go-containerregistry. `make image` runs it with
-// the static binaries it cross-compiled; the Dockerfile builds the same image with
+// the static binaries it cross-compiled; the Dockerfile builds an equivalent image with
 // Docker (TestDockerfileEquivalent compares them).
 //
 // Each image has two layers: the base (what gcr.io/distroless/static:nonroot gives a
-// static binary: the CA bundle, /etc/passwd and /etc/group naming root, nobody and
-// nonroot 65532, /home/nonroot, /tmp) and the binary at /configstamp. Every time in it
-// (files, config, history) is -created, so the same inputs give the same digests.
+// static binary: a CA bundle, by default Mozilla's roots as pinned in go.sum rather than
+// the build host's; /etc/passwd and /etc/group naming root, nobody and nonroot 65532;
+// /home/nonroot; /tmp) and the binary at /configstamp. Every time in it (files, config,
+// history) is -created, so the same inputs give the same digests on any machine.
 //
 // This module has its own go.mod, so go-containerregistry stays out of configstamp's.
 package main
@@ -15,6 +16,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"encoding/pem"
 	"flag"
 	"fmt"
 	"io"
@@ -28,6 +30,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"golang.org/x/crypto/x509roots/fallback/bundle"
 )
 
 // The user, entrypoint and environment of the image: the Dockerfile's USER and
@@ -77,7 +80,7 @@ func main() {
 	flag.StringVar(&o.Revision, "revision", "unknown", "the source revision (label)")
 	flag.StringVar(&o.Source, "source", "https://github.com/configstamp/configstamp", "the source repository (label)")
 	flag.StringVar(&epoch, "created", "0", "the image's time, in seconds since the epoch (SOURCE_DATE_EPOCH)")
-	flag.StringVar(&ca, "ca-bundle", "/etc/ssl/certs/ca-certificates.crt", "the PEM bundle of CA certificates to ship")
+	flag.StringVar(&ca, "ca-bundle", "", "the PEM bundle of CA certificates to ship (default: Mozilla's, from golang.org/x/crypto/x509roots/fallback)")
 	flag.Var(&bins, "binary", "PLATFORM=PATH of a static configstamp binary, e.g. linux/arm64=bin/linux_arm64/configstamp (repeat)")
 	flag.Parse()
 	if err := run(o, out, ca, epoch, bins); err != nil {
@@ -93,8 +96,11 @@ func run(o Options, out, ca, epoch string, bins []string) error {
 	}
 	o.Created = time.Unix(secs, 0).UTC()
 	var err error
-	if o.CABundle, err = os.ReadFile(ca); err != nil {
-		return err
+	o.CABundle = mozillaRoots()
+	if ca != "" {
+		if o.CABundle, err = os.ReadFile(ca); err != nil {
+			return err
+		}
 	}
 	o.Binaries = map[string][]byte{}
 	for _, b := range bins {
@@ -217,6 +223,19 @@ func baseFiles(ca []byte) []file {
 		{name: "home/nonroot", dir: true, mode: 0o700, uid: 65532, gid: 65532},
 		{name: "tmp", dir: true, mode: 0o1777},
 	}
+}
+
+// mozillaRoots is the default CA bundle: the roots of Mozilla's NSS trust store as
+// golang.org/x/crypto/x509roots/fallback embeds them, in PEM, in its order. Roots NSS
+// trusts only with a constraint (distrust after a date) are left out: PEM cannot carry it.
+func mozillaRoots() []byte {
+	var b bytes.Buffer
+	for r := range bundle.Roots() {
+		if r.Constraint == nil {
+			_ = pem.Encode(&b, &pem.Block{Type: "CERTIFICATE", Bytes: r.Certificate})
+		}
+	}
+	return b.Bytes()
 }
 
 // layer is a gzip-compressed OCI layer of files, every time in it t.
