@@ -119,18 +119,7 @@ func TestChartUpgradeFromReleaseRollsNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rolledOnce := func() error {
-		for name, b := range before {
-			var d appsv1.Deployment
-			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
-				return err
-			}
-			if d.Generation != b.Generation+1 || d.Spec.Template.Annotations[stamp.HashAnnotation] == b.Spec.Template.Annotations[stamp.HashAnnotation] {
-				return fmt.Errorf("%s: generation %d (was %d)", name, d.Generation, b.Generation)
-			}
-		}
-		return nil
-	}
+	rolledOnce := rolledOnceSince(ctx, ns, before)
 	framework.Eventually(t, time.Minute, "every consumer rolled by its source's change", rolledOnce)
 	framework.Consistently(t, 5*time.Second, "every consumer rolled once", rolledOnce)
 }

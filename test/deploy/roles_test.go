@@ -188,30 +188,8 @@ func TestChartUpgradeToSplitRollsNothing(t *testing.T) {
 	if err := env.Client.Patch(ctx, cm, client.RawPatch(types.MergePatchType, []byte(`{"data":{"k":"2"}}`))); err != nil {
 		t.Fatal(err)
 	}
-	framework.Eventually(t, time.Minute, "every consumer rolled once by the watcher", func() error {
-		for name, b := range before {
-			var d appsv1.Deployment
-			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
-				return err
-			}
-			if d.Generation != b.Generation+1 || d.Spec.Template.Annotations[stamp.HashAnnotation] == b.Spec.Template.Annotations[stamp.HashAnnotation] {
-				return fmt.Errorf("%s: generation %d (was %d)", name, d.Generation, b.Generation)
-			}
-		}
-		return nil
-	})
-	framework.Consistently(t, 5*time.Second, "each consumer rolled once (the watcher's nudge honoured by the webhook's other user)", func() error {
-		for name, b := range before {
-			var d appsv1.Deployment
-			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
-				return err
-			}
-			if d.Generation != b.Generation+1 {
-				return fmt.Errorf("%s: generation %d (was %d)", name, d.Generation, b.Generation)
-			}
-		}
-		return nil
-	})
+	framework.Eventually(t, time.Minute, "every consumer rolled once by the watcher", rolledOnceSince(ctx, ns, before))
+	framework.Consistently(t, 5*time.Second, "each consumer rolled once (the watcher's nudge honoured by the webhook's other user)", rolledOnceSince(ctx, ns, before))
 	// The watcher's writes carry configstamp's field manager, as the single layout's did
 	// (not one taken from the role's user agent).
 	for name := range before {
@@ -529,4 +507,21 @@ func (a *admitter) stop() int {
 		a.t.Fatal(a.failed)
 	}
 	return a.made
+}
+
+// rolledOnceSince checks that each Deployment of ns in before moved by exactly one
+// generation since, to a new stamp: one rollout each.
+func rolledOnceSince(ctx context.Context, ns string, before map[string]appsv1.Deployment) func() error {
+	return func() error {
+		for name, b := range before {
+			var d appsv1.Deployment
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
+				return err
+			}
+			if d.Generation != b.Generation+1 || d.Spec.Template.Annotations[stamp.HashAnnotation] == b.Spec.Template.Annotations[stamp.HashAnnotation] {
+				return fmt.Errorf("%s: generation %d (was %d)", name, d.Generation, b.Generation)
+			}
+		}
+		return nil
+	}
 }
