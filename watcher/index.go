@@ -2,7 +2,6 @@ package watcher
 
 import (
 	"context"
-	"fmt"
 
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -55,7 +54,9 @@ func addSourceIndex(ctx context.Context, c cache.Cache, kind *workload.Kind, opt
 	}
 	ii, ok := inf.(indexedInformer)
 	if !ok {
-		return nil, fmt.Errorf("the cache's informer of %s keeps no index (%T)", kind.Resource, inf)
+		// A cache of several namespaces (a namespaced install) holds an informer per
+		// namespace behind one: controller-runtime's field index, looked up by List.
+		return nil, c.IndexField(ctx, kind.New(), SourceIndex, indexSources(kind, opts))
 	}
 	if err := ii.AddIndexers(sourceIndexers(kind, opts)); err != nil {
 		return nil, err
