@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -28,8 +29,14 @@ func TestFanOutNeverBlocks(t *testing.T) {
 		d.Name = fmt.Sprintf("app-%04d", i)
 		objs = append(objs, d)
 	}
-	c := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(objs...).
-		WithIndex(workload.Deployment.New(), SourceIndex, indexSources(workload.Deployment, stamp.Options{})).Build()
+	c := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(objs...).Build()
+	// The workloads' store and its index as the watcher's cache keeps them.
+	store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, sourceIndexers(workload.Deployment, stamp.Options{}))
+	for _, o := range objs[2:] {
+		if err := store.Add(o); err != nil {
+			t.Fatal(err)
+		}
+	}
 	sc, err := scope.New(stamp.InjectLabel, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +44,7 @@ func TestFanOutNeverBlocks(t *testing.T) {
 	queue := testQueue(t)
 	states := &workloadStates{}
 	r := &sourceReconciler{kind: stamp.ConfigMap.Name, client: c, scope: sc}
-	r.addDependents(workloadDependents(workload.Deployment, queue, states))
+	r.addDependents(workloadDependents(workload.Deployment, lookupBy(store), queue, states))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := r.fanOut(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "cfg"}}, true); err != nil {

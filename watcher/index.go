@@ -1,6 +1,10 @@
 package watcher
 
 import (
+	"context"
+
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/internal/workload"
@@ -29,3 +33,62 @@ func indexSources(kind *workload.Kind, opts stamp.Options) client.IndexerFunc {
 }
 
 func indexKey(kind, namespace, name string) string { return kind + "/" + namespace + "/" + name }
+
+// indexedInformer is the informer the manager's cache makes (client-go's shared one):
+// its store answers index lookups.
+type indexedInformer interface {
+	AddIndexers(toolscache.Indexers) error
+	GetIndexer() toolscache.Indexer
+}
+
+// addSourceIndex adds SourceIndex to the informer of kind's workloads in c, and returns
+// the lookup of the workloads that consume one source (an indexKey), as the cache holds
+// them (not to be written). The index is the informer's own: each value is stored once,
+// where controller-runtime's field index (IndexField) stores it twice, with and without
+// the namespace, for lists across namespaces the watcher never makes (the key names the
+// namespace).
+func addSourceIndex(ctx context.Context, c cache.Cache, kind *workload.Kind, opts stamp.Options) (func(key string) ([]client.Object, error), error) {
+	inf, err := c.GetInformer(ctx, kind.New())
+	if err != nil {
+		return nil, err
+	}
+	ii, ok := inf.(indexedInformer)
+	if !ok {
+		// A cache of several namespaces (a namespaced install) holds an informer per
+		// namespace behind one: controller-runtime's field index, looked up by List.
+		return nil, c.IndexField(ctx, kind.New(), SourceIndex, indexSources(kind, opts))
+	}
+	if err := ii.AddIndexers(sourceIndexers(kind, opts)); err != nil {
+		return nil, err
+	}
+	return lookupBy(ii.GetIndexer()), nil
+}
+
+// sourceIndexers is SourceIndex of kind's workloads as a client-go store's index.
+func sourceIndexers(kind *workload.Kind, opts stamp.Options) toolscache.Indexers {
+	fn := indexSources(kind, opts)
+	return toolscache.Indexers{SourceIndex: func(o any) ([]string, error) {
+		obj, ok := o.(client.Object)
+		if !ok {
+			return nil, nil
+		}
+		return fn(obj), nil
+	}}
+}
+
+// lookupBy is the SourceIndex lookup of indexer.
+func lookupBy(indexer toolscache.Indexer) func(key string) ([]client.Object, error) {
+	return func(key string) ([]client.Object, error) {
+		items, err := indexer.ByIndex(SourceIndex, key)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]client.Object, 0, len(items))
+		for _, it := range items {
+			if obj, ok := it.(client.Object); ok {
+				out = append(out, obj)
+			}
+		}
+		return out, nil
+	}
+}

@@ -349,7 +349,8 @@ func (w *watcher) seen(ctx context.Context, kind, namespace, name string) string
 // their controller, which the source controllers then feed.
 func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 	mgr, opts := w.mgr, w.opts
-	if err := mgr.GetFieldIndexer().IndexField(ctx, k.New(), SourceIndex, indexSources(k, opts.Sources)); err != nil {
+	consumers, err := addSourceIndex(ctx, mgr.GetCache(), k, opts.Sources)
+	if err != nil {
 		return fmt.Errorf("index %s by source: %w", k.Resource, err)
 	}
 	// Sources hand their dependents straight to this queue: unbounded, deduplicating,
@@ -375,7 +376,7 @@ func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 			hand: func(key types.NamespacedName, _ bool) { rec.state.addTrigger(key, trigger{}) },
 		}))
 	}
-	err := b.WithOptions(controller.Options{
+	err = b.WithOptions(controller.Options{
 		MaxConcurrentReconciles: opts.Concurrency,
 		NewQueue:                queue.newQueue,
 	}).Complete(rec)
@@ -383,7 +384,7 @@ func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 		return fmt.Errorf("set up %s controller: %w", k.Resource, err)
 	}
 	for _, src := range w.sources {
-		src.addDependents(workloadDependents(k, queue, &rec.state))
+		src.addDependents(workloadDependents(k, consumers, queue, &rec.state))
 	}
 	w.mu.Lock()
 	w.watched = append(w.watched, k)

@@ -28,13 +28,16 @@ type dependentsOf struct {
 	name    string // the kind, in logs: "Deployment"
 	newList func() client.ObjectList
 	items   func(client.ObjectList) []client.Object
-	queue   *fairQueue
-	hand    func(key types.NamespacedName, changed bool) // nil: nothing to tell
+	// consumers looks up the dependents of a source (an indexKey) in the cache's own
+	// index (addSourceIndex); nil: a List by the field index SourceIndex.
+	consumers func(key string) ([]client.Object, error)
+	queue     *fairQueue
+	hand      func(key types.NamespacedName, changed bool) // nil: nothing to tell
 }
 
 // workloadDependents are the workloads of kind as dependents.
-func workloadDependents(kind *workload.Kind, queue *fairQueue, state *workloadStates) dependentsOf {
-	return dependentsOf{name: kind.Kind, newList: kind.NewList, items: kind.Items, queue: queue,
+func workloadDependents(kind *workload.Kind, consumers func(string) ([]client.Object, error), queue *fairQueue, state *workloadStates) dependentsOf {
+	return dependentsOf{name: kind.Kind, newList: kind.NewList, items: kind.Items, consumers: consumers, queue: queue,
 		hand: func(key types.NamespacedName, changed bool) {
 			state.addTrigger(key, trigger{changed: changed, handoff: true})
 		}}
@@ -125,6 +128,20 @@ func (r *sourceReconciler) addDependents(d dependentsOf) {
 	r.dependents = append(r.dependents, d)
 }
 
+// dependentsIn are d's consumers of the source req, as the cache holds them.
+func (r *sourceReconciler) dependentsIn(ctx context.Context, d dependentsOf, req reconcile.Request) ([]client.Object, error) {
+	key := indexKey(r.kind, req.Namespace, req.Name)
+	if d.consumers != nil {
+		return d.consumers(key)
+	}
+	list := d.newList()
+	if err := r.client.List(ctx, list, client.InNamespace(req.Namespace),
+		client.MatchingFields{SourceIndex: key}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	return d.items(list), nil
+}
+
 func (r *sourceReconciler) fanOut(ctx context.Context, req reconcile.Request, changed bool) (reconcile.Result, error) {
 	ns, nsIn, err := namespaceIn(ctx, r.client, r.scope, req.Namespace)
 	if err != nil || ns == nil || slices.Contains(r.scope.Excluded, req.Namespace) {
@@ -136,12 +153,10 @@ func (r *sourceReconciler) fanOut(ctx context.Context, req reconcile.Request, ch
 	kinds := slices.Clone(r.dependents)
 	r.mu.Unlock()
 	for _, d := range kinds {
-		list := d.newList()
-		if err := r.client.List(ctx, list, client.InNamespace(req.Namespace),
-			client.MatchingFields{SourceIndex: indexKey(r.kind, req.Namespace, req.Name)}, client.UnsafeDisableDeepCopy); err != nil {
+		items, err := r.dependentsIn(ctx, d, req)
+		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("list %s dependents of %s %s: %w", d.name, r.kind, req, err)
 		}
-		items := d.items(list)
 		if len(items) > 0 {
 			logf.FromContext(ctx).V(1).Info("Source quiet; checking its dependents", "source", r.kind, "kind", d.name, "dependents", len(items))
 		}

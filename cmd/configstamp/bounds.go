@@ -67,6 +67,24 @@ func setMemoryLimit(log logr.Logger) {
 	log.Info("Set the Go memory limit", "bytes", limit/10*8, "containerLimit", limit)
 }
 
+// watcherGCPercent is the watcher role's GOGC. Its heap is mostly its cache, live for
+// the process's life: at the default 100 the runtime lets the heap grow to twice that
+// before collecting, and keeps about as much from the OS. At 50 the collector runs
+// twice as often while the watcher allocates (checks, events); at rest it costs
+// nothing, and the heap is held to 1.5 times the cache (BENCHMARKS.md, "Memory in the
+// number of workloads").
+const watcherGCPercent = 50
+
+// setGCPercent sets the collector's target for the role, unless GOGC is set: the
+// watcher's (watcherGCPercent); the webhook's and all's stay at the runtime's default.
+func setGCPercent(role string, log logr.Logger) {
+	if role != roleWatcher || os.Getenv("GOGC") != "" {
+		return
+	}
+	debug.SetGCPercent(watcherGCPercent)
+	log.Info("Set the Go collector's target", "gogc", watcherGCPercent, "role", role)
+}
+
 // nudgesInFlight is the watcher's bound on its writes through the webhook: half a
 // replica's slots unless set, so users' admissions find the other half free.
 func (b *boundsOptions) nudgesInFlight() int {

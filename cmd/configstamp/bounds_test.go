@@ -30,3 +30,25 @@ func TestSetMemoryLimit(t *testing.T) {
 		})
 	}
 }
+
+func TestSetGCPercent(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	for _, tc := range []struct {
+		role, gogc string
+		want       int
+	}{
+		{roleWatcher, "", watcherGCPercent},
+		{roleWatcher, "80", 100}, // GOGC set: the runtime took it (here: left at 100)
+		{roleWebhook, "", 100},
+		{roleAll, "", 100},
+	} {
+		t.Run(tc.role+" GOGC="+tc.gogc, func(t *testing.T) {
+			debug.SetGCPercent(100)
+			t.Setenv("GOGC", tc.gogc)
+			setGCPercent(tc.role, logr.Discard())
+			if got := debug.SetGCPercent(100); got != tc.want {
+				t.Fatalf("GOGC %d, want %d", got, tc.want)
+			}
+		})
+	}
+}

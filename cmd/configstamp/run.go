@@ -200,6 +200,7 @@ func run(ctx context.Context, args []string) error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	newStdLog(ctrl.Log.WithName("http")).install()
 	setMemoryLimit(ctrl.Log.WithName("setup"))
+	setGCPercent(o.role, ctrl.Log.WithName("setup"))
 	s, err := newSetup(o)
 	if err != nil {
 		return err
