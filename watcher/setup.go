@@ -175,7 +175,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	w := &watcher{mgr: mgr, opts: opts, sources: map[string]*sourceReconciler{}, coverage: cov,
 		admissions: semaphore.NewWeighted(int64(opts.MaxAdmissionsInFlight))}
 	w.waves = &wavesGate{cluster: opts.Waves, deadline: opts.WavesDeadline, cache: mgr.GetClient(), live: mgr.GetAPIReader(),
-		key: opts.Key, sources: opts.Sources, kinds: w.watchedKinds, recorder: mgr.GetEventRecorder("configstamp")}
+		key: opts.Key, sources: opts.Sources, kinds: w.watchedKinds, recorder: mgr.GetEventRecorder("configstamp"), lookups: &w.lookups}
 	replay := &replayWindow{serverNow: clock}
 	for _, k := range sourceKinds {
 		kind := k.Name
@@ -303,6 +303,8 @@ type watcher struct {
 	opts     Options
 	sources  map[string]*sourceReconciler
 	coverage *coverage
+	// lookups are the workload kinds' source index lookups (the waves gate's).
+	lookups consumerLookups
 	// admissions are the slots of the watcher's writes through the webhook, shared by
 	// every kind (Options.MaxAdmissionsInFlight).
 	admissions *semaphore.Weighted
@@ -353,6 +355,7 @@ func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 	if err != nil {
 		return fmt.Errorf("index %s by source: %w", k.Resource, err)
 	}
+	w.lookups.set(k, consumers)
 	// Sources hand their dependents straight to this queue: unbounded, deduplicating,
 	// fair across namespaces; an add never blocks.
 	name := strings.ToLower(k.Kind)

@@ -130,16 +130,7 @@ func (r *sourceReconciler) addDependents(d dependentsOf) {
 
 // dependentsIn are d's consumers of the source req, as the cache holds them.
 func (r *sourceReconciler) dependentsIn(ctx context.Context, d dependentsOf, req reconcile.Request) ([]client.Object, error) {
-	key := indexKey(r.kind, req.Namespace, req.Name)
-	if d.consumers != nil {
-		return d.consumers(key)
-	}
-	list := d.newList()
-	if err := r.client.List(ctx, list, client.InNamespace(req.Namespace),
-		client.MatchingFields{SourceIndex: key}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, err
-	}
-	return d.items(list), nil
+	return consumersOf(ctx, r.client, d.consumers, d.newList, d.items, req.Namespace, indexKey(r.kind, req.Namespace, req.Name))
 }
 
 func (r *sourceReconciler) fanOut(ctx context.Context, req reconcile.Request, changed bool) (reconcile.Result, error) {

@@ -58,6 +58,8 @@ type wavesGate struct {
 	sources  stamp.Options
 	kinds    func() []*workload.Kind
 	recorder recorder.EventRecorder
+	// lookups find a source's consumers in the workload caches' source index.
+	lookups *consumerLookups
 
 	mu        sync.Mutex
 	plans     map[types.NamespacedName]*plan // by source kind/name in its namespace
@@ -234,8 +236,8 @@ func (g *wavesGate) members(ctx context.Context, namespace, kind, name string, c
 	var out []waves.Member
 	objs := map[string]memberObj{}
 	for _, k := range g.kinds() {
-		list := k.NewList()
-		if err := g.cache.List(ctx, list, client.InNamespace(namespace), client.MatchingFields{SourceIndex: indexKey(kind, namespace, name)}); err != nil {
+		consumed, err := g.lookups.consumers(ctx, g.cache, k, namespace, indexKey(kind, namespace, name))
+		if err != nil {
 			return nil, nil, fmt.Errorf("list %s consumers of %s/%s: %w", k.Kind, kind, name, err)
 		}
 		canaries := &metav1.PartialObjectMetadataList{}
@@ -247,7 +249,7 @@ func (g *wavesGate) members(ctx context.Context, namespace, kind, name string, c
 		for _, c := range canaries.Items {
 			canary[c.Name] = true
 		}
-		for _, o := range k.Items(list) {
+		for _, o := range consumed {
 			tmpl := k.Template(o)
 			if tmpl == nil || o.GetDeletionTimestamp() != nil || stamp.IsTrue(o.GetAnnotations()[stamp.SkipAnnotation]) {
 				continue
