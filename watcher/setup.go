@@ -147,7 +147,7 @@ func (o *Options) defaults() {
 	}
 }
 
-// SetupWithManager registers the field indexes and the controllers: one per workload
+// SetupWithManager registers the source indexes and the controllers: one per workload
 // kind, one per source kind. They run on the leader only. With ArgoRollouts, Rollouts
 // are watched once their CRD exists (at start, or when it appears later).
 func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error {

@@ -101,7 +101,7 @@ func ignored(obj client.Object) bool {
 }
 
 // Reconcile waits for the source to be quiet, then hands every workload that consumes it
-// (found through the field index, not a LIST) to its kind's controller, telling it
+// (found through the source index, not a LIST) to its kind's controller, telling it
 // whether the change was seen live. On an error the change stays pending.
 func (r *sourceReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	over, changed, wait := r.debounce.ready(req.NamespacedName)
