@@ -45,7 +45,8 @@ names the kubeconfig to use out of a cluster (default: in-cluster). The command-
 	b.WriteString(`
 Environment: ` + "`CONFIGSTAMP_MEMORY_LIMIT`" + ` (bytes; the chart sets it from
 ` + "`resources.limits.memory`" + `) sets the Go memory limit to 80% of it, unless ` + "`GOMEMLIMIT`" + `
-is set.
+is set. The watcher role (` + "`--role watcher`" + `) runs with ` + "`GOGC=50`" + ` unless ` + "`GOGC`" + ` is set
+(less memory at rest for some more CPU: BENCHMARKS.md).
 `)
 	return b.Bytes()
 }
