@@ -175,7 +175,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	w := &watcher{mgr: mgr, opts: opts, sources: map[string]*sourceReconciler{}, coverage: cov,
 		admissions: semaphore.NewWeighted(int64(opts.MaxAdmissionsInFlight))}
 	w.waves = &wavesGate{cluster: opts.Waves, deadline: opts.WavesDeadline, cache: mgr.GetClient(), live: mgr.GetAPIReader(),
-		key: opts.Key, sources: opts.Sources, kinds: w.watchedKinds, recorder: mgr.GetEventRecorder("configstamp")}
+		key: opts.Key, sources: opts.Sources, kinds: w.watchedKinds, scope: opts.Scope, recorder: mgr.GetEventRecorder("configstamp")}
 	replay := &replayWindow{serverNow: clock}
 	for _, k := range sourceKinds {
 		kind := k.Name

@@ -8,13 +8,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	"github.com/configstamp/configstamp/internal/scope"
 	"github.com/configstamp/configstamp/internal/waves"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
@@ -57,6 +57,7 @@ type wavesGate struct {
 	key      func() []byte
 	sources  stamp.Options
 	kinds    func() []*workload.Kind
+	scope    *scope.Scope
 	recorder recorder.EventRecorder
 
 	mu        sync.Mutex
@@ -149,15 +150,24 @@ func (r *workloadReconciler) heldByWave(ctx context.Context, j judged, why strin
 	r.recorder.Eventf(j.obj, nil, corev1.EventTypeWarning, ReasonRolloutHalted, "Hold", "Not rolling: %s", why)
 }
 
-// evaluate is where the change of src in namespace stands: a memo younger than
-// planFresh for the resourceVersion the watcher's cache shows, else read again. nil: the
-// source is gone (the check holds for missing config elsewhere).
+// evaluate is where the change of src in namespace stands: nil when waves are off for
+// it (read from the caches alone: the source's metadata keeps the waves annotations, the
+// namespace's its labels; no live read) or the source is gone (the check holds for
+// missing config elsewhere); else a memo younger than planFresh for the resourceVersion
+// the watcher's cache shows, or read again.
 func (g *wavesGate) evaluate(ctx context.Context, namespace string, src stamp.Source) (*plan, error) {
 	id := types.NamespacedName{Namespace: namespace, Name: src.ID()}
 	kind := stamp.SourceKindNamed(src.Kind)
 	meta := kind.NewMeta()
-	if err := g.cache.Get(ctx, types.NamespacedName{Namespace: namespace, Name: src.Name}, meta); err != nil && !apierrors.IsNotFound(err) {
+	if err := g.cache.Get(ctx, types.NamespacedName{Namespace: namespace, Name: src.Name}, meta); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	ns, err := g.namespace(ctx, namespace)
+	if err != nil {
 		return nil, err
+	}
+	if s, _ := g.settings(ns, meta.GetAnnotations()); !s.On {
+		return nil, nil
 	}
 	g.mu.Lock()
 	p := g.plans[id]
@@ -165,7 +175,7 @@ func (g *wavesGate) evaluate(ctx context.Context, namespace string, src stamp.So
 	if p != nil && p.resourceVersion == meta.ResourceVersion && time.Since(p.at) < planFresh {
 		return p, nil
 	}
-	p, err := g.read(ctx, namespace, kind, src.Name)
+	p, err = g.read(ctx, ns, kind, src.Name)
 	if err != nil || p == nil {
 		return nil, err
 	}
@@ -179,10 +189,33 @@ func (g *wavesGate) evaluate(ctx context.Context, namespace string, src stamp.So
 	return p, nil
 }
 
-// read evaluates the change of a source: its content and annotations (live), the
-// namespace's label, its consumers (the cache's index), canaries (a live list by label)
-// and the health of the current wave's workloads (live).
-func (g *wavesGate) read(ctx context.Context, namespace string, kind *stamp.SourceKind, name string) (*plan, error) {
+// namespace is the metadata of the namespace from the cache (a namespaced install reads
+// none: its name alone, no labels); nil when it is gone.
+func (g *wavesGate) namespace(ctx context.Context, name string) (*metav1.PartialObjectMetadata, error) {
+	ns, _, err := namespaceIn(ctx, g.cache, g.scope, name)
+	return ns, err
+}
+
+// settings are a source's: the cluster's, the namespace's label over them, the source's
+// annotations over that.
+func (g *wavesGate) settings(ns *metav1.PartialObjectMetadata, annotations map[string]string) (waves.Settings, []string) {
+	s := g.cluster
+	if ns != nil {
+		if v, ok := ns.Labels[waves.Annotation]; ok {
+			s, _ = waves.ForSource(s, map[string]string{waves.Annotation: v})
+		}
+	}
+	return waves.ForSource(s, annotations)
+}
+
+// read evaluates the change of a source: its content and annotations (live), its
+// consumers (the cache's index), canaries (a live list by label) and the health of the
+// current wave's workloads (live).
+func (g *wavesGate) read(ctx context.Context, ns *metav1.PartialObjectMetadata, kind *stamp.SourceKind, name string) (*plan, error) {
+	if ns == nil {
+		return nil, nil
+	}
+	namespace := ns.Name
 	obj := kind.New()
 	if err := g.live.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, obj.(client.Object)); err != nil {
 		return nil, client.IgnoreNotFound(err)
@@ -191,13 +224,7 @@ func (g *wavesGate) read(ctx context.Context, namespace string, kind *stamp.Sour
 	if content == nil || stamp.Ignored(content) {
 		return nil, nil
 	}
-	settings := g.cluster
-	if ns, err := namespaceMeta(ctx, g.cache, namespace); err == nil && ns != nil {
-		if v, ok := ns.Labels[waves.Annotation]; ok {
-			settings, _ = waves.ForSource(settings, map[string]string{waves.Annotation: v})
-		}
-	}
-	settings, problems := waves.ForSource(settings, obj.GetAnnotations())
+	settings, problems := g.settings(ns, obj.GetAnnotations())
 	if len(problems) > 0 {
 		logf.FromContext(ctx).Info("Bad waves setting on a source: the namespace's or cluster's kept", "source", kind.Name+"/"+name, "problems", problems)
 	}
@@ -208,7 +235,7 @@ func (g *wavesGate) read(ctx context.Context, namespace string, kind *stamp.Sour
 	nsKey := stamp.NamespaceKey(g.key(), namespace)
 	whole := stamp.SourceDigest(stamp.Source{Kind: kind.Name, Name: name, AllKeys: true, Binary: true}, content, nsKey)
 	p.change = kind.Name + "/" + name + "=" + whole.Hex()[:12]
-	members, objs, err := g.members(ctx, namespace, kind.Name, name, content, nsKey, p.change)
+	members, objs, err := g.members(ctx, ns, kind.Name, name, content, nsKey, p.change)
 	if err != nil {
 		return nil, err
 	}
@@ -227,10 +254,13 @@ func (g *wavesGate) read(ctx context.Context, namespace string, kind *stamp.Sour
 	return p, nil
 }
 
-// members are the consumers of the source: Rolled where their template's digest of it
-// is the current content's for what they consume of it.
-func (g *wavesGate) members(ctx context.Context, namespace, kind, name string, content *corev1.ConfigMap, nsKey []byte,
+// members are the consumers of the source the watcher rolls: Rolled where their
+// template's digest of it is the current content's for what they consume of it. Those it
+// never rolls (out of its scope, opted out, paused) are not members: a wave waiting for
+// them would wait for ever.
+func (g *wavesGate) members(ctx context.Context, ns *metav1.PartialObjectMetadata, kind, name string, content *corev1.ConfigMap, nsKey []byte,
 	change string) ([]waves.Member, map[string]memberObj, error) {
+	namespace := ns.Name
 	var out []waves.Member
 	objs := map[string]memberObj{}
 	for _, k := range g.kinds() {
@@ -249,7 +279,8 @@ func (g *wavesGate) members(ctx context.Context, namespace, kind, name string, c
 		}
 		for _, o := range k.Items(list) {
 			tmpl := k.Template(o)
-			if tmpl == nil || o.GetDeletionTimestamp() != nil || stamp.IsTrue(o.GetAnnotations()[stamp.SkipAnnotation]) {
+			if tmpl == nil || o.GetDeletionTimestamp() != nil || stamp.IsTrue(o.GetAnnotations()[stamp.SkipAnnotation]) ||
+				k.Paused(o) || !g.scope.IncludesWorkload(namespace, ns.Labels, o.GetLabels()) {
 				continue
 			}
 			m := waves.Member{ID: memberID(k, o.GetName()), Canary: canary[o.GetName()]}

@@ -1,0 +1,129 @@
+package watcher
+
+import (
+	"context"
+	"slices"
+	"sync/atomic"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/configstamp/configstamp/internal/scope"
+	"github.com/configstamp/configstamp/internal/waves"
+	"github.com/configstamp/configstamp/internal/workload"
+	"github.com/configstamp/configstamp/stamp"
+)
+
+// countingReader counts the reads made through it (the gate's live reads).
+type countingReader struct {
+	client.Reader
+	reads atomic.Int64
+}
+
+func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	c.reads.Add(1)
+	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
+func (c *countingReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	c.reads.Add(1)
+	return c.Reader.List(ctx, list, opts...)
+}
+
+// testGate is a gate over c (its cache) with live reads counted, for Deployments, scoped
+// by the opt-in label.
+func testGate(t *testing.T, c client.Client, cluster waves.Settings) (*wavesGate, *countingReader) {
+	t.Helper()
+	sc, err := scope.New(stamp.InjectLabel, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cluster.Steps) == 0 {
+		cluster.Steps, _ = waves.ParseSteps(waves.DefaultSteps)
+	}
+	live := &countingReader{Reader: c}
+	return &wavesGate{cluster: cluster, deadline: 1e12, cache: c, live: live, key: testKey, scope: sc,
+		kinds: func() []*workload.Kind { return []*workload.Kind{workload.Deployment} }, recorder: events.NewFakeRecorder(100)}, live
+}
+
+func wavesClient(objs ...client.Object) client.Client {
+	return fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(objs...).
+		WithIndex(workload.Deployment.New(), SourceIndex, indexSources(workload.Deployment, stamp.Options{})).Build()
+}
+
+// With waves off (the default), a roll asks the gate and the gate reads only the caches
+// (the source's metadata and its namespace's labels): no live read. Turned on by the
+// namespace's label, it reads the source live.
+func TestWavesGateOffMakesNoLiveRead(t *testing.T) {
+	src := stamp.Source{Kind: stamp.KindConfigMap, Name: "cfg", AllKeys: true}
+	for _, tc := range []struct {
+		name         string
+		cluster      bool
+		nsLabel, ann string
+		live         bool
+	}{
+		{name: "off everywhere"},
+		{name: "off on the source, on in the namespace", nsLabel: "on", ann: "off"},
+		{name: "off in the namespace, on in the cluster", cluster: true, nsLabel: "off"},
+		{name: "on in the namespace", nsLabel: "on", live: true},
+		{name: "on on the source", ann: "1,50%", live: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := optedInNamespace()
+			if tc.nsLabel != "" {
+				ns.Labels[waves.Annotation] = tc.nsLabel
+			}
+			cm := cfgMap("new")
+			if tc.ann != "" {
+				cm.Annotations = map[string]string{waves.Annotation: tc.ann}
+			}
+			dep := cfgDeployment()
+			c := wavesClient(ns, cm, dep)
+			g, live := testGate(t, c, waves.Settings{On: tc.cluster, Threshold: 5})
+			r := &workloadReconciler{kind: workload.Deployment, waves: g}
+			want := stamp.Stamp{Sources: []stamp.Digest{stamp.SourceDigest(src, cm, stamp.NamespaceKey(testKey(), "ns"))}}
+			j := judged{obj: dep, key: appKey, refs: []stamp.Source{src}, storedSources: "configmap/cfg=111111111111", want: want}
+			for range 3 { // the fan-out of one change: one roll per consumer
+				if _, held, _ := r.waveHold(context.Background(), j); held != "" {
+					t.Fatalf("held: %s", held)
+				}
+			}
+			if got := live.reads.Load(); (got > 0) != tc.live {
+				t.Errorf("%d live reads, want any: %v", got, tc.live)
+			}
+		})
+	}
+}
+
+// A change's members are the consumers the watcher rolls: not those out of its scope, nor
+// paused ones (it never rolls them: a wave waiting for them would wait for ever).
+func TestWavesMembersAreWhatTheWatcherRolls(t *testing.T) {
+	ns := optedInNamespace()
+	delete(ns.Labels, stamp.InjectLabel)
+	ns.Labels = map[string]string{waves.Annotation: "on"}
+	dep := func(name string, optIn, paused bool) *appsv1.Deployment {
+		d := cfgDeployment()
+		d.Name = name
+		if optIn {
+			d.Labels = map[string]string{stamp.InjectLabel: stamp.InjectValue}
+		}
+		d.Spec.Paused = paused
+		return d
+	}
+	c := wavesClient(ns, cfgMap("new"), dep("a", true, false), dep("b", false, false), dep("c", true, true), dep("d", true, false))
+	g, _ := testGate(t, c, waves.Settings{Threshold: 1})
+	p, err := g.evaluate(context.Background(), "ns", stamp.Source{Kind: stamp.KindConfigMap, Name: "cfg", AllKeys: true})
+	if err != nil || p == nil {
+		t.Fatalf("plan %v, error %v", p, err)
+	}
+	var ids []string
+	for _, m := range p.members {
+		ids = append(ids, m.ID)
+	}
+	if want := []string{"deployment/a", "deployment/d"}; !slices.Equal(ids, want) {
+		t.Errorf("members %v, want %v", ids, want)
+	}
+}
