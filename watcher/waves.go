@@ -319,7 +319,7 @@ func (g *wavesGate) health(ctx context.Context, m *waves.Member, at memberObj, c
 	g.mu.Lock()
 	if h.Ready {
 		delete(g.since, since)
-	} else if h.Failed == "" && at.kind != workload.Deployment {
+	} else if h.Failed == "" && !h.OwnDeadline {
 		if g.since == nil || len(g.since) > maxPlans {
 			g.since = map[string]time.Time{} // deadlines start again: later, never earlier
 		}
