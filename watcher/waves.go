@@ -41,6 +41,8 @@ const (
 	planFresh = 2 * time.Second
 	// maxPlans bounds the memos (and the changes announced) kept at once.
 	maxPlans = 4096
+	// maxReady bounds the members remembered as seen available.
+	maxReady = 65536
 )
 
 // wavesGate is the one place every nudge asks whether a workload may roll to the
@@ -62,7 +64,8 @@ type wavesGate struct {
 
 	mu        sync.Mutex
 	plans     map[types.NamespacedName]*plan // by source kind/name in its namespace
-	since     map[string]time.Time           // change + member: first seen rolled, not ready
+	since     map[string]time.Time           // namespace, change, member: first seen rolled, not ready
+	ready     map[string]bool                // namespace, change, member: seen rolled and available
 	announced map[string]bool                // changes whose RollingInWaves Event was made
 }
 
@@ -309,16 +312,28 @@ type memberObj struct {
 // watcher first seeing it rolled). A new failure is recorded on the member (it
 // survives restarts); fresh reports one.
 func (g *wavesGate) health(ctx context.Context, m *waves.Member, at memberObj, change string) (fresh bool) {
+	since := at.key.Namespace + " " + change + " " + m.ID
+	g.mu.Lock()
+	m.Ready = g.ready[since]
+	g.mu.Unlock()
+	if m.Ready {
+		// Seen available for this change: not read again at every evaluation (a wave is
+		// judged once it is done; after a restart, read once more).
+		return false
+	}
 	obj := at.kind.New()
 	if err := g.live.Get(ctx, at.key, obj); err != nil {
 		return false // not ready: read again at the next evaluation
 	}
 	h := at.kind.Health(obj)
 	m.Ready = h.Ready
-	since := change + " " + m.ID
 	g.mu.Lock()
 	if h.Ready {
 		delete(g.since, since)
+		if g.ready == nil || len(g.ready) > maxReady {
+			g.ready = map[string]bool{} // read again: costs reads, never a wave
+		}
+		g.ready[since] = true
 	} else if h.Failed == "" && !h.OwnDeadline {
 		if g.since == nil || len(g.since) > maxPlans {
 			g.since = map[string]time.Time{} // deadlines start again: later, never earlier

@@ -2,12 +2,15 @@ package watcher
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"sync/atomic"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -125,5 +128,61 @@ func TestWavesMembersAreWhatTheWatcherRolls(t *testing.T) {
 	}
 	if want := []string{"deployment/a", "deployment/d"}; !slices.Equal(ids, want) {
 		t.Errorf("members %v, want %v", ids, want)
+	}
+}
+
+// gets counts the Gets of one type made through a reader.
+type typedGets struct {
+	client.Reader
+	of   client.Object
+	gets atomic.Int64
+}
+
+func (c *typedGets) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if reflect.TypeOf(obj) == reflect.TypeOf(c.of) {
+		c.gets.Add(1)
+	}
+	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
+// A member seen available for a change is not read again at every evaluation: the
+// health reads of one evaluation are those of the members not yet seen available, not
+// of every wave done before (a change with 200 consumers would read up to 200 workloads
+// every two seconds).
+func TestWavesHealthReadOnceAvailable(t *testing.T) {
+	ns := optedInNamespace()
+	ns.Labels[waves.Annotation] = "on"
+	cm := cfgMap("new")
+	var objs []client.Object
+	for _, name := range []string{"a", "b", "c", "d"} {
+		d := cfgDeployment()
+		d.Name = name
+		d.Spec.Replicas = ptr.To[int32](1)
+		src := stamp.Consumed(nil, &d.Spec.Template.Spec, stamp.Options{})[0]
+		d.Spec.Template.Annotations = map[string]string{stamp.SourcesAnnotation: stamp.Stamp{Sources: []stamp.Digest{
+			stamp.SourceDigest(src, cm, stamp.NamespaceKey(testKey(), "ns"))}}.SourcesAnnotation()}
+		d.Status = appsv1.DeploymentStatus{Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1, Conditions: []appsv1.DeploymentCondition{
+			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"}}}
+		objs = append(objs, d)
+	}
+	c := wavesClient(append(objs, ns, cm)...)
+	g, _ := testGate(t, c, waves.Settings{Threshold: 1})
+	live := &typedGets{Reader: c, of: &appsv1.Deployment{}}
+	g.live = live
+	nsMeta, err := g.namespace(context.Background(), "ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		p, err := g.read(context.Background(), nsMeta, stamp.SourceKindNamed(stamp.KindConfigMap), "cfg")
+		if err != nil || p == nil {
+			t.Fatalf("plan %v, error %v", p, err)
+		}
+		if p.verdict.Current != p.verdict.Waves+1 {
+			t.Fatalf("evaluation %d: %+v, want every wave done", i, p.verdict)
+		}
+	}
+	if got := live.gets.Load(); got != 4 {
+		t.Errorf("%d health reads in three evaluations of 4 available members, want 4", got)
 	}
 }
