@@ -33,7 +33,11 @@ const (
 // becomes available), seldom while the change is halted (a resume or a new change of
 // the source is an event of the source that checks every consumer at once).
 const (
-	wavesWaitRetry   = 5 * time.Second
+	// wavesWaitRetry: the first held workload of a change rolling (waves.FirstHeld); the
+	// evaluation its check makes wakes every consumer once a wave is done.
+	wavesWaitRetry = 5 * time.Second
+	// wavesIdleRetry: the other held workloads, a safety net for a wake missed.
+	wavesIdleRetry   = time.Minute
 	wavesHaltedRetry = time.Minute
 	// planFresh is how long one evaluation of a change serves the checks of all its
 	// consumers: the reads it makes (the source, canaries, health of the current wave)
@@ -61,6 +65,9 @@ type wavesGate struct {
 	kinds    func() []*workload.Kind
 	scope    *scope.Scope
 	recorder recorder.EventRecorder
+	// wake checks every consumer of a source (its fan-out) once a wave is done or a
+	// halt lifted (nil: none; unit tests).
+	wake func(ctx context.Context, kind string, key types.NamespacedName)
 
 	mu        sync.Mutex
 	plans     map[types.NamespacedName]*plan // by source kind/name in its namespace
@@ -78,6 +85,7 @@ type plan struct {
 	settings        waves.Settings
 	verdict         waves.Verdict
 	members         []waves.Member
+	firstHeld       string // waves.FirstHeld
 }
 
 // waveOf is the member's wave (0: not a member).
@@ -129,8 +137,12 @@ func (r *workloadReconciler) waveHold(ctx context.Context, j judged) (_ context.
 		if p.verdict.Halted != "" {
 			return ctx, fmt.Sprintf("halted: %s (change %s)", p.verdict.Halted, p.change), wavesHaltedRetry
 		}
+		retry := wavesIdleRetry
+		if p.firstHeld == memberID(r.kind, j.key.Name) {
+			retry = wavesWaitRetry
+		}
 		return ctx, fmt.Sprintf("held: waiting for wave %d of %d for %s (wave %d rolling: %s)", wave, p.verdict.Waves, src.ID(),
-			p.verdict.Current, strings.Join(p.verdict.Waiting, ", ")), wavesWaitRetry
+			p.verdict.Current, strings.Join(p.verdict.Waiting, ", ")), retry
 	}
 	if len(notes) > 0 {
 		ctx = context.WithValue(ctx, waveKey{}, strings.Join(notes, ", "))
@@ -178,6 +190,7 @@ func (g *wavesGate) evaluate(ctx context.Context, namespace string, src stamp.So
 	if p != nil && p.resourceVersion == meta.ResourceVersion && time.Since(p.at) < planFresh {
 		return p, nil
 	}
+	prev := p
 	p, err = g.read(ctx, ns, kind, src.Name)
 	if err != nil || p == nil {
 		return nil, err
@@ -189,7 +202,18 @@ func (g *wavesGate) evaluate(ctx context.Context, namespace string, src stamp.So
 	}
 	g.plans[id] = p
 	g.mu.Unlock()
+	if g.wake != nil && advanced(prev, p) {
+		// Held workloads other than the first wait to be woken (wavesIdleRetry).
+		g.wake(ctx, kind.Name, types.NamespacedName{Namespace: namespace, Name: src.Name})
+	}
 	return p, nil
+}
+
+// advanced reports whether the change of p moved on since prev: a wave done, or a halt
+// lifted.
+func advanced(prev, p *plan) bool {
+	return prev != nil && prev.change == p.change && p.verdict.Halted == "" &&
+		(p.verdict.Current > prev.verdict.Current || prev.verdict.Halted != "")
 }
 
 // namespace is the metadata of the namespace from the cache (a namespaced install reads
@@ -250,6 +274,7 @@ func (g *wavesGate) read(ctx context.Context, ns *metav1.PartialObjectMetadata, 
 	p.verdict, p.members = waves.Plan(settings, members, verb == "halt" && target == p.change, func(m *waves.Member) {
 		failedNow = g.health(ctx, m, objs[m.ID], p.change) || failedNow
 	})
+	p.firstHeld = waves.FirstHeld(settings, p.members, p.verdict)
 	if failedNow {
 		g.halted(ctx, obj.(client.Object), p)
 	}

@@ -6,9 +6,11 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -155,15 +157,7 @@ func TestWavesHealthReadOnceAvailable(t *testing.T) {
 	cm := cfgMap("new")
 	var objs []client.Object
 	for _, name := range []string{"a", "b", "c", "d"} {
-		d := cfgDeployment()
-		d.Name = name
-		d.Spec.Replicas = ptr.To[int32](1)
-		src := stamp.Consumed(nil, &d.Spec.Template.Spec, stamp.Options{})[0]
-		d.Spec.Template.Annotations = map[string]string{stamp.SourcesAnnotation: stamp.Stamp{Sources: []stamp.Digest{
-			stamp.SourceDigest(src, cm, stamp.NamespaceKey(testKey(), "ns"))}}.SourcesAnnotation()}
-		d.Status = appsv1.DeploymentStatus{Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1, Conditions: []appsv1.DeploymentCondition{
-			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"}}}
-		objs = append(objs, d)
+		objs = append(objs, rolledDeployment(name, cm, true))
 	}
 	c := wavesClient(append(objs, ns, cm)...)
 	g, _ := testGate(t, c, waves.Settings{Threshold: 1})
@@ -184,5 +178,83 @@ func TestWavesHealthReadOnceAvailable(t *testing.T) {
 	}
 	if got := live.gets.Load(); got != 4 {
 		t.Errorf("%d health reads in three evaluations of 4 available members, want 4", got)
+	}
+}
+
+// rolledDeployment is cfgDeployment named name, stamped with cm's digest and available
+// (ready) or not.
+func rolledDeployment(name string, cm *corev1.ConfigMap, ready bool) *appsv1.Deployment {
+	d := cfgDeployment()
+	d.Name = name
+	d.Spec.Replicas = ptr.To[int32](1)
+	src := stamp.Consumed(nil, &d.Spec.Template.Spec, stamp.Options{})[0]
+	d.Spec.Template.Annotations = map[string]string{stamp.SourcesAnnotation: stamp.Stamp{Sources: []stamp.Digest{
+		stamp.SourceDigest(src, cm, stamp.NamespaceKey(testKey(), "ns"))}}.SourcesAnnotation()}
+	if ready {
+		d.Status = appsv1.DeploymentStatus{Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1, Conditions: []appsv1.DeploymentCondition{
+			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"}}}
+	}
+	return d
+}
+
+// Held workloads are not all checked every few seconds while a change rolls (each check
+// reads config live): the first held one is, the others every minute, and all are woken
+// once a wave is done.
+func TestWavesHeldWaitToBeWoken(t *testing.T) {
+	ns := optedInNamespace()
+	ns.Labels[waves.Annotation] = "1"
+	cm := cfgMap("new")
+	var objs []client.Object
+	for _, name := range []string{"a", "b", "c", "d"} {
+		d := cfgDeployment()
+		d.Name = name
+		objs = append(objs, d)
+	}
+	c := wavesClient(append(objs, ns, cm)...)
+	g, _ := testGate(t, c, waves.Settings{Threshold: 1})
+	var woken []string
+	g.wake = func(_ context.Context, kind string, key types.NamespacedName) {
+		woken = append(woken, kind+" "+key.String())
+	}
+	src := stamp.Source{Kind: stamp.KindConfigMap, Name: "cfg", AllKeys: true}
+	want := stamp.Stamp{Sources: []stamp.Digest{stamp.SourceDigest(src, cm, stamp.NamespaceKey(testKey(), "ns"))}}
+	hold := func(name string) time.Duration {
+		t.Helper()
+		r := &workloadReconciler{kind: workload.Deployment, waves: g}
+		j := judged{obj: objs[0], key: types.NamespacedName{Namespace: "ns", Name: name}, refs: []stamp.Source{src},
+			storedSources: "configmap/cfg=111111111111", want: want}
+		_, held, retry := r.waveHold(context.Background(), j)
+		if held == "" {
+			t.Fatalf("%s not held", name)
+		}
+		return retry
+	}
+	// Waves a | b | c, d: the canary rolls; b is the first held.
+	if got := hold("b"); got != wavesWaitRetry {
+		t.Errorf("first held: checked again in %s, want %s", got, wavesWaitRetry)
+	}
+	if got := hold("c"); got != wavesIdleRetry {
+		t.Errorf("held after the first: checked again in %s, want %s", got, wavesIdleRetry)
+	}
+	if len(woken) > 0 {
+		t.Fatalf("woken before a wave was done: %v", woken)
+	}
+	// The canary rolled and is available: the next evaluation wakes every consumer.
+	if err := c.Delete(context.Background(), objs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(context.Background(), rolledDeployment("a", cm, true)); err != nil {
+		t.Fatal(err)
+	}
+	g.mu.Lock()
+	for _, p := range g.plans {
+		p.at = time.Time{}
+	}
+	g.mu.Unlock()
+	if got := hold("c"); got != wavesWaitRetry {
+		t.Errorf("first held of wave 3: checked again in %s, want %s", got, wavesWaitRetry)
+	}
+	if want := []string{"configmap ns/cfg"}; !slices.Equal(woken, want) {
+		t.Errorf("woken %v, want %v", woken, want)
 	}
 }
