@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	eventsv1 "k8s.io/api/events/v1"
@@ -25,7 +26,7 @@ func (c *cli) wavesCmd(verb, short string) *cobra.Command {
 		Use:   verb + " KIND/NAME",
 		Short: short,
 		Long: short + ". KIND is configmap (cm) or secret. The change is the one the watcher's latest RollingInWaves or RolloutHalted " +
-			"Event on it names (--change to name another); a new change of the source is not affected. Writes the annotation " +
+			"Event on it, or on a workload it holds, names (--change to name another); a new change of the source is not affected. Writes the annotation " +
 			waves.CommandAnnotation + " with your own credentials (docs/waves.md).",
 		Example:           "  configstamp " + verb + " -n shop configmap/shared",
 		Args:              cobra.RangeArgs(1, 2),
@@ -66,18 +67,27 @@ func (c *cli) wavesCmd(verb, short string) *cobra.Command {
 // changeRef finds a change named in an Event's note.
 var changeRef = regexp.MustCompile(`\b[a-z]+/[a-z0-9.-]+=[0-9a-f]{12}\b`)
 
-// latestChange is the change the newest RollingInWaves or RolloutHalted Event on the
-// source names.
+// latestChange is the change of the source the newest RollingInWaves or RolloutHalted
+// Event names: on the source (made once per change, gone with the Events' TTL, an hour by
+// default) or on a workload the change holds (made again while it is halted).
 func latestChange(ctx context.Context, cl client.Client, ns, kind, name string) (string, error) {
 	var list eventsv1.EventList
 	if err := cl.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		return "", fmt.Errorf("list Events in %s: %w", ns, err)
 	}
 	k := stamp.SourceKindNamed(kind)
+	ofSource := func(e eventsv1.Event) string {
+		for _, c := range changeRef.FindAllString(e.Note, -1) {
+			if strings.HasPrefix(c, kind+"/"+name+"=") {
+				return c
+			}
+		}
+		return ""
+	}
 	var found []eventsv1.Event
 	for _, e := range list.Items {
-		if e.Regarding.Kind == k.Kind && e.Regarding.Name == name &&
-			(e.Reason == watcher.ReasonRollingInWaves || e.Reason == watcher.ReasonRolloutHalted) && changeRef.MatchString(e.Note) {
+		onSource := e.Regarding.Kind == k.Kind && e.Regarding.Name == name
+		if (onSource && e.Reason == watcher.ReasonRollingInWaves || e.Reason == watcher.ReasonRolloutHalted) && ofSource(e) != "" {
 			found = append(found, e)
 		}
 	}
@@ -92,5 +102,5 @@ func latestChange(ctx context.Context, cl client.Client, ns, kind, name string) 
 		return max(t, e.DeprecatedLastTimestamp.UnixNano(), e.CreationTimestamp.UnixNano())
 	}
 	newest := slices.MaxFunc(found, func(a, b eventsv1.Event) int { return int(min(max(last(a)-last(b), -1), 1)) })
-	return changeRef.FindString(newest.Note), nil
+	return ofSource(newest), nil
 }
