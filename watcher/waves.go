@@ -266,10 +266,9 @@ func (g *wavesGate) read(ctx context.Context, ns *metav1.PartialObjectMetadata, 
 	if err != nil {
 		return nil, err
 	}
+	// A resume lifts a user's halt; the failures it passes are the ones `configstamp
+	// resume` marked resumed on their workloads when it ran, not those of a later wave.
 	verb, target := waves.ParseCommand(obj.GetAnnotations()[waves.CommandAnnotation])
-	if verb == "resume" && target == p.change {
-		g.resume(ctx, members, objs, p.change)
-	}
 	failedNow := false
 	p.verdict, p.members = waves.Plan(settings, members, verb == "halt" && target == p.change, func(m *waves.Member) {
 		failedNow = g.health(ctx, m, objs[m.ID], p.change) || failedNow
@@ -388,16 +387,6 @@ func (g *wavesGate) record(ctx context.Context, at memberObj, value string) {
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, waves.FailedAnnotation, value)
 	if err := g.cache.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		logf.FromContext(ctx).Info("Could not record a wave's failure on the workload", "workload", at.key.String(), "error", err.Error())
-	}
-}
-
-// resume marks the failures of change as resumed (a user's `configstamp resume`).
-func (g *wavesGate) resume(ctx context.Context, members []waves.Member, objs map[string]memberObj, change string) {
-	for i := range members {
-		if m := &members[i]; m.Failed != "" && !m.Resumed {
-			g.record(ctx, objs[m.ID], waves.FailedRecord(m.ID, change, ""))
-			m.Failed, m.Resumed = "", true
-		}
 	}
 }
 

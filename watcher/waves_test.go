@@ -258,3 +258,37 @@ func TestWavesHeldWaitToBeWoken(t *testing.T) {
 		t.Errorf("woken %v, want %v", woken, want)
 	}
 }
+
+// A resume command lifts a user's halt, and passes only the failures `configstamp
+// resume` marked resumed: a failure recorded after it (a later wave's) halts the change
+// again, however long the command stays on the source.
+func TestWavesResumeCommandPassesNoLaterFailure(t *testing.T) {
+	ns := optedInNamespace()
+	ns.Labels[waves.Annotation] = "1"
+	cm := cfgMap("bad")
+	change := "configmap/cfg=" + stamp.SourceDigest(stamp.Source{Kind: stamp.KindConfigMap, Name: "cfg", AllKeys: true, Binary: true},
+		cm, stamp.NamespaceKey(testKey(), "ns")).Hex()[:12]
+	cm.Annotations = map[string]string{waves.CommandAnnotation: "resume " + change}
+	a := rolledDeployment("a", cm, false)
+	a.Annotations = map[string]string{waves.FailedAnnotation: waves.FailedRecord("deployment/a", change, "")} // resumed
+	b := rolledDeployment("b", cm, false)
+	b.Annotations = map[string]string{waves.FailedAnnotation: waves.FailedRecord("deployment/b", change, "did not become available: x")}
+	c := cfgDeployment()
+	c.Name = "c"
+	cl := wavesClient(ns, cm, a, b, c)
+	g, _ := testGate(t, cl, waves.Settings{Threshold: 1})
+	p, err := g.evaluate(context.Background(), "ns", stamp.Source{Kind: stamp.KindConfigMap, Name: "cfg", AllKeys: true})
+	if err != nil || p == nil {
+		t.Fatalf("plan %v, error %v", p, err)
+	}
+	if p.verdict.Halted == "" || p.verdict.May(3) {
+		t.Errorf("%+v: the failure of wave 2 after the resume did not halt the change", p.verdict)
+	}
+	var got appsv1.Deployment
+	if err := cl.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "b"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if v := got.Annotations[waves.FailedAnnotation]; v != b.Annotations[waves.FailedAnnotation] {
+		t.Errorf("the failure record rewritten: %q", v)
+	}
+}

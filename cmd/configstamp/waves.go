@@ -9,10 +9,14 @@ import (
 
 	"github.com/spf13/cobra"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/internal/waves"
+	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/watcher"
 )
@@ -50,6 +54,15 @@ func (c *cli) wavesCmd(verb, short string) *cobra.Command {
 				return err
 			}
 		}
+		if verb == "resume" {
+			// First the failures so far: the watcher's evaluation the command's write
+			// starts sees them resumed; a later wave's failure halts the change again.
+			n, err := resumeFailures(cmd.Context(), cl, ns, change)
+			if err != nil {
+				return err
+			}
+			_, _ = fmt.Fprintf(c.stdout, "failures passed: %d\n", n)
+		}
 		obj := stamp.SourceKindNamed(kind).NewMeta()
 		obj.SetNamespace(ns)
 		obj.SetName(name)
@@ -62,6 +75,36 @@ func (c *cli) wavesCmd(verb, short string) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&change, "change", "", "The change, as the Events name it (KIND/NAME=DIGEST).")
 	return cmd
+}
+
+// resumeFailures marks the failures of change recorded on workloads in ns resumed
+// (waves.FailedAnnotation), under the user's credentials, and says how many.
+func resumeFailures(ctx context.Context, cl client.Client, ns, change string) (int, error) {
+	n := 0
+	for _, k := range append(workload.Watched(workload.Builtin()), workload.Rollout) {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(k.GVK().GroupVersion().WithKind(k.Kind + "List"))
+		if err := cl.List(ctx, list, client.InNamespace(ns)); err != nil {
+			if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+				continue // Argo Rollouts not installed
+			}
+			return n, fmt.Errorf("list %s in %s: %w", k.Resource, ns, err)
+		}
+		for i := range list.Items {
+			o := &list.Items[i]
+			why, _ := waves.ParseFailed(o.Annotations[waves.FailedAnnotation], change)
+			if why == "" {
+				continue
+			}
+			id := strings.ToLower(k.Kind) + "/" + o.Name
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, waves.FailedAnnotation, waves.FailedRecord(id, change, ""))
+			if err := cl.Patch(ctx, o, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+				return n, fmt.Errorf("resume %s %s/%s: %w", k.Kind, ns, o.Name, err)
+			}
+			n++
+		}
+	}
+	return n, nil
 }
 
 // changeRef finds a change named in an Event's note.

@@ -5,13 +5,17 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/configstamp/configstamp/internal/argo"
+	"github.com/configstamp/configstamp/internal/waves"
 	"github.com/configstamp/configstamp/watcher"
 )
 
@@ -49,6 +53,44 @@ func TestLatestChange(t *testing.T) {
 		got, err := latestChange(context.Background(), cl, "shop", "configmap", "shared")
 		if err != nil || got != c.want {
 			t.Errorf("%s: %q, %v; want %q", c.name, got, err, c.want)
+		}
+	}
+}
+
+// resume passes the failures of the change recorded so far, on every kind, and no other
+// change's.
+func TestResumeFailures(t *testing.T) {
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = argo.AddToScheme(scheme)
+	change, other := "configmap/shared=aaaaaaaaaaaa", "configmap/shared=bbbbbbbbbbbb"
+	meta := func(name, record string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Namespace: "shop", Name: name, Annotations: map[string]string{waves.FailedAnnotation: record}}
+	}
+	cl := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		&appsv1.Deployment{ObjectMeta: meta("a", waves.FailedRecord("deployment/a", change, "did not become available: x"))},
+		&appsv1.Deployment{ObjectMeta: meta("b", waves.FailedRecord("deployment/b", other, "did not become available: x"))},
+		&appsv1.Deployment{ObjectMeta: meta("c", waves.FailedRecord("deployment/c", change, ""))},
+		&appsv1.StatefulSet{ObjectMeta: meta("s", waves.FailedRecord("statefulset/s", change, "not available within the waves deadline (10m0s)"))},
+	).Build()
+	n, err := resumeFailures(context.Background(), cl, "shop", change)
+	if err != nil || n != 2 {
+		t.Fatalf("%d resumed, %v; want 2", n, err)
+	}
+	for _, c := range []struct {
+		obj  client.Object
+		name string
+		want string
+	}{
+		{&appsv1.Deployment{}, "a", waves.FailedRecord("deployment/a", change, "")},
+		{&appsv1.Deployment{}, "b", waves.FailedRecord("deployment/b", other, "did not become available: x")},
+		{&appsv1.StatefulSet{}, "s", waves.FailedRecord("statefulset/s", change, "")},
+	} {
+		if err := cl.Get(context.Background(), client.ObjectKey{Namespace: "shop", Name: c.name}, c.obj); err != nil {
+			t.Fatal(err)
+		}
+		if got := c.obj.GetAnnotations()[waves.FailedAnnotation]; got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
 	}
 }

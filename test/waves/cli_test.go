@@ -80,6 +80,8 @@ func TestHaltResume(t *testing.T) {
 		}
 		return rsCounts(t, 2, 2, 1, 1, 1, 1)
 	})
+	// Halted again, for good: the resume on the source passes no later failure.
+	framework.Consistently(t, 10*time.Second, "wave 3 did not roll after wave 2 failed", func() error { return rsCounts(t, 2, 2, 1, 1, 1, 1) })
 
 	// The fix, halted before it rolls anything: nothing rolls until it is resumed.
 	fix := map[string]string{"mode": "fixed"}
