@@ -142,13 +142,18 @@ func sourceMeta(obj any) bool {
 	return stamp.FindSourceKind(gvk.Group, gvk.Kind) != nil
 }
 
+// maxWavesValue bounds the waves annotations the cache keeps of a source: real ones are
+// short; a longer one is read live only (waves off costs no live read).
+const maxWavesValue = 512
+
 // keptOfSource are the annotations of a source's metadata the cache keeps: its ignore
-// annotation and the waves settings and command (read from the cache: waves off costs
-// no live read). nil when none.
+// annotation and the waves settings and command, up to maxWavesValue bytes each (read
+// from the cache: waves off costs no live read). nil when none.
 func keptOfSource(ann map[string]string) map[string]string {
 	var kept map[string]string
 	for k, v := range ann {
-		if k == stamp.IgnoreAnnotation || k == waves.Annotation || k == waves.ThresholdAnnotation || k == waves.CommandAnnotation {
+		setting := (k == waves.Annotation || k == waves.ThresholdAnnotation || k == waves.CommandAnnotation) && len(v) <= maxWavesValue
+		if k == stamp.IgnoreAnnotation || setting {
 			if kept == nil {
 				kept = map[string]string{}
 			}
