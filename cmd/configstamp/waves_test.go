@@ -19,39 +19,54 @@ import (
 	"github.com/configstamp/configstamp/watcher"
 )
 
-// halt and resume name the change the newest Event names: the source's own Events are
-// made once per change and expire (an hour by default); a change halted for longer is
-// named by the RolloutHalted Events made again on the workloads it holds. A change of
-// another source is never taken.
+// halt and resume name the change the newest Event on the source names, by its first
+// occurrence (a series keeps the first note); once the source's Events expired (an hour
+// by default), resume names the one change failures are recorded for.
 func TestLatestChange(t *testing.T) {
 	scheme := runtime.NewScheme()
 	_ = eventsv1.AddToScheme(scheme)
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = argo.AddToScheme(scheme)
 	at := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
-	ev := func(name, kind, regarding, reason, note string, minutes int) client.Object {
-		return &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name},
+	ev := func(name, reason, note string, minutes, lastMinutes int) client.Object {
+		e := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name},
 			EventTime: metav1.NewMicroTime(at.Add(time.Duration(minutes) * time.Minute)),
-			Regarding: corev1.ObjectReference{Kind: kind, Namespace: "shop", Name: regarding}, Reason: reason, Note: note}
+			Regarding: corev1.ObjectReference{Kind: "ConfigMap", Namespace: "shop", Name: "shared"}, Reason: reason, Note: note}
+		if lastMinutes > 0 {
+			e.Series = &eventsv1.EventSeries{Count: 2, LastObservedTime: metav1.NewMicroTime(at.Add(time.Duration(lastMinutes) * time.Minute))}
+		}
+		return e
+	}
+	failed := func(name, record string) client.Object {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Annotations: map[string]string{waves.FailedAnnotation: record}}}
 	}
 	for _, c := range []struct {
-		name   string
-		events []client.Object
-		want   string
+		name    string
+		objs    []client.Object
+		resume  bool
+		want    string
+		wantErr bool
 	}{
 		{"on the source", []client.Object{
-			ev("e1", "ConfigMap", "shared", watcher.ReasonRollingInWaves, "Change configmap/shared=aaaaaaaaaaaa rolls its 21 consumers in 5 waves", 0),
-		}, "configmap/shared=aaaaaaaaaaaa"},
-		{"the source's Events expired: a held workload's", []client.Object{
-			ev("e1", "Deployment", "d00", watcher.ReasonRolloutHalted, "Not rolling: halted: deployment/c did not become available (change configmap/shared=bbbbbbbbbbbb)", 90),
-			ev("e2", "Deployment", "d01", watcher.ReasonRolloutHalted, "Not rolling: halted: deployment/x did not become available (change configmap/other=cccccccccccc)", 95),
-		}, "configmap/shared=bbbbbbbbbbbb"},
-		{"a newer change on a held workload", []client.Object{
-			ev("e1", "ConfigMap", "shared", watcher.ReasonRolloutHalted, "Change configmap/shared=aaaaaaaaaaaa halted in wave 1 of 5", 0),
-			ev("e2", "Deployment", "d00", watcher.ReasonRolloutHalted, "Not rolling: halted: halted by a user (configstamp halt) (change configmap/shared=dddddddddddd)", 10),
-		}, "configmap/shared=dddddddddddd"},
+			ev("e1", watcher.ReasonRollingInWaves, "Change configmap/shared=aaaaaaaaaaaa rolls its 21 consumers in 5 waves", 0, 0),
+		}, false, "configmap/shared=aaaaaaaaaaaa", false},
+		// The halt of the newer change is a series of the older one's Event: its note is the older's.
+		{"a newer change's halt folded into the older's", []client.Object{
+			ev("e1", watcher.ReasonRolloutHalted, "Change configmap/shared=aaaaaaaaaaaa halted in wave 1 of 5", 0, 4),
+			ev("e2", watcher.ReasonRollingInWaves, "Change configmap/shared=bbbbbbbbbbbb rolls its 21 consumers in 5 waves", 2, 0),
+		}, true, "configmap/shared=bbbbbbbbbbbb", false},
+		{"the source's Events expired: the change failures are recorded for", []client.Object{
+			failed("a", waves.FailedRecord("deployment/a", "configmap/shared=cccccccccccc", "did not become available: x")),
+			failed("b", waves.FailedRecord("deployment/b", "configmap/shared=aaaaaaaaaaaa", "")),
+			failed("c", waves.FailedRecord("deployment/c", "configmap/other=dddddddddddd", "did not become available: x")),
+		}, true, "configmap/shared=cccccccccccc", false},
+		{"expired, a halt", []client.Object{
+			failed("a", waves.FailedRecord("deployment/a", "configmap/shared=cccccccccccc", "did not become available: x")),
+		}, false, "", true},
 	} {
-		cl := fake.NewClientBuilder().WithScheme(scheme).WithObjects(c.events...).Build()
-		got, err := latestChange(context.Background(), cl, "shop", "configmap", "shared")
-		if err != nil || got != c.want {
+		cl := fake.NewClientBuilder().WithScheme(scheme).WithObjects(c.objs...).Build()
+		got, err := latestChange(context.Background(), cl, "shop", "configmap", "shared", c.resume)
+		if got != c.want || (err != nil) != c.wantErr {
 			t.Errorf("%s: %q, %v; want %q", c.name, got, err, c.want)
 		}
 	}
