@@ -21,6 +21,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/configstamp/configstamp/internal/configread"
@@ -175,7 +176,15 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	w := &watcher{mgr: mgr, opts: opts, sources: map[string]*sourceReconciler{}, coverage: cov,
 		admissions: semaphore.NewWeighted(int64(opts.MaxAdmissionsInFlight))}
 	w.waves = &wavesGate{cluster: opts.Waves, deadline: opts.WavesDeadline, cache: mgr.GetClient(), live: mgr.GetAPIReader(),
-		key: opts.Key, sources: opts.Sources, kinds: w.watchedKinds, recorder: mgr.GetEventRecorder("configstamp"), lookups: &w.lookups}
+		key: opts.Key, sources: opts.Sources, kinds: w.watchedKinds, scope: opts.Scope, recorder: mgr.GetEventRecorder("configstamp"),
+		lookups: &w.lookups}
+	w.waves.wake = func(ctx context.Context, kind string, key types.NamespacedName) {
+		if src := w.sources[kind]; src != nil {
+			if _, err := src.fanOut(ctx, reconcile.Request{NamespacedName: key}, true); err != nil {
+				logf.FromContext(ctx).Info("Could not wake the consumers of a change rolling in waves: they are checked within a minute", "source", kind+"/"+key.Name, "error", err.Error())
+			}
+		}
+	}
 	replay := &replayWindow{serverNow: clock}
 	for _, k := range sourceKinds {
 		kind := k.Name

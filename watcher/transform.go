@@ -1,6 +1,7 @@
 package watcher
 
 import (
+	"maps"
 	"reflect"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
@@ -10,6 +11,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/configstamp/configstamp/internal/waves"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
@@ -25,9 +27,10 @@ const LatestWriteManager = "configstamp-latest-write"
 // caches grow with config size. The transform removes the annotation and reduces
 // managedFields to one entry holding the latest write time, the only part of them
 // configstamp reads (lastWrite). Of a ConfigMap's or a Secret's metadata, it keeps no
-// labels and no annotation but configstamp.io/ignore: other tools keep copies of the
-// object in annotations too. Of a Flux HelmRelease, only the metadata, spec.valuesFrom
-// and spec.suspend (trimHelmRelease). Everything else is kept.
+// labels and no annotation but configstamp.io/ignore and the waves ones
+// (keptOfSource): other tools keep copies of the object in annotations too. Of a Flux
+// HelmRelease, only the metadata, spec.valuesFrom and spec.suspend (trimHelmRelease).
+// Everything else is kept.
 //
 // It is idempotent (informers may pass an object through it twice) and writes to an
 // object only when something is to be removed, so an object already in the cache, as in
@@ -103,11 +106,7 @@ func trim(obj any) {
 		// annotation. Other tools keep copies of the whole object, content in clear, in
 		// annotations of their own (kapp, for one): none of it is kept.
 		ann := m.GetAnnotations()
-		if len(ann) > 1 || (len(ann) == 1 && !hasKey(ann, stamp.IgnoreAnnotation)) {
-			var kept map[string]string
-			if v, ok := ann[stamp.IgnoreAnnotation]; ok {
-				kept = map[string]string{stamp.IgnoreAnnotation: v}
-			}
+		if kept := keptOfSource(ann); !maps.Equal(ann, kept) {
 			m.SetAnnotations(kept)
 		}
 		if m.GetLabels() != nil {
@@ -141,6 +140,27 @@ func sourceMeta(obj any) bool {
 	}
 	gvk := p.GroupVersionKind()
 	return stamp.FindSourceKind(gvk.Group, gvk.Kind) != nil
+}
+
+// maxWavesValue bounds the waves annotations the cache keeps of a source: real ones are
+// short; a longer one is read live only (waves off costs no live read).
+const maxWavesValue = 512
+
+// keptOfSource are the annotations of a source's metadata the cache keeps: its ignore
+// annotation and the waves settings and command, up to maxWavesValue bytes each (read
+// from the cache: waves off costs no live read). nil when none.
+func keptOfSource(ann map[string]string) map[string]string {
+	var kept map[string]string
+	for k, v := range ann {
+		setting := (k == waves.Annotation || k == waves.ThresholdAnnotation || k == waves.CommandAnnotation) && len(v) <= maxWavesValue
+		if k == stamp.IgnoreAnnotation || setting {
+			if kept == nil {
+				kept = map[string]string{}
+			}
+			kept[k] = v
+		}
+	}
+	return kept
 }
 
 func hasKey(m map[string]string, k string) bool {

@@ -123,11 +123,26 @@ func TestTrimForCache(t *testing.T) {
 	plain := metav1.ObjectMeta{Name: "plain", Namespace: "ns", CreationTimestamp: metav1.NewTime(created),
 		Annotations: map[string]string{"configstamp.io/ignore": "true"}}
 
+	// The waves settings and command stay (waves off costs no live read); others go.
+	wavesOn := clientSideApplied("waves")
+	wavesOn.Annotations["configstamp.io/waves"] = "1,50%"
+	wavesOn.Annotations["configstamp.io/waves-threshold"] = "3"
+	wavesOn.Annotations["configstamp.io/waves-command"] = "halt configmap/waves=0123456789ab"
+	wavesOn.Annotations["configstamp.io/waves-other"] = "x"
+	wavesHuge := clientSideApplied("waves-huge") // a crafted value is not kept
+	wavesHuge.Annotations["configstamp.io/waves"] = strings.Repeat("1,", 1<<16)
+	wavesHugeWant := sourceTrimmed("waves-huge")
+	wavesOnWant := sourceTrimmed("waves")
+	wavesOnWant.Annotations = map[string]string{"configstamp.io/ignore": "false", "configstamp.io/waves": "1,50%", "configstamp.io/waves-threshold": "3",
+		"configstamp.io/waves-command": "halt configmap/waves=0123456789ab"}
+
 	tests := []struct {
 		name    string
 		in, out any
 	}{
 		{"configmap metadata", configMapMeta(clientSideApplied("cm")), configMapMeta(sourceTrimmed("cm"))},
+		{"configmap metadata: waves annotations kept", configMapMeta(wavesOn), configMapMeta(wavesOnWant)},
+		{"configmap metadata: a huge waves annotation not kept", configMapMeta(wavesHuge), configMapMeta(wavesHugeWant)},
 		{"secret metadata: no copy of it kept by any tool",
 			&metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: withToolCopy(clientSideApplied("s"))},
 			&metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: sourceTrimmed("s")}},

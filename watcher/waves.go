@@ -8,13 +8,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	"github.com/configstamp/configstamp/internal/scope"
 	"github.com/configstamp/configstamp/internal/waves"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
@@ -33,7 +33,11 @@ const (
 // becomes available), seldom while the change is halted (a resume or a new change of
 // the source is an event of the source that checks every consumer at once).
 const (
-	wavesWaitRetry   = 5 * time.Second
+	// wavesWaitRetry: the first held workload of a change rolling (waves.FirstHeld); the
+	// evaluation its check makes wakes every consumer once a wave is done.
+	wavesWaitRetry = 5 * time.Second
+	// wavesIdleRetry: the other held workloads, a safety net for a wake missed.
+	wavesIdleRetry   = time.Minute
 	wavesHaltedRetry = time.Minute
 	// planFresh is how long one evaluation of a change serves the checks of all its
 	// consumers: the reads it makes (the source, canaries, health of the current wave)
@@ -41,6 +45,8 @@ const (
 	planFresh = 2 * time.Second
 	// maxPlans bounds the memos (and the changes announced) kept at once.
 	maxPlans = 4096
+	// maxReady bounds the members remembered as seen available.
+	maxReady = 65536
 )
 
 // wavesGate is the one place every nudge asks whether a workload may roll to the
@@ -57,13 +63,18 @@ type wavesGate struct {
 	key      func() []byte
 	sources  stamp.Options
 	kinds    func() []*workload.Kind
+	scope    *scope.Scope
 	recorder recorder.EventRecorder
 	// lookups find a source's consumers in the workload caches' source index.
 	lookups *consumerLookups
+	// wake checks every consumer of a source (its fan-out) once a wave is done or a
+	// halt lifted (nil: none; unit tests).
+	wake func(ctx context.Context, kind string, key types.NamespacedName)
 
 	mu        sync.Mutex
 	plans     map[types.NamespacedName]*plan // by source kind/name in its namespace
-	since     map[string]time.Time           // change + member: first seen rolled, not ready
+	since     map[string]time.Time           // namespace, change, member: first seen rolled, not ready
+	ready     map[string]bool                // namespace, change, member: seen rolled and available
 	announced map[string]bool                // changes whose RollingInWaves Event was made
 }
 
@@ -76,6 +87,7 @@ type plan struct {
 	settings        waves.Settings
 	verdict         waves.Verdict
 	members         []waves.Member
+	firstHeld       string // waves.FirstHeld
 }
 
 // waveOf is the member's wave (0: not a member).
@@ -127,8 +139,12 @@ func (r *workloadReconciler) waveHold(ctx context.Context, j judged) (_ context.
 		if p.verdict.Halted != "" {
 			return ctx, fmt.Sprintf("halted: %s (change %s)", p.verdict.Halted, p.change), wavesHaltedRetry
 		}
+		retry := wavesIdleRetry
+		if p.firstHeld == memberID(r.kind, j.key.Name) {
+			retry = wavesWaitRetry
+		}
 		return ctx, fmt.Sprintf("held: waiting for wave %d of %d for %s (wave %d rolling: %s)", wave, p.verdict.Waves, src.ID(),
-			p.verdict.Current, strings.Join(p.verdict.Waiting, ", ")), wavesWaitRetry
+			p.verdict.Current, strings.Join(p.verdict.Waiting, ", ")), retry
 	}
 	if len(notes) > 0 {
 		ctx = context.WithValue(ctx, waveKey{}, strings.Join(notes, ", "))
@@ -151,15 +167,24 @@ func (r *workloadReconciler) heldByWave(ctx context.Context, j judged, why strin
 	r.recorder.Eventf(j.obj, nil, corev1.EventTypeWarning, ReasonRolloutHalted, "Hold", "Not rolling: %s", why)
 }
 
-// evaluate is where the change of src in namespace stands: a memo younger than
-// planFresh for the resourceVersion the watcher's cache shows, else read again. nil: the
-// source is gone (the check holds for missing config elsewhere).
+// evaluate is where the change of src in namespace stands: nil when waves are off for
+// it (read from the caches alone: the source's metadata keeps the waves annotations, the
+// namespace's its labels; no live read) or the source is gone (the check holds for
+// missing config elsewhere); else a memo younger than planFresh for the resourceVersion
+// the watcher's cache shows, or read again.
 func (g *wavesGate) evaluate(ctx context.Context, namespace string, src stamp.Source) (*plan, error) {
 	id := types.NamespacedName{Namespace: namespace, Name: src.ID()}
 	kind := stamp.SourceKindNamed(src.Kind)
 	meta := kind.NewMeta()
-	if err := g.cache.Get(ctx, types.NamespacedName{Namespace: namespace, Name: src.Name}, meta); err != nil && !apierrors.IsNotFound(err) {
+	if err := g.cache.Get(ctx, types.NamespacedName{Namespace: namespace, Name: src.Name}, meta); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	ns, err := g.namespace(ctx, namespace)
+	if err != nil {
 		return nil, err
+	}
+	if s, _ := g.settings(ns, meta.GetAnnotations()); !s.On {
+		return nil, nil
 	}
 	g.mu.Lock()
 	p := g.plans[id]
@@ -167,7 +192,8 @@ func (g *wavesGate) evaluate(ctx context.Context, namespace string, src stamp.So
 	if p != nil && p.resourceVersion == meta.ResourceVersion && time.Since(p.at) < planFresh {
 		return p, nil
 	}
-	p, err := g.read(ctx, namespace, kind, src.Name)
+	prev := p
+	p, err = g.read(ctx, ns, kind, src.Name)
 	if err != nil || p == nil {
 		return nil, err
 	}
@@ -178,13 +204,47 @@ func (g *wavesGate) evaluate(ctx context.Context, namespace string, src stamp.So
 	}
 	g.plans[id] = p
 	g.mu.Unlock()
+	if g.wake != nil && advanced(prev, p) {
+		// Held workloads other than the first wait to be woken (wavesIdleRetry).
+		g.wake(ctx, kind.Name, types.NamespacedName{Namespace: namespace, Name: src.Name})
+	}
 	return p, nil
 }
 
-// read evaluates the change of a source: its content and annotations (live), the
-// namespace's label, its consumers (the cache's index), canaries (a live list by label)
-// and the health of the current wave's workloads (live).
-func (g *wavesGate) read(ctx context.Context, namespace string, kind *stamp.SourceKind, name string) (*plan, error) {
+// advanced reports whether the change of p moved on since prev: a wave done, or a halt
+// lifted.
+func advanced(prev, p *plan) bool {
+	return prev != nil && prev.change == p.change && p.verdict.Halted == "" &&
+		(p.verdict.Current > prev.verdict.Current || prev.verdict.Halted != "")
+}
+
+// namespace is the metadata of the namespace from the cache (a namespaced install reads
+// none: its name alone, no labels); nil when it is gone.
+func (g *wavesGate) namespace(ctx context.Context, name string) (*metav1.PartialObjectMetadata, error) {
+	ns, _, err := namespaceIn(ctx, g.cache, g.scope, name)
+	return ns, err
+}
+
+// settings are a source's: the cluster's, the namespace's label over them, the source's
+// annotations over that.
+func (g *wavesGate) settings(ns *metav1.PartialObjectMetadata, annotations map[string]string) (waves.Settings, []string) {
+	s := g.cluster
+	if ns != nil {
+		if v, ok := ns.Labels[waves.Annotation]; ok {
+			s, _ = waves.ForSource(s, map[string]string{waves.Annotation: v})
+		}
+	}
+	return waves.ForSource(s, annotations)
+}
+
+// read evaluates the change of a source: its content and annotations (live), its
+// consumers (the cache's index), canaries (a live list by label) and the health of the
+// current wave's workloads (live).
+func (g *wavesGate) read(ctx context.Context, ns *metav1.PartialObjectMetadata, kind *stamp.SourceKind, name string) (*plan, error) {
+	if ns == nil {
+		return nil, nil
+	}
+	namespace := ns.Name
 	obj := kind.New()
 	if err := g.live.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, obj.(client.Object)); err != nil {
 		return nil, client.IgnoreNotFound(err)
@@ -193,13 +253,7 @@ func (g *wavesGate) read(ctx context.Context, namespace string, kind *stamp.Sour
 	if content == nil || stamp.Ignored(content) {
 		return nil, nil
 	}
-	settings := g.cluster
-	if ns, err := namespaceMeta(ctx, g.cache, namespace); err == nil && ns != nil {
-		if v, ok := ns.Labels[waves.Annotation]; ok {
-			settings, _ = waves.ForSource(settings, map[string]string{waves.Annotation: v})
-		}
-	}
-	settings, problems := waves.ForSource(settings, obj.GetAnnotations())
+	settings, problems := g.settings(ns, obj.GetAnnotations())
 	if len(problems) > 0 {
 		logf.FromContext(ctx).Info("Bad waves setting on a source: the namespace's or cluster's kept", "source", kind.Name+"/"+name, "problems", problems)
 	}
@@ -210,18 +264,18 @@ func (g *wavesGate) read(ctx context.Context, namespace string, kind *stamp.Sour
 	nsKey := stamp.NamespaceKey(g.key(), namespace)
 	whole := stamp.SourceDigest(stamp.Source{Kind: kind.Name, Name: name, AllKeys: true, Binary: true}, content, nsKey)
 	p.change = kind.Name + "/" + name + "=" + whole.Hex()[:12]
-	members, objs, err := g.members(ctx, namespace, kind.Name, name, content, nsKey, p.change)
+	members, objs, err := g.members(ctx, ns, kind.Name, name, content, nsKey, p.change)
 	if err != nil {
 		return nil, err
 	}
+	// A resume lifts a user's halt; the failures it passes are the ones `configstamp
+	// resume` marked resumed on their workloads when it ran, not those of a later wave.
 	verb, target := waves.ParseCommand(obj.GetAnnotations()[waves.CommandAnnotation])
-	if verb == "resume" && target == p.change {
-		g.resume(ctx, members, objs, p.change)
-	}
 	failedNow := false
 	p.verdict, p.members = waves.Plan(settings, members, verb == "halt" && target == p.change, func(m *waves.Member) {
 		failedNow = g.health(ctx, m, objs[m.ID], p.change) || failedNow
 	})
+	p.firstHeld = waves.FirstHeld(settings, p.members, p.verdict)
 	if failedNow {
 		g.halted(ctx, obj.(client.Object), p)
 	}
@@ -229,10 +283,13 @@ func (g *wavesGate) read(ctx context.Context, namespace string, kind *stamp.Sour
 	return p, nil
 }
 
-// members are the consumers of the source: Rolled where their template's digest of it
-// is the current content's for what they consume of it.
-func (g *wavesGate) members(ctx context.Context, namespace, kind, name string, content *corev1.ConfigMap, nsKey []byte,
+// members are the consumers of the source the watcher rolls: Rolled where their
+// template's digest of it is the current content's for what they consume of it. Those it
+// never rolls (out of its scope, opted out, paused) are not members: a wave waiting for
+// them would wait for ever.
+func (g *wavesGate) members(ctx context.Context, ns *metav1.PartialObjectMetadata, kind, name string, content *corev1.ConfigMap, nsKey []byte,
 	change string) ([]waves.Member, map[string]memberObj, error) {
+	namespace := ns.Name
 	var out []waves.Member
 	objs := map[string]memberObj{}
 	for _, k := range g.kinds() {
@@ -251,7 +308,8 @@ func (g *wavesGate) members(ctx context.Context, namespace, kind, name string, c
 		}
 		for _, o := range consumed {
 			tmpl := k.Template(o)
-			if tmpl == nil || o.GetDeletionTimestamp() != nil || stamp.IsTrue(o.GetAnnotations()[stamp.SkipAnnotation]) {
+			if tmpl == nil || o.GetDeletionTimestamp() != nil || stamp.IsTrue(o.GetAnnotations()[stamp.SkipAnnotation]) ||
+				k.Paused(o) || !g.scope.IncludesWorkload(namespace, ns.Labels, o.GetLabels()) {
 				continue
 			}
 			m := waves.Member{ID: memberID(k, o.GetName()), Canary: canary[o.GetName()]}
@@ -280,17 +338,29 @@ type memberObj struct {
 // watcher first seeing it rolled). A new failure is recorded on the member (it
 // survives restarts); fresh reports one.
 func (g *wavesGate) health(ctx context.Context, m *waves.Member, at memberObj, change string) (fresh bool) {
+	since := at.key.Namespace + " " + change + " " + m.ID
+	g.mu.Lock()
+	m.Ready = g.ready[since]
+	g.mu.Unlock()
+	if m.Ready {
+		// Seen available for this change: not read again at every evaluation (a wave is
+		// judged once it is done; after a restart, read once more).
+		return false
+	}
 	obj := at.kind.New()
 	if err := g.live.Get(ctx, at.key, obj); err != nil {
 		return false // not ready: read again at the next evaluation
 	}
 	h := at.kind.Health(obj)
 	m.Ready = h.Ready
-	since := change + " " + m.ID
 	g.mu.Lock()
 	if h.Ready {
 		delete(g.since, since)
-	} else if h.Failed == "" && at.kind != workload.Deployment {
+		if g.ready == nil || len(g.ready) > maxReady {
+			g.ready = map[string]bool{} // read again: costs reads, never a wave
+		}
+		g.ready[since] = true
+	} else if h.Failed == "" && !h.OwnDeadline {
 		if g.since == nil || len(g.since) > maxPlans {
 			g.since = map[string]time.Time{} // deadlines start again: later, never earlier
 		}
@@ -319,16 +389,6 @@ func (g *wavesGate) record(ctx context.Context, at memberObj, value string) {
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, waves.FailedAnnotation, value)
 	if err := g.cache.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		logf.FromContext(ctx).Info("Could not record a wave's failure on the workload", "workload", at.key.String(), "error", err.Error())
-	}
-}
-
-// resume marks the failures of change as resumed (a user's `configstamp resume`).
-func (g *wavesGate) resume(ctx context.Context, members []waves.Member, objs map[string]memberObj, change string) {
-	for i := range members {
-		if m := &members[i]; m.Failed != "" && !m.Resumed {
-			g.record(ctx, objs[m.ID], waves.FailedRecord(m.ID, change, ""))
-			m.Failed, m.Resumed = "", true
-		}
 	}
 }
 

@@ -248,6 +248,34 @@ func WaveOf(s Settings, members []Member, id string) int {
 	return 0
 }
 
+// FirstHeld is the first member, in rolling order, that waits for a wave after the
+// current one and has not rolled ("": none, or the change is halted): the one held
+// member worth checking again soon (the others wait to be woken when a wave is done).
+// members are ordered (Plan).
+func FirstHeld(s Settings, members []Member, v Verdict) string {
+	if v.Waves == 0 || v.Halted != "" {
+		return ""
+	}
+	canaries := 0
+	for _, m := range members {
+		if m.Canary {
+			canaries++
+		}
+	}
+	start := 0
+	for w, size := range Sizes(len(members), canaries, s.Steps) {
+		if w+1 > v.Current {
+			for _, m := range members[start : start+size] {
+				if !m.Rolled {
+					return m.ID
+				}
+			}
+		}
+		start += size
+	}
+	return ""
+}
+
 // May reports whether the member in wave may roll now.
 func (v Verdict) May(wave int) bool {
 	return v.Waves == 0 || v.Halted == "" && wave <= v.Current

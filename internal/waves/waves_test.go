@@ -174,3 +174,34 @@ func TestRecords(t *testing.T) {
 		}
 	}
 }
+
+// The first held member is the first not rolled of the waves after the current one;
+// none while halted or when nothing waits.
+func TestFirstHeld(t *testing.T) {
+	s := Settings{On: true, Steps: steps(t, "1"), Threshold: 1}
+	ids := func(rolled ...bool) []Member {
+		var out []Member
+		for i, r := range rolled {
+			out = append(out, Member{ID: fmt.Sprintf("deployment/%c", 'a'+i), Rolled: r, Ready: r})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name    string
+		members []Member
+		halt    bool
+		want    string
+	}{
+		{"canary rolling: the first of wave 2", ids(false, false, false, false), false, "deployment/b"},
+		{"wave 2 rolling: the first of wave 3", ids(true, false, false, false), false, "deployment/c"},
+		{"one of wave 3 rolled already (a user's update)", ids(true, false, true, false), false, "deployment/d"},
+		{"halted", ids(false, false, false, false), true, ""},
+		{"last wave rolling", ids(true, true, false, false), false, ""},
+		{"done", ids(true, true, true, true), false, ""},
+	} {
+		v, members := Plan(s, c.members, c.halt, nil)
+		if got := FirstHeld(s, members, v); got != c.want {
+			t.Errorf("%s: %q (verdict %+v), want %q", c.name, got, v, c.want)
+		}
+	}
+}

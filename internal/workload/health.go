@@ -2,6 +2,7 @@ package workload
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -17,6 +18,9 @@ import (
 type Health struct {
 	Ready  bool
 	Failed string
+	// OwnDeadline: its controller fails a rollout that does not progress (a Deployment's
+	// progressDeadlineSeconds); without one the watcher's deadline applies.
+	OwnDeadline bool
 }
 
 // Health reads obj's rollout; a kind without pods of its own (a CronJob) is ready at
@@ -42,8 +46,11 @@ func deploymentHealth(o client.Object) Health {
 	if !ok {
 		return Health{}
 	}
+	// progressDeadlineSeconds MaxInt32: no deadline, and its controller keeps no
+	// Progressing condition.
+	own := ptrOr(d.Spec.ProgressDeadlineSeconds, 600) != math.MaxInt32
 	if d.Status.ObservedGeneration < d.Generation {
-		return Health{}
+		return Health{OwnDeadline: own}
 	}
 	var progressing *appsv1.DeploymentCondition
 	for i := range d.Status.Conditions {
@@ -52,12 +59,12 @@ func deploymentHealth(o client.Object) Health {
 		}
 	}
 	if progressing != nil && progressing.Status == corev1.ConditionFalse && progressing.Reason == "ProgressDeadlineExceeded" {
-		return Health{Failed: fmt.Sprintf("did not become available within its progressDeadlineSeconds (%d): ProgressDeadlineExceeded", ptrOr(d.Spec.ProgressDeadlineSeconds, 600))}
+		return Health{Failed: fmt.Sprintf("did not become available within its progressDeadlineSeconds (%d): ProgressDeadlineExceeded", ptrOr(d.Spec.ProgressDeadlineSeconds, 600)), OwnDeadline: own}
 	}
 	want := replicas(d.Spec.Replicas)
 	s := d.Status
 	return Health{Ready: s.UpdatedReplicas == want && s.Replicas == want && s.AvailableReplicas >= want &&
-		progressing != nil && progressing.Reason == "NewReplicaSetAvailable"}
+		(!own || progressing != nil && progressing.Reason == "NewReplicaSetAvailable"), OwnDeadline: own}
 }
 
 func ptrOr(p *int32, def int32) int32 {
@@ -67,26 +74,36 @@ func ptrOr(p *int32, def int32) int32 {
 	return *p
 }
 
-// statefulSetHealth: every replica updated and ready on the current revision.
+// statefulSetHealth: every replica ready, and those its controller replaces updated:
+// all of them, those at or above a rollingUpdate partition, none with OnDelete (its pods
+// change only when deleted).
 func statefulSetHealth(o client.Object) Health {
 	s, ok := o.(*appsv1.StatefulSet)
 	if !ok {
 		return Health{}
 	}
 	want, st := replicas(s.Spec.Replicas), s.Status
-	return Health{Ready: st.ObservedGeneration >= s.Generation && st.UpdatedReplicas >= want && st.ReadyReplicas >= want &&
-		st.Replicas == want && (st.CurrentRevision == st.UpdateRevision || s.Spec.UpdateStrategy.Type == appsv1.OnDeleteStatefulSetStrategyType)}
+	updated := want
+	switch u := s.Spec.UpdateStrategy; {
+	case u.Type == appsv1.OnDeleteStatefulSetStrategyType:
+		updated = 0
+	case u.RollingUpdate != nil && u.RollingUpdate.Partition != nil && *u.RollingUpdate.Partition > 0:
+		updated = max(want-*u.RollingUpdate.Partition, 0)
+	}
+	return Health{Ready: st.ObservedGeneration >= s.Generation && st.UpdatedReplicas >= updated && st.ReadyReplicas >= want &&
+		st.Replicas == want && (updated < want || st.CurrentRevision == st.UpdateRevision)}
 }
 
-// daemonSetHealth: every scheduled pod updated and available.
+// daemonSetHealth: every scheduled pod available, and updated unless OnDelete (its pods
+// change only when deleted).
 func daemonSetHealth(o client.Object) Health {
 	d, ok := o.(*appsv1.DaemonSet)
 	if !ok {
 		return Health{}
 	}
 	st := d.Status
-	return Health{Ready: st.ObservedGeneration >= d.Generation && st.UpdatedNumberScheduled >= st.DesiredNumberScheduled &&
-		st.NumberAvailable >= st.DesiredNumberScheduled}
+	updated := d.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType || st.UpdatedNumberScheduled >= st.DesiredNumberScheduled
+	return Health{Ready: st.ObservedGeneration >= d.Generation && updated && st.NumberAvailable >= st.DesiredNumberScheduled}
 }
 
 // rolloutHealth: Argo says Healthy for the current generation; Degraded fails it.

@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"math"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -20,6 +21,25 @@ func deployment(gen, observed int64, updated, available, total int32, reason str
 		d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: status, Reason: reason}}
 	}
 	return d
+}
+
+func noDeadline(d *appsv1.Deployment) *appsv1.Deployment {
+	d.Spec.ProgressDeadlineSeconds = ptr.To[int32](math.MaxInt32)
+	return d
+}
+
+// Only a Deployment with a progress deadline has one of its own: the waves deadline
+// applies to the others.
+func TestHealthOwnDeadline(t *testing.T) {
+	if !Deployment.Health(deployment(2, 2, 1, 2, 3, "ReplicaSetUpdated", corev1.ConditionTrue)).OwnDeadline {
+		t.Error("a Deployment with progressDeadlineSeconds: no deadline of its own")
+	}
+	if Deployment.Health(noDeadline(deployment(2, 2, 1, 2, 3, "", ""))).OwnDeadline {
+		t.Error("a Deployment with progressDeadlineSeconds MaxInt32: a deadline of its own")
+	}
+	if StatefulSet.Health(&appsv1.StatefulSet{}).OwnDeadline {
+		t.Error("a StatefulSet: a deadline of its own")
+	}
 }
 
 func TestHealth(t *testing.T) {
@@ -46,6 +66,26 @@ func TestHealth(t *testing.T) {
 		{"rollout healthy, not observed", Rollout, &argo.Rollout{ObjectMeta: metav1.ObjectMeta{Generation: 5}, Status: argo.RolloutStatus{ObservedGeneration: "4", Phase: "Healthy"}}, false, false},
 		{"rollout degraded", Rollout, &argo.Rollout{ObjectMeta: metav1.ObjectMeta{Generation: 4}, Status: argo.RolloutStatus{ObservedGeneration: "4", Phase: "Degraded"}}, false, true},
 		{"cronjob: no pods", CronJob, &batchv1.CronJob{}, true, false},
+		// No progress deadline (MaxInt32): no Progressing condition; ready on its counts.
+		{"deployment without a progress deadline, available", Deployment, noDeadline(deployment(2, 2, 2, 2, 2, "", "")), true, false},
+		{"deployment without a progress deadline, rolling", Deployment, noDeadline(deployment(2, 2, 1, 2, 3, "", "")), false, false},
+		// A partition keeps the pods below it on the old revision: those above it count.
+		{"statefulset partitioned, rolled above it", StatefulSet, &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](3),
+			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To[int32](2)}}},
+			Status: appsv1.StatefulSetStatus{Replicas: 3, UpdatedReplicas: 1, ReadyReplicas: 3, CurrentRevision: "a", UpdateRevision: "b"}}, true, false},
+		{"statefulset partitioned, not rolled above it", StatefulSet, &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](3),
+			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To[int32](2)}}},
+			Status: appsv1.StatefulSetStatus{Replicas: 3, UpdatedReplicas: 0, ReadyReplicas: 3, CurrentRevision: "a", UpdateRevision: "b"}}, false, false},
+		// OnDelete: its pods change only when deleted; ready pods are all it can show.
+		{"statefulset OnDelete, ready", StatefulSet, &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](2),
+			UpdateStrategy: appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}},
+			Status: appsv1.StatefulSetStatus{Replicas: 2, UpdatedReplicas: 0, ReadyReplicas: 2, CurrentRevision: "a", UpdateRevision: "b"}}, true, false},
+		{"daemonset OnDelete, available", DaemonSet, &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}},
+			Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 3, UpdatedNumberScheduled: 0, NumberAvailable: 3}}, true, false},
+		{"daemonset OnDelete, unavailable", DaemonSet, &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.OnDeleteDaemonSetStrategyType}},
+			Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 3, UpdatedNumberScheduled: 0, NumberAvailable: 2}}, false, false},
 	} {
 		h := c.kind.Health(c.obj)
 		if h.Ready != c.ready || (h.Failed != "") != c.failed {

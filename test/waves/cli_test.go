@@ -9,7 +9,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/internal/waves"
 	"github.com/configstamp/configstamp/stamp"
@@ -80,6 +82,14 @@ func TestHaltResume(t *testing.T) {
 		}
 		return rsCounts(t, 2, 2, 1, 1, 1, 1)
 	})
+	// Halted again, for good: the resume on the source passes no later failure. A write
+	// of the source's metadata has every consumer checked at once (held ones wait a
+	// minute while halted).
+	if err := env.Client.Patch(bg, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: nsCLI, Name: "shared"}},
+		client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"example.com/touched":"1"}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	framework.Consistently(t, 10*time.Second, "wave 3 did not roll after wave 2 failed", func() error { return rsCounts(t, 2, 2, 1, 1, 1, 1) })
 
 	// The fix, halted before it rolls anything: nothing rolls until it is resumed.
 	fix := map[string]string{"mode": "fixed"}

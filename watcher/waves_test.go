@@ -1,0 +1,294 @@
+package watcher
+
+import (
+	"context"
+	"reflect"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/configstamp/configstamp/internal/scope"
+	"github.com/configstamp/configstamp/internal/waves"
+	"github.com/configstamp/configstamp/internal/workload"
+	"github.com/configstamp/configstamp/stamp"
+)
+
+// countingReader counts the reads made through it (the gate's live reads).
+type countingReader struct {
+	client.Reader
+	reads atomic.Int64
+}
+
+func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	c.reads.Add(1)
+	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
+func (c *countingReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	c.reads.Add(1)
+	return c.Reader.List(ctx, list, opts...)
+}
+
+// testGate is a gate over c (its cache) with live reads counted, for Deployments, scoped
+// by the opt-in label.
+func testGate(t *testing.T, c client.Client, cluster waves.Settings) (*wavesGate, *countingReader) {
+	t.Helper()
+	sc, err := scope.New(stamp.InjectLabel, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cluster.Steps) == 0 {
+		cluster.Steps, _ = waves.ParseSteps(waves.DefaultSteps)
+	}
+	live := &countingReader{Reader: c}
+	return &wavesGate{cluster: cluster, deadline: 1e12, cache: c, live: live, key: testKey, scope: sc,
+		kinds: func() []*workload.Kind { return []*workload.Kind{workload.Deployment} }, recorder: events.NewFakeRecorder(100)}, live
+}
+
+func wavesClient(objs ...client.Object) client.Client {
+	return fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(objs...).
+		WithIndex(workload.Deployment.New(), SourceIndex, indexSources(workload.Deployment, stamp.Options{})).Build()
+}
+
+// With waves off (the default), a roll asks the gate and the gate reads only the caches
+// (the source's metadata and its namespace's labels): no live read. Turned on by the
+// namespace's label, it reads the source live.
+func TestWavesGateOffMakesNoLiveRead(t *testing.T) {
+	src := stamp.Source{Kind: stamp.KindConfigMap, Name: "cfg", AllKeys: true}
+	for _, tc := range []struct {
+		name         string
+		cluster      bool
+		nsLabel, ann string
+		live         bool
+	}{
+		{name: "off everywhere"},
+		{name: "off on the source, on in the namespace", nsLabel: "on", ann: "off"},
+		{name: "off in the namespace, on in the cluster", cluster: true, nsLabel: "off"},
+		{name: "on in the namespace", nsLabel: "on", live: true},
+		{name: "on on the source", ann: "1,50%", live: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := optedInNamespace()
+			if tc.nsLabel != "" {
+				ns.Labels[waves.Annotation] = tc.nsLabel
+			}
+			cm := cfgMap("new")
+			if tc.ann != "" {
+				cm.Annotations = map[string]string{waves.Annotation: tc.ann}
+			}
+			dep := cfgDeployment()
+			c := wavesClient(ns, cm, dep)
+			g, live := testGate(t, c, waves.Settings{On: tc.cluster, Threshold: 5})
+			r := &workloadReconciler{kind: workload.Deployment, waves: g}
+			want := stamp.Stamp{Sources: []stamp.Digest{stamp.SourceDigest(src, cm, stamp.NamespaceKey(testKey(), "ns"))}}
+			j := judged{obj: dep, key: appKey, refs: []stamp.Source{src}, storedSources: "configmap/cfg=111111111111", want: want}
+			for range 3 { // the fan-out of one change: one roll per consumer
+				if _, held, _ := r.waveHold(context.Background(), j); held != "" {
+					t.Fatalf("held: %s", held)
+				}
+			}
+			if got := live.reads.Load(); (got > 0) != tc.live {
+				t.Errorf("%d live reads, want any: %v", got, tc.live)
+			}
+		})
+	}
+}
+
+// A change's members are the consumers the watcher rolls: not those out of its scope, nor
+// paused ones (it never rolls them: a wave waiting for them would wait for ever).
+func TestWavesMembersAreWhatTheWatcherRolls(t *testing.T) {
+	ns := optedInNamespace()
+	delete(ns.Labels, stamp.InjectLabel)
+	ns.Labels = map[string]string{waves.Annotation: "on"}
+	dep := func(name string, optIn, paused bool) *appsv1.Deployment {
+		d := cfgDeployment()
+		d.Name = name
+		if optIn {
+			d.Labels = map[string]string{stamp.InjectLabel: stamp.InjectValue}
+		}
+		d.Spec.Paused = paused
+		return d
+	}
+	c := wavesClient(ns, cfgMap("new"), dep("a", true, false), dep("b", false, false), dep("c", true, true), dep("d", true, false))
+	g, _ := testGate(t, c, waves.Settings{Threshold: 1})
+	p, err := g.evaluate(context.Background(), "ns", stamp.Source{Kind: stamp.KindConfigMap, Name: "cfg", AllKeys: true})
+	if err != nil || p == nil {
+		t.Fatalf("plan %v, error %v", p, err)
+	}
+	var ids []string
+	for _, m := range p.members {
+		ids = append(ids, m.ID)
+	}
+	if want := []string{"deployment/a", "deployment/d"}; !slices.Equal(ids, want) {
+		t.Errorf("members %v, want %v", ids, want)
+	}
+}
+
+// gets counts the Gets of one type made through a reader.
+type typedGets struct {
+	client.Reader
+	of   client.Object
+	gets atomic.Int64
+}
+
+func (c *typedGets) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if reflect.TypeOf(obj) == reflect.TypeOf(c.of) {
+		c.gets.Add(1)
+	}
+	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
+// A member seen available for a change is not read again at every evaluation: the
+// health reads of one evaluation are those of the members not yet seen available, not
+// of every wave done before (a change with 200 consumers would read up to 200 workloads
+// every two seconds).
+func TestWavesHealthReadOnceAvailable(t *testing.T) {
+	ns := optedInNamespace()
+	ns.Labels[waves.Annotation] = "on"
+	cm := cfgMap("new")
+	var objs []client.Object
+	for _, name := range []string{"a", "b", "c", "d"} {
+		objs = append(objs, rolledDeployment(name, cm, true))
+	}
+	c := wavesClient(append(objs, ns, cm)...)
+	g, _ := testGate(t, c, waves.Settings{Threshold: 1})
+	live := &typedGets{Reader: c, of: &appsv1.Deployment{}}
+	g.live = live
+	nsMeta, err := g.namespace(context.Background(), "ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		p, err := g.read(context.Background(), nsMeta, stamp.SourceKindNamed(stamp.KindConfigMap), "cfg")
+		if err != nil || p == nil {
+			t.Fatalf("plan %v, error %v", p, err)
+		}
+		if p.verdict.Current != p.verdict.Waves+1 {
+			t.Fatalf("evaluation %d: %+v, want every wave done", i, p.verdict)
+		}
+	}
+	if got := live.gets.Load(); got != 4 {
+		t.Errorf("%d health reads in three evaluations of 4 available members, want 4", got)
+	}
+}
+
+// rolledDeployment is cfgDeployment named name, stamped with cm's digest and available
+// (ready) or not.
+func rolledDeployment(name string, cm *corev1.ConfigMap, ready bool) *appsv1.Deployment {
+	d := cfgDeployment()
+	d.Name = name
+	d.Spec.Replicas = ptr.To[int32](1)
+	src := stamp.Consumed(nil, &d.Spec.Template.Spec, stamp.Options{})[0]
+	d.Spec.Template.Annotations = map[string]string{stamp.SourcesAnnotation: stamp.Stamp{Sources: []stamp.Digest{
+		stamp.SourceDigest(src, cm, stamp.NamespaceKey(testKey(), "ns"))}}.SourcesAnnotation()}
+	if ready {
+		d.Status = appsv1.DeploymentStatus{Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1, Conditions: []appsv1.DeploymentCondition{
+			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"}}}
+	}
+	return d
+}
+
+// Held workloads are not all checked every few seconds while a change rolls (each check
+// reads config live): the first held one is, the others every minute, and all are woken
+// once a wave is done.
+func TestWavesHeldWaitToBeWoken(t *testing.T) {
+	ns := optedInNamespace()
+	ns.Labels[waves.Annotation] = "1"
+	cm := cfgMap("new")
+	var objs []client.Object
+	for _, name := range []string{"a", "b", "c", "d"} {
+		d := cfgDeployment()
+		d.Name = name
+		objs = append(objs, d)
+	}
+	c := wavesClient(append(objs, ns, cm)...)
+	g, _ := testGate(t, c, waves.Settings{Threshold: 1})
+	var woken []string
+	g.wake = func(_ context.Context, kind string, key types.NamespacedName) {
+		woken = append(woken, kind+" "+key.String())
+	}
+	src := stamp.Source{Kind: stamp.KindConfigMap, Name: "cfg", AllKeys: true}
+	want := stamp.Stamp{Sources: []stamp.Digest{stamp.SourceDigest(src, cm, stamp.NamespaceKey(testKey(), "ns"))}}
+	hold := func(name string) time.Duration {
+		t.Helper()
+		r := &workloadReconciler{kind: workload.Deployment, waves: g}
+		j := judged{obj: objs[0], key: types.NamespacedName{Namespace: "ns", Name: name}, refs: []stamp.Source{src},
+			storedSources: "configmap/cfg=111111111111", want: want}
+		_, held, retry := r.waveHold(context.Background(), j)
+		if held == "" {
+			t.Fatalf("%s not held", name)
+		}
+		return retry
+	}
+	// Waves a | b | c, d: the canary rolls; b is the first held.
+	if got := hold("b"); got != wavesWaitRetry {
+		t.Errorf("first held: checked again in %s, want %s", got, wavesWaitRetry)
+	}
+	if got := hold("c"); got != wavesIdleRetry {
+		t.Errorf("held after the first: checked again in %s, want %s", got, wavesIdleRetry)
+	}
+	if len(woken) > 0 {
+		t.Fatalf("woken before a wave was done: %v", woken)
+	}
+	// The canary rolled and is available: the next evaluation wakes every consumer.
+	if err := c.Delete(context.Background(), objs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(context.Background(), rolledDeployment("a", cm, true)); err != nil {
+		t.Fatal(err)
+	}
+	g.mu.Lock()
+	for _, p := range g.plans {
+		p.at = time.Time{}
+	}
+	g.mu.Unlock()
+	if got := hold("c"); got != wavesWaitRetry {
+		t.Errorf("first held of wave 3: checked again in %s, want %s", got, wavesWaitRetry)
+	}
+	if want := []string{"configmap ns/cfg"}; !slices.Equal(woken, want) {
+		t.Errorf("woken %v, want %v", woken, want)
+	}
+}
+
+// A resume command lifts a user's halt, and passes only the failures `configstamp
+// resume` marked resumed: a failure recorded after it (a later wave's) halts the change
+// again, however long the command stays on the source.
+func TestWavesResumeCommandPassesNoLaterFailure(t *testing.T) {
+	ns := optedInNamespace()
+	ns.Labels[waves.Annotation] = "1"
+	cm := cfgMap("bad")
+	change := "configmap/cfg=" + stamp.SourceDigest(stamp.Source{Kind: stamp.KindConfigMap, Name: "cfg", AllKeys: true, Binary: true},
+		cm, stamp.NamespaceKey(testKey(), "ns")).Hex()[:12]
+	cm.Annotations = map[string]string{waves.CommandAnnotation: "resume " + change}
+	a := rolledDeployment("a", cm, false)
+	a.Annotations = map[string]string{waves.FailedAnnotation: waves.FailedRecord("deployment/a", change, "")} // resumed
+	b := rolledDeployment("b", cm, false)
+	b.Annotations = map[string]string{waves.FailedAnnotation: waves.FailedRecord("deployment/b", change, "did not become available: x")}
+	c := cfgDeployment()
+	c.Name = "c"
+	cl := wavesClient(ns, cm, a, b, c)
+	g, _ := testGate(t, cl, waves.Settings{Threshold: 1})
+	p, err := g.evaluate(context.Background(), "ns", stamp.Source{Kind: stamp.KindConfigMap, Name: "cfg", AllKeys: true})
+	if err != nil || p == nil {
+		t.Fatalf("plan %v, error %v", p, err)
+	}
+	if p.verdict.Halted == "" || p.verdict.May(3) {
+		t.Errorf("%+v: the failure of wave 2 after the resume did not halt the change", p.verdict)
+	}
+	var got appsv1.Deployment
+	if err := cl.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: "b"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if v := got.Annotations[waves.FailedAnnotation]; v != b.Annotations[waves.FailedAnnotation] {
+		t.Errorf("the failure record rewritten: %q", v)
+	}
+}
