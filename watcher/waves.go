@@ -58,7 +58,7 @@ const (
 type wavesGate struct {
 	cluster  waves.Settings
 	deadline time.Duration // for kinds without a deadline of their own
-	cache    client.Client // the manager's: field index, namespaces; writes of records
+	cache    client.Client // the manager's: the source index (through lookups), namespaces; writes of records
 	live     client.Reader
 	key      func() []byte
 	sources  stamp.Options
