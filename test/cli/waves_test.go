@@ -1,0 +1,96 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configstamp/configstamp/internal/explain"
+	"github.com/configstamp/configstamp/internal/waves"
+	"github.com/configstamp/configstamp/stamp"
+	"github.com/configstamp/configstamp/test/framework"
+)
+
+// TestExplainWaves changes a ConfigMap whose three consumers roll in waves: the
+// canary rolls and never becomes available (no controllers here), so explain says the
+// others wait for their wave and impact shows the plan; after `configstamp halt`, both
+// say it is halted.
+func TestExplainWaves(t *testing.T) {
+	f := fixtures(t) // the hash key Secret exists
+	env.Start(t, framework.Options{Args: append(serverArgs, "--exclude-namespaces", "kube-system,"+f.in+","+f.out)})
+	ns := env.NewNamespace(t, true)
+	cm := configMap(ns, "shared", map[string]string{"a": "1"})
+	cm.Annotations = map[string]string{waves.Annotation: "on", waves.ThresholdAnnotation: "2"}
+	if err := k8s.Create(bg, cm); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		if err := k8s.Create(bg, deployment(ns, name, keyEnv("shared", "a"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stamped := func(name string) string {
+		return env.Deployment(t, ns, name).Spec.Template.Annotations[stamp.SourcesAnnotation]
+	}
+	before := stamped("a")
+	if before == "" || stamped("c") == "" {
+		t.Fatal("not stamped at create")
+	}
+	cm.Data["a"] = "2"
+	if err := k8s.Update(bg, cm); err != nil {
+		t.Fatal(err)
+	}
+	// The canary (the first by name) rolls; its pods never become available here.
+	deadline := time.Now().Add(90 * time.Second)
+	for stamped("a") == before {
+		if time.Now().After(deadline) {
+			t.Fatal("the canary deployment/a did not roll")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	explainB := func() explain.Report {
+		var r explain.Report
+		if err := json.Unmarshal([]byte(ok(t, "explain", "-n", ns, "deployment/b", "-o", "json")), &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	r := explainB()
+	if want := "held: waiting for wave 2 of 3 for configmap/shared (wave 1 rolling: deployment/a)"; r.Verdict != explain.VerdictHeldInWaves || r.Roll ||
+		!strings.Contains(r.Reason, want) {
+		t.Errorf("explain deployment/b: %s (roll %v): %s; want %s: %s", r.Verdict, r.Roll, r.Reason, explain.VerdictHeldInWaves, want)
+	}
+	impact := func() explain.ImpactReport {
+		var ir explain.ImpactReport
+		if err := json.Unmarshal([]byte(ok(t, "impact", "-n", ns, "configmap/shared", "--hash-key", keyRef, "-o", "json")), &ir); err != nil {
+			t.Fatal(err)
+		}
+		return ir
+	}
+	ir := impact()
+	if p := ir.Waves; p == nil || fmt.Sprint(p.Sizes) != "[1 1 1]" || p.Current != 1 || p.Halted != "" || !strings.HasPrefix(p.Change, "configmap/shared=") {
+		t.Errorf("impact waves %+v, want sizes [1 1 1], wave 1 rolling", p)
+	}
+	if text := ok(t, "impact", "-n", ns, "configmap/shared", "--hash-key", keyRef); !strings.Contains(text, "rolls its consumers in 3 waves") ||
+		!strings.Contains(text, "is rolling: wave 1 of 3") {
+		t.Errorf("impact text lacks the waves:\n%s", text)
+	}
+
+	ok(t, "halt", "-n", ns, "configmap/shared")
+	// The watcher reads the command too; explain reads it live, at once.
+	if r := explainB(); r.Verdict != explain.VerdictHeldInWaves || !strings.Contains(r.Reason, "halted: halted by a user") {
+		t.Errorf("explain deployment/b after halt: %s: %s", r.Verdict, r.Reason)
+	}
+	if ir := impact(); ir.Waves == nil || !strings.Contains(ir.Waves.Halted, "halted by a user") {
+		t.Errorf("impact waves %+v, want halted by a user", ir.Waves)
+	}
+	var got corev1.ConfigMap
+	if err := k8s.Get(bg, client.ObjectKeyFromObject(cm), &got); err != nil || got.Annotations[waves.CommandAnnotation] == "" {
+		t.Errorf("halt wrote no command: %v %v", err, got.Annotations)
+	}
+}
