@@ -181,7 +181,7 @@ func wavesPlan(e *evaluated) *WavesPlan {
 // wavesNotes are what waves decide for the workload id, for each source whose change it
 // would roll to (changed: its stamped digest differs from the current one).
 func (c *Cluster) wavesNotes(ctx context.Context, ns *corev1.Namespace, nsKnown bool, id string, r Report, nsKey []byte) []WavesNote {
-	if nsKey == nil || r.Verdict != VerdictWouldRoll {
+	if r.Verdict != VerdictWouldRoll {
 		return nil
 	}
 	var out []WavesNote
@@ -195,10 +195,16 @@ func (c *Cluster) wavesNotes(ctx context.Context, ns *corev1.Namespace, nsKnown 
 		kind := stamp.SourceKindNamed(s.Kind)
 		e, err := c.plan(ctx, workload.All(), ns, nsKnown, r.Namespace, kind, s.Name, nsKey)
 		if err != nil {
-			c.warn("whether %s rolls in waves is not known: %v", s.ID(), err)
+			if !apierrors.IsForbidden(err) {
+				c.warn("whether %s rolls in waves is not known: %v", s.ID(), err)
+			}
 			continue
 		}
 		if e == nil || e.verdict.Waves == 0 {
+			continue
+		}
+		if nsKey == nil {
+			c.warn("a change of %s rolls in waves: whether its wave has come is not known without the hash key (--hash-key)", s.ID())
 			continue
 		}
 		wave := waves.WaveOf(e.settings, e.members, id)

@@ -47,7 +47,8 @@ type Consumer struct {
 // its content: Rolled where a template's digest of it is the current content's for what
 // that workload consumes of it; Failed and Resumed from its FailedAnnotation. Those it
 // never rolls (no template, being deleted, opted out, paused, out of scope) are not
-// members: a wave waiting for them would wait for ever.
+// members: a wave waiting for them would wait for ever. nsKey nil (a reader without the
+// hash key): Rolled is not known, and false.
 func Members(kind, name string, content *corev1.ConfigMap, nsKey []byte, change string, opts stamp.Options, consumers []Consumer) []Member {
 	var out []Member
 	for _, c := range consumers {
@@ -59,7 +60,7 @@ func Members(kind, name string, content *corev1.ConfigMap, nsKey []byte, change 
 		}
 		m := Member{ID: MemberID(c.Kind, o.GetName()), Canary: c.Canary}
 		for _, src := range stamp.Consumed(o.GetAnnotations(), &tmpl.Spec, opts) {
-			if src.Kind == kind && src.Name == name {
+			if src.Kind == kind && src.Name == name && nsKey != nil {
 				d := stamp.SourceDigest(src, content, nsKey)
 				m.Rolled = stamp.ParseSources(tmpl.Annotations[stamp.SourcesAnnotation])[src.ID()] == d.Hex()[:12]
 			}

@@ -102,3 +102,12 @@ func TestHold(t *testing.T) {
 		t.Errorf("halted: %q", held)
 	}
 }
+
+// TestMembersNoKey: without the hash key, Rolled is not known (false); no panic.
+func TestMembersNoKey(t *testing.T) {
+	got := Members(stamp.KindConfigMap, "shared", &corev1.ConfigMap{Data: map[string]string{"a": "1"}}, nil, "", stamp.Options{},
+		[]Consumer{{Kind: workload.Deployment, Object: consumerOf("a", "000000000000"), InScope: true}})
+	if len(got) != 1 || got[0].Rolled {
+		t.Errorf("Members without a key = %+v", got)
+	}
+}

@@ -65,12 +65,24 @@ func TestExplainWaves(t *testing.T) {
 		!strings.Contains(r.Reason, want) {
 		t.Errorf("explain deployment/b: %s (roll %v): %s; want %s: %s", r.Verdict, r.Roll, r.Reason, explain.VerdictHeldInWaves, want)
 	}
+	// Without the hash key (the webhook's dry-run computes the digests) it says it can't tell.
+	if res := run(t, "", "explain", "-n", ns, "deployment/b", "--hash-key", ""); res.code != 0 ||
+		!strings.Contains(res.stderr, "a change of configmap/shared rolls in waves: whether its wave has come is not known") {
+		t.Errorf("explain without the hash key: exit %d, stdout:\n%s\nstderr:\n%s", res.code, res.stdout, res.stderr)
+	}
 	impact := func() explain.ImpactReport {
 		var ir explain.ImpactReport
 		if err := json.Unmarshal([]byte(ok(t, "impact", "-n", ns, "configmap/shared", "--hash-key", keyRef, "-o", "json")), &ir); err != nil {
 			t.Fatal(err)
 		}
 		return ir
+	}
+	// Without the hash key, impact shows the plan alone.
+	res := run(t, "", "impact", "-n", ns, "configmap/shared", "-o", "json")
+	var noKey explain.ImpactReport
+	if err := json.Unmarshal([]byte(res.stdout), &noKey); res.code != 0 || err != nil || noKey.Waves == nil ||
+		fmt.Sprint(noKey.Waves.Sizes) != "[1 1 1]" || noKey.Waves.Change != "" || !strings.Contains(res.stderr, "the hash key can't be read") {
+		t.Errorf("impact without the hash key: exit %d, %v, waves %+v, stderr:\n%s", res.code, err, noKey.Waves, res.stderr)
 	}
 	ir := impact()
 	if p := ir.Waves; p == nil || fmt.Sprint(p.Sizes) != "[1 1 1]" || p.Current != 1 || p.Halted != "" || !strings.HasPrefix(p.Change, "configmap/shared=") {
