@@ -94,9 +94,7 @@ type plan struct {
 func (p *plan) waveOf(id string) int { return waves.WaveOf(p.settings, p.members, id) }
 
 // memberID names a workload of kind in a plan.
-func memberID(kind *workload.Kind, name string) string {
-	return strings.ToLower(kind.Kind) + "/" + name
-}
+func memberID(kind *workload.Kind, name string) string { return waves.MemberID(kind, name) }
 
 // waveKey carries, in the context of a nudge the gate let through, which wave it is
 // ("wave 2 of 5 for configmap/shared"), for its ConfigChanged Event.
@@ -132,19 +130,19 @@ func (r *workloadReconciler) waveHold(ctx context.Context, j judged) (_ context.
 			continue
 		}
 		wave := p.waveOf(memberID(r.kind, j.key.Name))
-		if p.verdict.May(wave) {
-			notes = append(notes, fmt.Sprintf("wave %d of %d for %s", wave, p.verdict.Waves, src.ID()))
+		held, note := p.verdict.Hold(wave, src.ID(), p.change)
+		if held == "" {
+			notes = append(notes, note)
 			continue
 		}
 		if p.verdict.Halted != "" {
-			return ctx, fmt.Sprintf("halted: %s (change %s)", p.verdict.Halted, p.change), wavesHaltedRetry
+			return ctx, held, wavesHaltedRetry
 		}
 		retry := wavesIdleRetry
 		if p.firstHeld == memberID(r.kind, j.key.Name) {
 			retry = wavesWaitRetry
 		}
-		return ctx, fmt.Sprintf("held: waiting for wave %d of %d for %s (wave %d rolling: %s)", wave, p.verdict.Waves, src.ID(),
-			p.verdict.Current, strings.Join(p.verdict.Waiting, ", ")), retry
+		return ctx, held, retry
 	}
 	if len(notes) > 0 {
 		ctx = context.WithValue(ctx, waveKey{}, strings.Join(notes, ", "))
@@ -228,13 +226,11 @@ func (g *wavesGate) namespace(ctx context.Context, name string) (*metav1.Partial
 // settings are a source's: the cluster's, the namespace's label over them, the source's
 // annotations over that.
 func (g *wavesGate) settings(ns *metav1.PartialObjectMetadata, annotations map[string]string) (waves.Settings, []string) {
-	s := g.cluster
+	var labels map[string]string
 	if ns != nil {
-		if v, ok := ns.Labels[waves.Annotation]; ok {
-			s, _ = waves.ForSource(s, map[string]string{waves.Annotation: v})
-		}
+		labels = ns.Labels
 	}
-	return waves.ForSource(s, annotations)
+	return waves.Resolve(g.cluster, labels, annotations)
 }
 
 // read evaluates the change of a source: its content and annotations (live), its
@@ -262,8 +258,7 @@ func (g *wavesGate) read(ctx context.Context, ns *metav1.PartialObjectMetadata, 
 		return p, nil
 	}
 	nsKey := stamp.NamespaceKey(g.key(), namespace)
-	whole := stamp.SourceDigest(stamp.Source{Kind: kind.Name, Name: name, AllKeys: true, Binary: true}, content, nsKey)
-	p.change = kind.Name + "/" + name + "=" + whole.Hex()[:12]
+	p.change = waves.ChangeOf(kind.Name, name, content, nsKey)
 	members, objs, err := g.members(ctx, ns, kind.Name, name, content, nsKey, p.change)
 	if err != nil {
 		return nil, err
@@ -306,23 +301,13 @@ func (g *wavesGate) members(ctx context.Context, ns *metav1.PartialObjectMetadat
 		for _, c := range canaries.Items {
 			canary[c.Name] = true
 		}
+		var cs []waves.Consumer
 		for _, o := range consumed {
-			tmpl := k.Template(o)
-			if tmpl == nil || o.GetDeletionTimestamp() != nil || stamp.IsTrue(o.GetAnnotations()[stamp.SkipAnnotation]) ||
-				k.Paused(o) || !g.scope.IncludesWorkload(namespace, ns.Labels, o.GetLabels()) {
-				continue
-			}
-			m := waves.Member{ID: memberID(k, o.GetName()), Canary: canary[o.GetName()]}
-			for _, src := range stamp.Consumed(o.GetAnnotations(), &tmpl.Spec, g.sources) {
-				if src.Kind == kind && src.Name == name {
-					d := stamp.SourceDigest(src, content, nsKey)
-					m.Rolled = stamp.ParseSources(tmpl.Annotations[stamp.SourcesAnnotation])[src.ID()] == d.Hex()[:12]
-				}
-			}
-			m.Failed, m.Resumed = waves.ParseFailed(o.GetAnnotations()[waves.FailedAnnotation], change)
-			out = append(out, m)
-			objs[m.ID] = memberObj{kind: k, key: client.ObjectKeyFromObject(o)}
+			cs = append(cs, waves.Consumer{Kind: k, Object: o, Canary: canary[o.GetName()],
+				InScope: g.scope.IncludesWorkload(namespace, ns.Labels, o.GetLabels())})
+			objs[memberID(k, o.GetName())] = memberObj{kind: k, key: client.ObjectKeyFromObject(o)}
 		}
+		out = append(out, waves.Members(kind, name, content, nsKey, change, g.sources, cs)...)
 	}
 	return out, objs, nil
 }
@@ -375,7 +360,7 @@ func (g *wavesGate) health(ctx context.Context, m *waves.Member, at memberObj, c
 	if h.Failed == "" {
 		return false
 	}
-	m.Failed = "did not become available: " + h.Failed
+	m.Failed = waves.FailedHealth(h.Failed)
 	g.record(ctx, at, waves.FailedRecord(m.ID, change, m.Failed))
 	return true
 }

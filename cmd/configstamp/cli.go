@@ -472,7 +472,7 @@ func (c *cli) cluster(cmd *cobra.Command, sf *settingsFlags) (*explain.Cluster, 
 
 func (c *cli) impactCmd() *cobra.Command {
 	var sf settingsFlags
-	var key string
+	var key, hashKey string
 	cmd := &cobra.Command{
 		Use:   "impact KIND/NAME",
 		Short: "Which workloads a change of a ConfigMap or Secret (or of one key) rolls",
@@ -488,9 +488,19 @@ func (c *cli) impactCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		g, _, ns, err := c.cluster(cmd, &sf)
+		g, o, ns, err := c.cluster(cmd, &sf)
 		if err != nil {
 			return err
+		}
+		if !cmd.Flags().Changed("hash-key") {
+			hashKey = o.hashKey // the install's, if found
+		}
+		if hashKey != "" {
+			ref, err := hashkey.ParseRef(hashKey)
+			if err != nil {
+				return fmt.Errorf("--hash-key: %w", err)
+			}
+			g.HashKey = &ref
 		}
 		r, err := g.Impact(cmd.Context(), workload.All(), kind, ns, name, key)
 		if err != nil {
@@ -500,6 +510,7 @@ func (c *cli) impactCmd() *cobra.Command {
 	}
 	sf.bind(cmd)
 	cmd.Flags().StringVar(&key, "key", "", "Ask about a change of this key only.")
+	cmd.Flags().StringVar(&hashKey, "hash-key", "", "The server's --hash-key (NAMESPACE/NAME of the Secret holding the hash key; default: the install's): when you may read it, a change rolling in waves shows where it stands (docs/waves.md).")
 	c.addOutput(cmd)
 	return cmd
 }

@@ -35,7 +35,8 @@ const containerName = "configstamp"
 // settingFlags are the server's flags explain and impact judge by, which they take under
 // the same names.
 var settingFlags = []string{"namespace-label", "exclude-namespaces", "watch-namespaces", "coverage-configmap",
-	"max-sources", "secrets", "csi-secrets", "roll-stale-at-install", "registration-name"}
+	"max-sources", "secrets", "csi-secrets", "roll-stale-at-install", "registration-name",
+	"waves", "waves-threshold"}
 
 // settingsFlags are the command's flags of the server's settings.
 type settingsFlags struct {
@@ -50,10 +51,30 @@ func (s *settingsFlags) bind(cmd *cobra.Command) {
 	for _, name := range settingFlags {
 		pf := pflag.PFlagFromGoFlag(fs.Lookup(name))
 		pf.Usage = "The server's --" + name + ", when not the install's (read from its Deployment): " + pf.Usage
+		pf.Value = &given{Value: pf.Value}
 		cmd.Flags().AddFlag(pf)
 	}
 	cmd.Flags().StringVar(&s.install, "install", "", "NAMESPACE/NAME of configstamp's Deployment, whose container's args are the server's settings (default: the Deployment the registration's Service selects).")
 	s.flags = cmd.Flags()
+}
+
+// given is a flag's value that says what it was given (a flag.Func's says nothing),
+// so parseSettings can pass it on to the server's parser.
+type given struct {
+	pflag.Value
+	set string
+}
+
+func (g *given) Set(v string) error {
+	g.set = v
+	return g.Value.Set(v)
+}
+
+func (g *given) String() string {
+	if g.set != "" {
+		return g.set
+	}
+	return g.Value.String()
 }
 
 // found is an install's Deployment and what was read on the way.
@@ -238,7 +259,7 @@ func (s *settingsFlags) cluster(ctx context.Context, cl client.Client, c *cli) (
 		return nil, nil, err
 	}
 	g := &explain.Cluster{Client: cl, Scope: sc, Secrets: o.secrets, CSISecrets: o.csiSecrets, MaxSources: o.bounds.maxSources, RollStale: o.rollStaleAtInstall,
-		SecretsSet: s.flags.Changed("secrets"), SecretsFound: f.problem == "", Registration: o.registrationName,
+		Waves: o.waves, SecretsSet: s.flags.Changed("secrets"), SecretsFound: f.problem == "", Registration: o.registrationName,
 		RegistrationRead: f.registration, RegistrationReported: f.registration == nil && s.install == "", Warn: c.warn}
 	if f.dev {
 		// Coverage is read from the chart's registration, as before; dev mode's

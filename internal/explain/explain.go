@@ -220,6 +220,9 @@ type Live struct {
 	Content map[string]*corev1.ConfigMap
 	// NotRead: the entry checks leave the workload alone, so nothing was read.
 	NotRead bool
+	// nsKey is the namespace's hash key when it was read (nil: the webhook computed
+	// the digests).
+	nsKey []byte
 }
 
 // Input is everything Explain decides from.

@@ -19,6 +19,7 @@ import (
 	"github.com/configstamp/configstamp/internal/decide"
 	"github.com/configstamp/configstamp/internal/hashkey"
 	"github.com/configstamp/configstamp/internal/scope"
+	"github.com/configstamp/configstamp/internal/waves"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
@@ -62,6 +63,8 @@ type Cluster struct {
 	RollStale bool
 	// DryRunTimeout bounds the webhook's dry-run (0: DefaultDryRunTimeout).
 	DryRunTimeout time.Duration
+	// Waves are the server's --waves and --waves-threshold (internal/waves).
+	Waves waves.Settings
 	// Warn receives what the report could not take into account.
 	Warn func(string)
 
@@ -118,7 +121,9 @@ func (c *Cluster) Explain(ctx context.Context, kind *workload.Kind, namespace, n
 		c.warn("cannot list Events: %v", err)
 	}
 	in.Events = evs.Items
-	return Explain(in), nil
+	r := Explain(in)
+	applyWaves(&r, c.wavesNotes(ctx, ns, known, waves.MemberID(kind, name), r, in.Live.nsKey))
+	return r, nil
 }
 
 // ownerAnnotations gives obj the annotations it takes from its controller
@@ -338,7 +343,7 @@ func (c *Cluster) live(ctx context.Context, kind *workload.Kind, obj client.Obje
 		if err != nil {
 			return Live{}, err
 		}
-		l.Stamp, l.Complete = st, true
+		l.Stamp, l.Complete, l.nsKey = st, true, stamp.NamespaceKey(k, namespace)
 		return l, nil
 	}
 	st, err := c.dryRunStamp(ctx, kind, obj, refs, l.Content)
@@ -424,7 +429,11 @@ func (c *Cluster) Impact(ctx context.Context, kinds []*workload.Kind, kind, name
 		_, inBinary := src.BinaryData[key]
 		binaryKey = key != "" && inBinary && !inData
 	}
-	return Impact(kind, namespace, name, key, stamp.Ignored(src), binaryKey, c.options(c.Secrets), cands), nil
+	r := Impact(kind, namespace, name, key, stamp.Ignored(src), binaryKey, c.options(c.Secrets), cands)
+	if src != nil && (kind == stamp.KindConfigMap || kind == stamp.KindSecret) {
+		c.impactWaves(ctx, kinds, ns, nsKnown, &r)
+	}
+	return r, nil
 }
 
 // describe turns an API error into one a user can act on.

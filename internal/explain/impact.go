@@ -23,6 +23,8 @@ type ImpactReport struct {
 	// anything).
 	Ignored   bool       `json:"ignored,omitempty"`
 	Workloads []Consumer `json:"workloads"`
+	// Waves: a change of it rolls its consumers in waves (docs/waves.md); nil: not.
+	Waves *WavesPlan `json:"waves,omitempty"`
 }
 
 // Consumer is one workload that consumes the source.

@@ -93,6 +93,7 @@ func WriteImpact(w io.Writer, r ImpactReport) error {
 		line(tw, "No workload consumes it.")
 		return tw.Flush()
 	}
+	writeWaves(tw, r.Waves)
 	line(tw)
 	line(tw, "WORKLOAD\tKEYS\tVIA\tOPTIONAL\tROLLS\tWHY")
 	for _, c := range r.Workloads {
@@ -156,4 +157,30 @@ func or(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// writeWaves prints the waves a change rolls in (nothing when none).
+func writeWaves(w io.Writer, p *WavesPlan) {
+	if p == nil {
+		return
+	}
+	sizes := make([]string, len(p.Sizes))
+	for i, n := range p.Sizes {
+		sizes[i] = fmt.Sprint(n)
+	}
+	canaries := "the first consumer as canary"
+	if p.Canaries > 0 {
+		canaries = fmt.Sprintf("%d canaries (configstamp.io/canary=true)", p.Canaries)
+		if p.Canaries == 1 {
+			canaries = "1 canary (configstamp.io/canary=true)"
+		}
+	}
+	printf(w, "A change of it rolls its consumers in %d waves (docs/waves.md): %s first, then steps %s, the rest last; sizes %s.\n",
+		len(p.Sizes), canaries, p.Steps, strings.Join(sizes, ", "))
+	switch {
+	case p.Halted != "":
+		printf(w, "Its change %s is halted in wave %d: %s.\n", p.Change, p.Current, p.Halted)
+	case p.Change != "" && p.Current <= len(p.Sizes):
+		printf(w, "Its change %s is rolling: wave %d of %d.\n", p.Change, p.Current, len(p.Sizes))
+	}
 }

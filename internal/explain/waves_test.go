@@ -1,0 +1,54 @@
+package explain
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestApplyWaves(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		verdict string
+		notes   []WavesNote
+		want    string
+		reason  string
+		roll    bool
+	}{
+		{name: "held", verdict: VerdictWouldRoll, notes: []WavesNote{{Note: "wave 1 of 3 for configmap/a"}, {Held: "held: waiting for wave 2 of 3 for configmap/b (wave 1 rolling: deployment/x)"}},
+			want: VerdictHeldInWaves, reason: "changed; but held: waiting for wave 2 of 3 for configmap/b (wave 1 rolling: deployment/x)"},
+		{name: "in its wave", verdict: VerdictWouldRoll, notes: []WavesNote{{Note: "wave 1 of 3 for configmap/a"}},
+			want: VerdictWouldRoll, reason: "changed (wave 1 of 3 for configmap/a)", roll: true},
+		{name: "none", verdict: VerdictWouldRoll, want: VerdictWouldRoll, reason: "changed", roll: true},
+		{name: "not rolling anyway", verdict: VerdictHeld, notes: []WavesNote{{Held: "halted: x"}}, want: VerdictHeld, reason: "changed"},
+	} {
+		r := Report{Verdict: c.verdict, Reason: "changed", Roll: c.verdict == VerdictWouldRoll}
+		applyWaves(&r, c.notes)
+		if r.Verdict != c.want || r.Reason != c.reason || r.Roll != c.roll {
+			t.Errorf("%s: %s %q roll %v; want %s %q roll %v", c.name, r.Verdict, r.Reason, r.Roll, c.want, c.reason, c.roll)
+		}
+	}
+}
+
+func TestWriteImpactWaves(t *testing.T) {
+	r := ImpactReport{Kind: "configmap", Namespace: "ns", Name: "shared", Workloads: []Consumer{{Kind: "deployment", Name: "a"}},
+		Waves: &WavesPlan{Steps: "1,10%,50%", Threshold: 5, Sizes: []int{1, 1, 3, 11, 5}, Change: "configmap/shared=abc", Current: 2, Halted: "deployment/a did not become available: x"}}
+	var b bytes.Buffer
+	if err := WriteImpact(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"A change of it rolls its consumers in 5 waves (docs/waves.md): the first consumer as canary first, then steps 1,10%,50%, the rest last; sizes 1, 1, 3, 11, 5.",
+		"Its change configmap/shared=abc is halted in wave 2: deployment/a did not become available: x.",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("impact text lacks %q:\n%s", want, b.String())
+		}
+	}
+	r.Waves.Halted, r.Waves.Canaries = "", 1
+	b.Reset()
+	_ = WriteImpact(&b, r)
+	if !strings.Contains(b.String(), "1 canary (configstamp.io/canary=true) first") || !strings.Contains(b.String(), "is rolling: wave 2 of 5") {
+		t.Errorf("impact text:\n%s", b.String())
+	}
+}

@@ -1,0 +1,113 @@
+package waves
+
+import (
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/configstamp/configstamp/internal/workload"
+	"github.com/configstamp/configstamp/stamp"
+)
+
+// consumerOf is a Deployment named name that reads key a of configmap/shared, stamped
+// with digest ("" none).
+func consumerOf(name, digest string) *appsv1.Deployment {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+	d.Spec.Template.Spec.Containers = []corev1.Container{{Name: "c", Env: []corev1.EnvVar{{Name: "A", ValueFrom: &corev1.EnvVarSource{
+		ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "shared"}, Key: "a"}}}}}}
+	if digest != "" {
+		d.Spec.Template.Annotations = map[string]string{stamp.SourcesAnnotation: "configmap/shared=" + digest}
+	}
+	return d
+}
+
+func TestMembers(t *testing.T) {
+	key := stamp.NamespaceKey([]byte(strings.Repeat("k", 32)), "ns")
+	content := &corev1.ConfigMap{Data: map[string]string{"a": "2", "b": "unseen"}}
+	src := stamp.Source{Kind: stamp.KindConfigMap, Name: "shared", Keys: []string{"a"}, Required: true}
+	now := stamp.SourceDigest(src, content, key).Hex()[:12]
+	change := ChangeOf(stamp.KindConfigMap, "shared", content, key)
+	if !strings.HasPrefix(change, "configmap/shared=") || len(change) != len("configmap/shared=")+12 {
+		t.Fatalf("ChangeOf = %q", change)
+	}
+	failed := consumerOf("failed", now)
+	failed.Annotations = map[string]string{FailedAnnotation: FailedRecord("deployment/failed", change, "did not become available: x")}
+	old := consumerOf("resumed", "000000000000")
+	old.Annotations = map[string]string{FailedAnnotation: FailedRecord("deployment/resumed", change, "")}
+	skipped := consumerOf("skipped", "")
+	skipped.Annotations = map[string]string{stamp.SkipAnnotation: "true"}
+	paused := consumerOf("paused", "")
+	paused.Spec.Paused = true
+	dk := workload.Deployment
+	got := Members(stamp.KindConfigMap, "shared", content, key, change, stamp.Options{}, []Consumer{
+		{Kind: dk, Object: consumerOf("rolled", now), InScope: true, Canary: true},
+		{Kind: dk, Object: consumerOf("stale", "000000000000"), InScope: true},
+		{Kind: dk, Object: failed, InScope: true},
+		{Kind: dk, Object: old, InScope: true},
+		{Kind: dk, Object: skipped, InScope: true},
+		{Kind: dk, Object: paused, InScope: true},
+		{Kind: dk, Object: consumerOf("outside", ""), InScope: false},
+	})
+	want := []Member{
+		{ID: "deployment/rolled", Canary: true, Rolled: true},
+		{ID: "deployment/stale"},
+		{ID: "deployment/failed", Rolled: true, Failed: "did not become available: x"},
+		{ID: "deployment/resumed", Resumed: true},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("Members = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("member %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestResolve(t *testing.T) {
+	cluster := Settings{Threshold: 5}
+	for _, c := range []struct {
+		name        string
+		ns, src     map[string]string
+		on          bool
+		threshold   int
+		steps, bads int
+	}{
+		{name: "off", on: false, threshold: 5, steps: 3},
+		{name: "namespace on", ns: map[string]string{Annotation: "on"}, on: true, threshold: 5, steps: 3},
+		{name: "source over namespace", ns: map[string]string{Annotation: "on"}, src: map[string]string{Annotation: "off"}, threshold: 5, steps: 3},
+		{name: "source steps", src: map[string]string{Annotation: "2,50%", ThresholdAnnotation: "2"}, on: true, threshold: 2, steps: 2},
+		{name: "bad kept out", ns: map[string]string{Annotation: "on"}, src: map[string]string{Annotation: "x"}, on: true, threshold: 5, steps: 3, bads: 1},
+	} {
+		s, problems := Resolve(cluster, c.ns, c.src)
+		if s.On != c.on || s.Threshold != c.threshold || len(s.Steps) != c.steps || len(problems) != c.bads {
+			t.Errorf("%s: %+v %v", c.name, s, problems)
+		}
+	}
+}
+
+func TestHold(t *testing.T) {
+	v := Verdict{Waves: 3, Current: 2, Waiting: []string{"deployment/b"}}
+	if held, note := v.Hold(2, "configmap/shared", "c"); held != "" || note != "wave 2 of 3 for configmap/shared" {
+		t.Errorf("wave 2: %q %q", held, note)
+	}
+	if held, _ := v.Hold(3, "configmap/shared", "c"); held != "held: waiting for wave 3 of 3 for configmap/shared (wave 2 rolling: deployment/b)" {
+		t.Errorf("wave 3: %q", held)
+	}
+	v.Halted = "deployment/b did not become available: x"
+	if held, _ := v.Hold(2, "configmap/shared", "configmap/shared=abc"); held != "halted: deployment/b did not become available: x (change configmap/shared=abc)" {
+		t.Errorf("halted: %q", held)
+	}
+}
+
+// TestMembersNoKey: without the hash key, Rolled is not known (false); no panic.
+func TestMembersNoKey(t *testing.T) {
+	got := Members(stamp.KindConfigMap, "shared", &corev1.ConfigMap{Data: map[string]string{"a": "1"}}, nil, "", stamp.Options{},
+		[]Consumer{{Kind: workload.Deployment, Object: consumerOf("a", "000000000000"), InScope: true}})
+	if len(got) != 1 || got[0].Rolled {
+		t.Errorf("Members without a key = %+v", got)
+	}
+}
