@@ -104,8 +104,11 @@ func (c *Cluster) plan(ctx context.Context, kinds []*workload.Kind, ns *corev1.N
 		e.change = waves.ChangeOf(srcKind.Name, name, content, nsKey)
 	}
 	opts := c.options(c.Secrets)
+	// The kinds the watcher rolls: never a Job (created once, never nudged).
+	kinds = workload.Watched(kinds)
 	var cs []waves.Consumer
 	objs := map[string]client.Object{}
+	unknown := 0
 	for _, k := range kinds {
 		list := k.NewList()
 		if err := c.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
@@ -121,10 +124,17 @@ func (c *Cluster) plan(ctx context.Context, kinds []*workload.Kind, ns *corev1.N
 			}) {
 				continue
 			}
-			in, _ := c.inScope(ns, nsKnown, o)
+			in, unsure := c.inScope(ns, nsKnown, o)
+			if unsure {
+				unknown++
+			}
 			cs = append(cs, waves.Consumer{Kind: k, Object: o, InScope: in, Canary: o.GetLabels()[waves.CanaryLabel] == "true"})
 			objs[waves.MemberID(k, o.GetName())] = o
 		}
+	}
+	if unknown > 0 {
+		c.warn("%s/%s rolls in waves: whether %d of its consumers are in scope is not known (namespace %s unreadable): its waves are counted without them",
+			srcKind.Name, name, unknown, namespace)
 	}
 	kindOf := map[string]*workload.Kind{}
 	for _, k := range kinds {
@@ -186,18 +196,13 @@ func (c *Cluster) wavesNotes(ctx context.Context, ns *corev1.Namespace, nsKnown 
 	}
 	var out []WavesNote
 	for _, s := range r.Sources {
-		if s.Status != StatusChanged && s.Status != StatusAdded {
+		if !wavesGated(s) {
 			continue
-		}
-		if s.Kind != stamp.KindConfigMap && s.Kind != stamp.KindSecret {
-			continue // the watcher gates these alone
 		}
 		kind := stamp.SourceKindNamed(s.Kind)
 		e, err := c.plan(ctx, workload.All(), ns, nsKnown, r.Namespace, kind, s.Name, nsKey)
 		if err != nil {
-			if !apierrors.IsForbidden(err) {
-				c.warn("whether %s rolls in waves is not known: %v", s.ID(), err)
-			}
+			c.warn("whether %s rolls in waves is not known: %v", s.ID(), err)
 			continue
 		}
 		if e == nil || e.verdict.Waves == 0 {
@@ -215,6 +220,16 @@ func (c *Cluster) wavesNotes(ctx context.Context, ns *corev1.Namespace, nsKnown 
 		out = append(out, WavesNote{Held: held, Note: note})
 	}
 	return out
+}
+
+// wavesGated reports whether the watcher's gate asks the waves of s before it rolls: a
+// ConfigMap or Secret whose digest now is not the one stamped (changed, added, or a
+// template without per-source digests; watcher waveHold).
+func wavesGated(s Source) bool {
+	if s.Kind != stamp.KindConfigMap && s.Kind != stamp.KindSecret {
+		return false
+	}
+	return s.Status == StatusChanged || s.Status == StatusAdded || s.Status == StatusNotStamped && s.Stamped != s.Current
 }
 
 // impactWaves adds to r the waves a change of its source rolls in, and each consumer's.

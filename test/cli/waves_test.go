@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/internal/explain"
@@ -18,8 +20,8 @@ import (
 
 // TestExplainWaves changes a ConfigMap whose three consumers roll in waves: the
 // canary rolls and never becomes available (no controllers here), so explain says the
-// others wait for their wave and impact shows the plan; after `configstamp halt`, both
-// say it is halted.
+// others wait for their wave and impact shows the plan (a Job that consumes it is in
+// no wave); after `configstamp halt`, both say it is halted.
 func TestExplainWaves(t *testing.T) {
 	f := fixtures(t) // the hash key Secret exists
 	env.Start(t, framework.Options{Args: append(serverArgs, "--exclude-namespaces", "kube-system,"+f.in+","+f.out)})
@@ -33,6 +35,12 @@ func TestExplainWaves(t *testing.T) {
 		if err := k8s.Create(bg, deployment(ns, name, keyEnv("shared", "a"))); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// A Job consumes it too: the watcher never rolls a Job, so it is in no wave.
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "j"}, Spec: batchv1.JobSpec{Template: template("j", keyEnv("shared", "a"))}}
+	job.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyNever
+	if err := k8s.Create(bg, job); err != nil {
+		t.Fatal(err)
 	}
 	stamped := func(name string) string {
 		return env.Deployment(t, ns, name).Spec.Template.Annotations[stamp.SourcesAnnotation]
