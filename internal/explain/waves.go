@@ -70,6 +70,7 @@ type evaluated struct {
 	members  []waves.Member
 	verdict  waves.Verdict
 	change   string // "" when the hash key is not known
+	key      []byte // the namespace's hash key (nil: not known)
 }
 
 // plan returns the waves of a change of the source as it is now (nil: waves are off for
@@ -78,7 +79,7 @@ type evaluated struct {
 // the watcher keeps for kinds without their own is not seen). nsKey nil: the digests are
 // not known, so Rolled is not either: sizes only.
 func (c *Cluster) plan(ctx context.Context, kinds []*workload.Kind, ns *corev1.Namespace, nsKnown bool, namespace string,
-	srcKind *stamp.SourceKind, name string, nsKey []byte) (*evaluated, error) {
+	srcKind *stamp.SourceKind, name string, keyOf func() []byte) (*evaluated, error) {
 	obj := srcKind.New()
 	if err := c.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, obj.(client.Object)); err != nil {
 		return nil, client.IgnoreNotFound(err)
@@ -100,6 +101,8 @@ func (c *Cluster) plan(ctx context.Context, kinds []*workload.Kind, ns *corev1.N
 	if !e.settings.On {
 		return nil, nil
 	}
+	nsKey := keyOf() // read only for a source whose changes roll in waves
+	e.key = nsKey
 	if nsKey != nil {
 		e.change = waves.ChangeOf(srcKind.Name, name, content, nsKey)
 	}
@@ -200,7 +203,7 @@ func (c *Cluster) wavesNotes(ctx context.Context, ns *corev1.Namespace, nsKnown 
 			continue
 		}
 		kind := stamp.SourceKindNamed(s.Kind)
-		e, err := c.plan(ctx, workload.All(), ns, nsKnown, r.Namespace, kind, s.Name, nsKey)
+		e, err := c.plan(ctx, workload.All(), ns, nsKnown, r.Namespace, kind, s.Name, func() []byte { return nsKey })
 		if err != nil {
 			c.warn("whether %s rolls in waves is not known: %v", s.ID(), err)
 			continue
@@ -234,11 +237,14 @@ func wavesGated(s Source) bool {
 
 // impactWaves adds to r the waves a change of its source rolls in, and each consumer's.
 func (c *Cluster) impactWaves(ctx context.Context, kinds []*workload.Kind, ns *corev1.Namespace, nsKnown bool, r *ImpactReport) {
-	var nsKey []byte
-	if k := c.hashKey(ctx); k != nil {
-		nsKey = stamp.NamespaceKey(k, r.Namespace)
+	// The hash key Secret is read only when a change of the source rolls in waves.
+	keyOf := func() []byte {
+		if k := c.hashKey(ctx); k != nil {
+			return stamp.NamespaceKey(k, r.Namespace)
+		}
+		return nil
 	}
-	e, err := c.plan(ctx, kinds, ns, nsKnown, r.Namespace, stamp.SourceKindNamed(r.Kind), r.Name, nsKey)
+	e, err := c.plan(ctx, kinds, ns, nsKnown, r.Namespace, stamp.SourceKindNamed(r.Kind), r.Name, keyOf)
 	if err != nil {
 		c.warn("whether a change of it rolls in waves is not known: %v", err)
 		return
@@ -246,7 +252,7 @@ func (c *Cluster) impactWaves(ctx context.Context, kinds []*workload.Kind, ns *c
 	if r.Waves = wavesPlan(e); r.Waves == nil {
 		return
 	}
-	if nsKey == nil {
+	if e.key == nil {
 		c.warn("the hash key can't be read: where a change of it stands in its waves is not shown")
 	}
 	for i := range r.Workloads {

@@ -92,6 +92,13 @@ func TestExplainWaves(t *testing.T) {
 		fmt.Sprint(noKey.Waves.Sizes) != "[1 1 1]" || noKey.Waves.Change != "" || !strings.Contains(res.stderr, "the hash key can't be read") {
 		t.Errorf("impact without the hash key: exit %d, %v, waves %+v, stderr:\n%s", res.code, err, noKey.Waves, res.stderr)
 	}
+	// A source without waves: impact reads no hash key (a missing one goes unnoticed).
+	if err := k8s.Create(bg, configMap(ns, "plain", map[string]string{"a": "1"})); err != nil {
+		t.Fatal(err)
+	}
+	if res := run(t, "", "impact", "-n", ns, "configmap/plain", "--hash-key", ns+"/no-such-key"); res.code != 0 || strings.Contains(res.stderr, "hash key") {
+		t.Errorf("impact of a source without waves read the hash key: exit %d, stderr:\n%s", res.code, res.stderr)
+	}
 	ir := impact()
 	if p := ir.Waves; p == nil || fmt.Sprint(p.Sizes) != "[1 1 1]" || p.Current != 1 || p.Halted != "" || !strings.HasPrefix(p.Change, "configmap/shared=") {
 		t.Errorf("impact waves %+v, want sizes [1 1 1], wave 1 rolling", p)
