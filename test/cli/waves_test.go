@@ -120,4 +120,8 @@ func TestExplainWaves(t *testing.T) {
 	if err := k8s.Get(bg, client.ObjectKeyFromObject(cm), &got); err != nil || got.Annotations[waves.CommandAnnotation] == "" {
 		t.Errorf("halt wrote no command: %v %v", err, got.Annotations)
 	}
+	// The watcher held deployment/b all along, as explain said.
+	if s := stamped("b"); s != before {
+		t.Errorf("deployment/b rolled (%s, was %s) while explain said it was held", s, before)
+	}
 }
