@@ -70,6 +70,7 @@ type evaluated struct {
 	members  []waves.Member
 	verdict  waves.Verdict
 	change   string // "" when the hash key is not known
+	key      []byte // the namespace's hash key (nil: not known)
 }
 
 // plan returns the waves of a change of the source as it is now (nil: waves are off for
@@ -78,7 +79,7 @@ type evaluated struct {
 // the watcher keeps for kinds without their own is not seen). nsKey nil: the digests are
 // not known, so Rolled is not either: sizes only.
 func (c *Cluster) plan(ctx context.Context, kinds []*workload.Kind, ns *corev1.Namespace, nsKnown bool, namespace string,
-	srcKind *stamp.SourceKind, name string, nsKey []byte) (*evaluated, error) {
+	srcKind *stamp.SourceKind, name string, keyOf func() []byte) (*evaluated, error) {
 	obj := srcKind.New()
 	if err := c.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, obj.(client.Object)); err != nil {
 		return nil, client.IgnoreNotFound(err)
@@ -100,12 +101,17 @@ func (c *Cluster) plan(ctx context.Context, kinds []*workload.Kind, ns *corev1.N
 	if !e.settings.On {
 		return nil, nil
 	}
+	nsKey := keyOf() // read only for a source whose changes roll in waves
+	e.key = nsKey
 	if nsKey != nil {
 		e.change = waves.ChangeOf(srcKind.Name, name, content, nsKey)
 	}
 	opts := c.options(c.Secrets)
+	// The kinds the watcher rolls: never a Job (created once, never nudged).
+	kinds = workload.Watched(kinds)
 	var cs []waves.Consumer
 	objs := map[string]client.Object{}
+	unknown := 0
 	for _, k := range kinds {
 		list := k.NewList()
 		if err := c.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
@@ -121,10 +127,17 @@ func (c *Cluster) plan(ctx context.Context, kinds []*workload.Kind, ns *corev1.N
 			}) {
 				continue
 			}
-			in, _ := c.inScope(ns, nsKnown, o)
+			in, unsure := c.inScope(ns, nsKnown, o)
+			if unsure {
+				unknown++
+			}
 			cs = append(cs, waves.Consumer{Kind: k, Object: o, InScope: in, Canary: o.GetLabels()[waves.CanaryLabel] == "true"})
 			objs[waves.MemberID(k, o.GetName())] = o
 		}
+	}
+	if unknown > 0 {
+		c.warn("%s/%s rolls in waves: whether %d of its consumers are in scope is not known (namespace %s unreadable): its waves are counted without them",
+			srcKind.Name, name, unknown, namespace)
 	}
 	kindOf := map[string]*workload.Kind{}
 	for _, k := range kinds {
@@ -186,18 +199,13 @@ func (c *Cluster) wavesNotes(ctx context.Context, ns *corev1.Namespace, nsKnown 
 	}
 	var out []WavesNote
 	for _, s := range r.Sources {
-		if s.Status != StatusChanged && s.Status != StatusAdded {
+		if !wavesGated(s) {
 			continue
 		}
-		if s.Kind != stamp.KindConfigMap && s.Kind != stamp.KindSecret {
-			continue // the watcher gates these alone
-		}
 		kind := stamp.SourceKindNamed(s.Kind)
-		e, err := c.plan(ctx, workload.All(), ns, nsKnown, r.Namespace, kind, s.Name, nsKey)
+		e, err := c.plan(ctx, workload.All(), ns, nsKnown, r.Namespace, kind, s.Name, func() []byte { return nsKey })
 		if err != nil {
-			if !apierrors.IsForbidden(err) {
-				c.warn("whether %s rolls in waves is not known: %v", s.ID(), err)
-			}
+			c.warn("whether %s rolls in waves is not known: %v", s.ID(), err)
 			continue
 		}
 		if e == nil || e.verdict.Waves == 0 {
@@ -217,13 +225,26 @@ func (c *Cluster) wavesNotes(ctx context.Context, ns *corev1.Namespace, nsKnown 
 	return out
 }
 
+// wavesGated reports whether the watcher's gate asks the waves of s before it rolls: a
+// ConfigMap or Secret whose digest now is not the one stamped (changed, added, or a
+// template without per-source digests; watcher waveHold).
+func wavesGated(s Source) bool {
+	if s.Kind != stamp.KindConfigMap && s.Kind != stamp.KindSecret {
+		return false
+	}
+	return s.Status == StatusChanged || s.Status == StatusAdded || s.Status == StatusNotStamped && s.Stamped != s.Current
+}
+
 // impactWaves adds to r the waves a change of its source rolls in, and each consumer's.
 func (c *Cluster) impactWaves(ctx context.Context, kinds []*workload.Kind, ns *corev1.Namespace, nsKnown bool, r *ImpactReport) {
-	var nsKey []byte
-	if k := c.hashKey(ctx); k != nil {
-		nsKey = stamp.NamespaceKey(k, r.Namespace)
+	// The hash key Secret is read only when a change of the source rolls in waves.
+	keyOf := func() []byte {
+		if k := c.hashKey(ctx); k != nil {
+			return stamp.NamespaceKey(k, r.Namespace)
+		}
+		return nil
 	}
-	e, err := c.plan(ctx, kinds, ns, nsKnown, r.Namespace, stamp.SourceKindNamed(r.Kind), r.Name, nsKey)
+	e, err := c.plan(ctx, kinds, ns, nsKnown, r.Namespace, stamp.SourceKindNamed(r.Kind), r.Name, keyOf)
 	if err != nil {
 		c.warn("whether a change of it rolls in waves is not known: %v", err)
 		return
@@ -231,7 +252,7 @@ func (c *Cluster) impactWaves(ctx context.Context, kinds []*workload.Kind, ns *c
 	if r.Waves = wavesPlan(e); r.Waves == nil {
 		return
 	}
-	if nsKey == nil {
+	if e.key == nil {
 		c.warn("the hash key can't be read: where a change of it stands in its waves is not shown")
 	}
 	for i := range r.Workloads {

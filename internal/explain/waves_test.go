@@ -52,3 +52,24 @@ func TestWriteImpactWaves(t *testing.T) {
 		t.Errorf("impact text:\n%s", b.String())
 	}
 }
+
+// TestWavesGated: the sources the watcher's gate asks waves about (waveHold: stored
+// digest not the one wanted), a template without a stamp among them.
+func TestWavesGated(t *testing.T) {
+	for _, c := range []struct {
+		s    Source
+		want bool
+	}{
+		{Source{Kind: "configmap", Status: StatusChanged, Stamped: "a", Current: "b"}, true},
+		{Source{Kind: "secret", Status: StatusAdded, Current: "b"}, true},
+		{Source{Kind: "configmap", Status: StatusNotStamped, Current: "b"}, true},
+		{Source{Kind: "configmap", Status: StatusNotStamped, Stamped: "b", Current: "b"}, false},
+		{Source{Kind: "configmap", Status: StatusUnchanged, Stamped: "b", Current: "b"}, false},
+		{Source{Kind: "configmap", Status: StatusRemoved, Stamped: "b"}, false},
+		{Source{Kind: "secretproviderclass", Status: StatusChanged, Stamped: "a", Current: "b"}, false},
+	} {
+		if got := wavesGated(c.s); got != c.want {
+			t.Errorf("wavesGated(%+v) = %v, want %v", c.s, got, c.want)
+		}
+	}
+}

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/configstamp/configstamp/internal/explain"
@@ -18,8 +20,8 @@ import (
 
 // TestExplainWaves changes a ConfigMap whose three consumers roll in waves: the
 // canary rolls and never becomes available (no controllers here), so explain says the
-// others wait for their wave and impact shows the plan; after `configstamp halt`, both
-// say it is halted.
+// others wait for their wave and impact shows the plan (a Job that consumes it is in
+// no wave); after `configstamp halt`, both say it is halted.
 func TestExplainWaves(t *testing.T) {
 	f := fixtures(t) // the hash key Secret exists
 	env.Start(t, framework.Options{Args: append(serverArgs, "--exclude-namespaces", "kube-system,"+f.in+","+f.out)})
@@ -33,6 +35,12 @@ func TestExplainWaves(t *testing.T) {
 		if err := k8s.Create(bg, deployment(ns, name, keyEnv("shared", "a"))); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// A Job consumes it too: the watcher never rolls a Job, so it is in no wave.
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "j"}, Spec: batchv1.JobSpec{Template: template("j", keyEnv("shared", "a"))}}
+	job.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyNever
+	if err := k8s.Create(bg, job); err != nil {
+		t.Fatal(err)
 	}
 	stamped := func(name string) string {
 		return env.Deployment(t, ns, name).Spec.Template.Annotations[stamp.SourcesAnnotation]
@@ -84,6 +92,13 @@ func TestExplainWaves(t *testing.T) {
 		fmt.Sprint(noKey.Waves.Sizes) != "[1 1 1]" || noKey.Waves.Change != "" || !strings.Contains(res.stderr, "the hash key can't be read") {
 		t.Errorf("impact without the hash key: exit %d, %v, waves %+v, stderr:\n%s", res.code, err, noKey.Waves, res.stderr)
 	}
+	// A source without waves: impact reads no hash key (a missing one goes unnoticed).
+	if err := k8s.Create(bg, configMap(ns, "plain", map[string]string{"a": "1"})); err != nil {
+		t.Fatal(err)
+	}
+	if res := run(t, "", "impact", "-n", ns, "configmap/plain", "--hash-key", ns+"/no-such-key"); res.code != 0 || strings.Contains(res.stderr, "hash key") {
+		t.Errorf("impact of a source without waves read the hash key: exit %d, stderr:\n%s", res.code, res.stderr)
+	}
 	ir := impact()
 	if p := ir.Waves; p == nil || fmt.Sprint(p.Sizes) != "[1 1 1]" || p.Current != 1 || p.Halted != "" || !strings.HasPrefix(p.Change, "configmap/shared=") {
 		t.Errorf("impact waves %+v, want sizes [1 1 1], wave 1 rolling", p)
@@ -104,5 +119,9 @@ func TestExplainWaves(t *testing.T) {
 	var got corev1.ConfigMap
 	if err := k8s.Get(bg, client.ObjectKeyFromObject(cm), &got); err != nil || got.Annotations[waves.CommandAnnotation] == "" {
 		t.Errorf("halt wrote no command: %v %v", err, got.Annotations)
+	}
+	// The watcher held deployment/b all along, as explain said.
+	if s := stamped("b"); s != before {
+		t.Errorf("deployment/b rolled (%s, was %s) while explain said it was held", s, before)
 	}
 }
