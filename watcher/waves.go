@@ -93,9 +93,6 @@ type plan struct {
 // waveOf is the member's wave (0: not a member).
 func (p *plan) waveOf(id string) int { return waves.WaveOf(p.settings, p.members, id) }
 
-// memberID names a workload of kind in a plan.
-func memberID(kind *workload.Kind, name string) string { return waves.MemberID(kind, name) }
-
 // waveKey carries, in the context of a nudge the gate let through, which wave it is
 // ("wave 2 of 5 for configmap/shared"), for its ConfigChanged Event.
 type waveKey struct{}
@@ -129,7 +126,7 @@ func (r *workloadReconciler) waveHold(ctx context.Context, j judged) (_ context.
 		if p == nil || p.verdict.Waves == 0 {
 			continue
 		}
-		wave := p.waveOf(memberID(r.kind, j.key.Name))
+		wave := p.waveOf(waves.MemberID(r.kind, j.key.Name))
 		held, note := p.verdict.Hold(wave, src.ID(), p.change)
 		if held == "" {
 			notes = append(notes, note)
@@ -139,7 +136,7 @@ func (r *workloadReconciler) waveHold(ctx context.Context, j judged) (_ context.
 			return ctx, held, wavesHaltedRetry
 		}
 		retry := wavesIdleRetry
-		if p.firstHeld == memberID(r.kind, j.key.Name) {
+		if p.firstHeld == waves.MemberID(r.kind, j.key.Name) {
 			retry = wavesWaitRetry
 		}
 		return ctx, held, retry
@@ -305,7 +302,7 @@ func (g *wavesGate) members(ctx context.Context, ns *metav1.PartialObjectMetadat
 		for _, o := range consumed {
 			cs = append(cs, waves.Consumer{Kind: k, Object: o, Canary: canary[o.GetName()],
 				InScope: g.scope.IncludesWorkload(namespace, ns.Labels, o.GetLabels())})
-			objs[memberID(k, o.GetName())] = memberObj{kind: k, key: client.ObjectKeyFromObject(o)}
+			objs[waves.MemberID(k, o.GetName())] = memberObj{kind: k, key: client.ObjectKeyFromObject(o)}
 		}
 		out = append(out, waves.Members(kind, name, content, nsKey, change, g.sources, cs)...)
 	}

@@ -110,7 +110,7 @@ func (c *Cluster) plan(ctx context.Context, kinds []*workload.Kind, ns *corev1.N
 	// The kinds the watcher rolls: never a Job (created once, never nudged).
 	kinds = workload.Watched(kinds)
 	var cs []waves.Consumer
-	objs := map[string]client.Object{}
+	objs := map[string]waves.Consumer{} // by member ID
 	unknown := 0
 	for _, k := range kinds {
 		list := k.NewList()
@@ -131,27 +131,23 @@ func (c *Cluster) plan(ctx context.Context, kinds []*workload.Kind, ns *corev1.N
 			if unsure {
 				unknown++
 			}
-			cs = append(cs, waves.Consumer{Kind: k, Object: o, InScope: in, Canary: o.GetLabels()[waves.CanaryLabel] == "true"})
-			objs[waves.MemberID(k, o.GetName())] = o
+			c := waves.Consumer{Kind: k, Object: o, InScope: in, Canary: o.GetLabels()[waves.CanaryLabel] == "true"}
+			cs = append(cs, c)
+			objs[waves.MemberID(k, o.GetName())] = c
 		}
 	}
 	if unknown > 0 {
 		c.warn("%s/%s rolls in waves: whether %d of its consumers are in scope is not known (namespace %s unreadable): its waves are counted without them",
 			srcKind.Name, name, unknown, namespace)
 	}
-	kindOf := map[string]*workload.Kind{}
-	for _, k := range kinds {
-		kindOf[strings.ToLower(k.Kind)] = k
-	}
 	e.members = waves.Members(srcKind.Name, name, content, nsKey, e.change, opts, cs)
 	verb, target := waves.ParseCommand(obj.GetAnnotations()[waves.CommandAnnotation])
 	ready := func(m *waves.Member) {
-		o := objs[m.ID]
-		k := kindOf[strings.SplitN(m.ID, "/", 2)[0]]
-		if o == nil || k == nil {
+		c, ok := objs[m.ID]
+		if !ok {
 			return
 		}
-		h := k.Health(o)
+		h := c.Kind.Health(c.Object)
 		m.Ready = h.Ready
 		if h.Failed != "" {
 			m.Failed = waves.FailedHealth(h.Failed)
