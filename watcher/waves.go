@@ -368,8 +368,7 @@ func (g *wavesGate) record(ctx context.Context, at memberObj, value string) {
 	obj := at.kind.New()
 	obj.SetNamespace(at.key.Namespace)
 	obj.SetName(at.key.Name)
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, waves.FailedAnnotation, value)
-	if err := g.cache.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+	if err := g.cache.Patch(ctx, obj, client.RawPatch(types.MergePatchType, waves.AnnotationPatch(waves.FailedAnnotation, value))); err != nil {
 		logf.FromContext(ctx).Info("Could not record a wave's failure on the workload", "workload", at.key.String(), "error", err.Error())
 	}
 }

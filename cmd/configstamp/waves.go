@@ -66,8 +66,7 @@ func (c *cli) wavesCmd(verb, short string) *cobra.Command {
 		obj := stamp.SourceKindNamed(kind).NewMeta()
 		obj.SetNamespace(ns)
 		obj.SetName(name)
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, waves.CommandAnnotation, verb+" "+change)
-		if err := cl.Patch(cmd.Context(), obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		if err := cl.Patch(cmd.Context(), obj, client.RawPatch(types.MergePatchType, waves.AnnotationPatch(waves.CommandAnnotation, verb+" "+change))); err != nil {
 			return fmt.Errorf("%s %s/%s in %s: %w", verb, kind, name, ns, err)
 		}
 		_, _ = fmt.Fprintf(c.stdout, "%s: %s/%s change %s\n", map[string]string{"halt": "halted", "resume": "resumed"}[verb], kind, name, change)
@@ -122,8 +121,7 @@ func resumeFailures(ctx context.Context, cl client.Client, ns, change string) (i
 		if f.change != change || f.resumed {
 			continue
 		}
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, waves.FailedAnnotation, waves.FailedRecord(f.id, change, ""))
-		if err := cl.Patch(ctx, f.obj, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		if err := cl.Patch(ctx, f.obj, client.RawPatch(types.MergePatchType, waves.AnnotationPatch(waves.FailedAnnotation, waves.FailedRecord(f.id, change, "")))); err != nil {
 			return n, fmt.Errorf("resume %s in %s: %w", f.id, ns, err)
 		}
 		n++

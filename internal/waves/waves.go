@@ -8,6 +8,7 @@ package waves
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -288,6 +289,14 @@ func ParseCommand(v string) (verb, change string) {
 		return "", ""
 	}
 	return verb, strings.TrimSpace(change)
+}
+
+// AnnotationPatch is a JSON merge patch setting one metadata annotation. It is encoded
+// as JSON (not Go-quoted): a value holding a control character or invalid UTF-8 (a
+// controller's condition message in a failure record) stays a valid patch.
+func AnnotationPatch(key, value string) []byte {
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
+	return b
 }
 
 // FailedRecord is the FailedAnnotation value for member id failing change (why), or

@@ -1,6 +1,7 @@
 package waves
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -202,6 +203,25 @@ func TestFirstHeld(t *testing.T) {
 		v, members := Plan(s, c.members, c.halt, nil)
 		if got := FirstHeld(s, members, v); got != c.want {
 			t.Errorf("%s: %q (verdict %+v), want %q", c.name, got, v, c.want)
+		}
+	}
+}
+
+// A failure record holding a controller's message with a control character or invalid
+// UTF-8 is still a valid merge patch, and sets exactly that annotation.
+func TestAnnotationPatch(t *testing.T) {
+	for _, v := range []string{"deployment/a@configmap/s=0123: ok", "why: \x7f\x00 bell\a", "bad utf-8 \xff\xfe", `quote " and \ backslash`} {
+		var got struct {
+			Metadata struct {
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(AnnotationPatch(FailedAnnotation, v), &got); err != nil {
+			t.Fatalf("%q: not JSON: %v", v, err)
+		}
+		want := string([]rune(v)) // each invalid byte as U+FFFD, as encoding/json writes it
+		if len(got.Metadata.Annotations) != 1 || got.Metadata.Annotations[FailedAnnotation] != want {
+			t.Errorf("%q: annotations %q", v, got.Metadata.Annotations)
 		}
 	}
 }
