@@ -222,7 +222,11 @@ func (r *workloadReconciler) leftToDebounce(ctx context.Context, obj client.Obje
 func (r *workloadReconciler) act(ctx context.Context, j judged, d decide.Decision) (reconcile.Result, error) {
 	switch d.Action {
 	case decide.Current:
-		return reconcile.Result{}, r.current(ctx, j)
+		if err := r.current(ctx, j); err != nil {
+			return reconcile.Result{}, err
+		}
+		r.markCurrent(ctx, j)
+		return reconcile.Result{}, nil
 	case decide.Held:
 		r.held(ctx, j, d.Unmet)
 		return reconcile.Result{}, nil
@@ -231,7 +235,11 @@ func (r *workloadReconciler) act(ctx context.Context, j judged, d decide.Decisio
 		"changedLive", j.tr.changed, "liveRead", j.live, "decision", string(d.Action), "why", string(d.Why))
 	switch d.Action {
 	case decide.Record:
-		return r.recordUnlessChanging(ctx, j)
+		res, err := r.recordUnlessChanging(ctx, j)
+		if err == nil && res.IsZero() && !r.state.changedSince(j.key) {
+			r.markCurrent(ctx, j)
+		}
+		return res, err
 	case decide.TooLarge:
 		// The webhook would leave it unstamped (the API server would refuse the
 		// template with the stamp in it): a nudge would change nothing.

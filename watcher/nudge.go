@@ -3,8 +3,10 @@ package watcher
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/configstamp/configstamp/internal/notify"
+	"github.com/configstamp/configstamp/internal/waves"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
@@ -23,10 +26,15 @@ import (
 // the key the watcher computed under (its fingerprint) and which the webhook strips
 // again while it recomputes the stamp. If the stamp is unchanged the API server stores
 // nothing; if the webhook is down, the marker lands in the workload's metadata, which
-// rolls nothing.
-func nudgePatch(key string) client.Patch {
-	return client.RawPatch(types.MergePatchType,
-		[]byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, stamp.NudgeAnnotation, stamp.NudgeFor(key))))
+// rolls nothing. A nudge in waves also sets rolled, the workload's
+// waves.RolledAnnotation ("": none), in the same write.
+func nudgePatch(key, rolled string) client.Patch {
+	annotations := map[string]string{stamp.NudgeAnnotation: stamp.NudgeFor(key)}
+	if rolled != "" {
+		annotations[waves.RolledAnnotation] = rolled
+	}
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
+	return client.RawPatch(types.MergePatchType, b)
 }
 
 // maxBypassRetries is how many times a stamp that bypassed the webhook is retried
@@ -74,8 +82,16 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 		n.restarted = tmpl.Annotations[stamp.RestartedAnnotation]
 		n.storedHash = tmpl.Annotations[stamp.HashAnnotation]
 	}
+	rolled := ""
+	if entries := waveEntries(ctx); len(entries) > 0 {
+		var refs []stamp.Source
+		if tmpl := r.kind.Template(obj); tmpl != nil {
+			refs = stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, r.sources)
+		}
+		rolled = waves.RolledValue(obj.GetAnnotations()[waves.RolledAnnotation], entries, consumes(refs))
+	}
 	pctx, warned := collectWarnings(ctx)
-	answer, err := r.patchAnswer(pctx, key, nudgePatch(want.Key))
+	answer, err := r.patchAnswer(pctx, key, nudgePatch(want.Key, rolled))
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return reconcile.Result{}, nil
@@ -309,7 +325,9 @@ func (r *workloadReconciler) reportRolled(ctx context.Context, obj client.Object
 	if !ok {
 		reason = stamp.ChangeReason(ro)
 	}
-	if wave := waveNote(ctx); wave != "" {
+	if wave := waveNote(ctx); wave != "" && !strings.Contains(reason, wave) {
+		// The webhook's cause names the wave (from the nudge's record); an older one's
+		// does not.
 		reason += " (" + wave + ")"
 	}
 	if r.kind.NoPods() {

@@ -193,6 +193,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 		burstAge.set(kind, debounce.oldest)
 		w.sources[kind] = &sourceReconciler{
 			kind: kind, client: mgr.GetClient(), debounce: debounce, quiet: opts.Debounce, replay: replay, scope: opts.Scope,
+			follow: w.waves.follow,
 		}
 	}
 	covered := []string{}

@@ -58,6 +58,9 @@ type sourceReconciler struct {
 	// replay decides which sources of the initial list count as recent writes.
 	replay *replayWindow
 	scope  *scope.Scope
+	// follow is when to look again at a change of a source rolling in waves (0: none;
+	// wavesGate.follow); nil: waves never apply.
+	follow func(ctx context.Context, kind string, key types.NamespacedName) time.Duration
 }
 
 // events maps source watch events into the debounced queue. The initial list on start
@@ -74,7 +77,15 @@ func (r *sourceReconciler) events() handler.Funcs {
 	}
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if ignored(e.Object) || (e.IsInInitialList && !r.replay.recent(ctx, e.Object)) {
+			if ignored(e.Object) {
+				return
+			}
+			if e.IsInInitialList && !r.replay.recent(ctx, e.Object) {
+				if r.follow != nil {
+					// Not a change; but a change of it may be rolling in waves
+					// (configstamp restarted mid-waves): follow it (Reconcile).
+					q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)})
+				}
 				return
 			}
 			// A replayed write is judged by evidence (times), not taken as a change
@@ -106,6 +117,10 @@ func ignored(obj client.Object) bool {
 func (r *sourceReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	over, changed, wait := r.debounce.ready(req.NamespacedName)
 	if !over {
+		if wait == 0 && r.follow != nil {
+			// Nothing pending: a change rolling in waves is followed to its end.
+			return reconcile.Result{RequeueAfter: r.follow(ctx, r.kind, req.NamespacedName)}, nil
+		}
 		return reconcile.Result{RequeueAfter: wait}, nil // zero: nothing pending
 	}
 	handed := false
@@ -118,6 +133,9 @@ func (r *sourceReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	}()
 	res, err := r.fanOut(ctx, req, changed)
 	handed = err == nil
+	if handed && r.follow != nil {
+		res.RequeueAfter = r.follow(ctx, r.kind, req.NamespacedName)
+	}
 	return res, err
 }
 

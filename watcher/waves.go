@@ -3,6 +3,7 @@ package watcher
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -52,9 +53,8 @@ const (
 // wavesGate is the one place every nudge asks whether a workload may roll to the
 // change of each shared source it would take now (workloadReconciler.act, before roll).
 // Where a change stands is read from the API each time (internal/waves): nothing here
-// is needed to go on after a restart; what it keeps is a short memo of evaluations and,
-// for kinds whose controller has no deadline of its own, since when a rolled workload
-// was seen not yet available.
+// is needed to go on after a restart; what it keeps is a short memo of evaluations and
+// which members were seen available.
 type wavesGate struct {
 	cluster  waves.Settings
 	deadline time.Duration // for kinds without a deadline of their own
@@ -73,7 +73,6 @@ type wavesGate struct {
 
 	mu        sync.Mutex
 	plans     map[types.NamespacedName]*plan // by source kind/name in its namespace
-	since     map[string]time.Time           // namespace, change, member: first seen rolled, not ready
 	ready     map[string]bool                // namespace, change, member: seen rolled and available
 	announced map[string]bool                // changes whose RollingInWaves Event was made
 }
@@ -88,19 +87,48 @@ type plan struct {
 	verdict         waves.Verdict
 	members         []waves.Member
 	firstHeld       string // waves.FirstHeld
+	// pending: a member it judges rolled and is not yet available (its health may
+	// fail any moment): the memo holds, but lets none roll.
+	pending bool
+}
+
+// member is the member id of the plan (nil: not a member).
+func (p *plan) member(id string) *waves.Member {
+	for i := range p.members {
+		if p.members[i].ID == id {
+			return &p.members[i]
+		}
+	}
+	return nil
+}
+
+// inFlight reports whether the change of p rolls in waves and is neither done nor
+// halted.
+func (p *plan) inFlight() bool {
+	return p != nil && p.verdict.Waves > 0 && p.verdict.Halted == "" && p.verdict.Current <= p.verdict.Waves
 }
 
 // waveOf is the member's wave (0: not a member).
 func (p *plan) waveOf(id string) int { return waves.WaveOf(p.settings, p.members, id) }
 
-// waveKey carries, in the context of a nudge the gate let through, which wave it is
-// ("wave 2 of 5 for configmap/shared"), for its ConfigChanged Event.
+// waveKey carries, in the context of a nudge the gate let through, the waves it rolls
+// in: their RolledAnnotation entries, written by the nudge (the webhook's change cause
+// and the ConfigChanged Event name them: "wave 2 of 5 for configmap/shared").
 type waveKey struct{}
 
-// waveNote is the wave a nudge belongs to ("": none).
+// waveEntries are the waves a nudge rolls in (none: not in waves).
+func waveEntries(ctx context.Context) []waves.RolledEntry {
+	e, _ := ctx.Value(waveKey{}).([]waves.RolledEntry)
+	return e
+}
+
+// waveNote names the waves a nudge rolls in ("": none).
 func waveNote(ctx context.Context) string {
-	s, _ := ctx.Value(waveKey{}).(string)
-	return s
+	var notes []string
+	for _, e := range waveEntries(ctx) {
+		notes = append(notes, e.Note())
+	}
+	return strings.Join(notes, ", ")
 }
 
 // waveHold is the gate: "" when j may roll now (ctx then names its wave, if any); else
@@ -111,14 +139,21 @@ func (r *workloadReconciler) waveHold(ctx context.Context, j judged) (_ context.
 	if g == nil {
 		return ctx, "", 0
 	}
-	var notes []string
+	var entries []waves.RolledEntry
 	stored := stamp.ParseSources(j.storedSources)
 	wanted := stamp.ParseSources(j.want.SourcesAnnotation())
+	id := waves.MemberID(r.kind, j.key.Name)
 	for _, src := range j.refs {
 		if src.Kind != stamp.KindConfigMap && src.Kind != stamp.KindSecret || stored[src.ID()] == wanted[src.ID()] {
 			continue
 		}
-		p, err := g.evaluate(ctx, j.obj.GetNamespace(), src)
+		start := time.Now()
+		p, err := g.evaluate(ctx, j.obj.GetNamespace(), src, planFresh)
+		if err == nil && p != nil && p.pending && p.at.Before(start) && p.verdict.May(p.waveOf(id)) {
+			// The memo lets it roll, but a member rolled before it may have failed
+			// since: read again (nothing more rolls once a wave fails).
+			p, err = g.evaluate(ctx, j.obj.GetNamespace(), src, 0)
+		}
 		if err != nil {
 			logf.FromContext(ctx).Info("Could not read where a change rolling in waves stands: rolling as without waves", "source", src.ID(), "error", err.Error())
 			continue
@@ -126,25 +161,70 @@ func (r *workloadReconciler) waveHold(ctx context.Context, j judged) (_ context.
 		if p == nil || p.verdict.Waves == 0 {
 			continue
 		}
-		wave := p.waveOf(waves.MemberID(r.kind, j.key.Name))
-		held, note := p.verdict.Hold(wave, src.ID(), p.change)
+		if m := p.member(id); m == nil || stored[src.ID()] == "" && m.Rolled {
+			// Not one it rolls, or, adopted, it carries this change already (recorded
+			// current): another source's change rolls it.
+			continue
+		}
+		wave := p.waveOf(id)
+		held, _ := p.verdict.Hold(wave, src.ID(), p.change)
 		if held == "" {
-			notes = append(notes, note)
+			entries = append(entries, waves.RolledEntry{Change: p.change, Wave: wave, Waves: p.verdict.Waves, At: time.Now()})
 			continue
 		}
 		if p.verdict.Halted != "" {
 			return ctx, held, wavesHaltedRetry
 		}
 		retry := wavesIdleRetry
-		if p.firstHeld == waves.MemberID(r.kind, j.key.Name) {
+		if p.firstHeld == id {
 			retry = wavesWaitRetry
 		}
 		return ctx, held, retry
 	}
-	if len(notes) > 0 {
-		ctx = context.WithValue(ctx, waveKey{}, strings.Join(notes, ", "))
+	if len(entries) > 0 {
+		ctx = context.WithValue(ctx, waveKey{}, entries)
 	}
 	return ctx, "", 0
+}
+
+// markCurrent records, on a workload without a stamp of a source in waves (adopted)
+// whose check found nothing it reads changed, that it carries the source's change
+// (waves.RolledAnnotation "<change>: current"): a member of the source's waves, it
+// would else never count as rolled and stall its wave. Only where the check read the
+// same content as the plan (the member's digest); one metadata write per change.
+func (r *workloadReconciler) markCurrent(ctx context.Context, j judged) {
+	g := r.waves
+	if g == nil {
+		return
+	}
+	stored := stamp.ParseSources(j.storedSources)
+	wanted := stamp.ParseSources(j.want.SourcesAnnotation())
+	id := waves.MemberID(r.kind, j.key.Name)
+	var adds []waves.RolledEntry
+	for _, src := range j.refs {
+		if src.Kind != stamp.KindConfigMap && src.Kind != stamp.KindSecret || stored[src.ID()] != "" {
+			continue
+		}
+		p, err := g.evaluate(ctx, j.obj.GetNamespace(), src, planFresh)
+		if err != nil || p == nil || p.verdict.Waves == 0 {
+			continue
+		}
+		if m := p.member(id); m != nil && !m.Rolled && m.Digest != "" && m.Digest == wanted[src.ID()] {
+			adds = append(adds, waves.RolledEntry{Change: p.change})
+		}
+	}
+	if len(adds) == 0 {
+		return
+	}
+	value := waves.RolledValue(j.obj.GetAnnotations()[waves.RolledAnnotation], adds, consumes(j.refs))
+	g.annotate(ctx, memberObj{kind: r.kind, key: j.key}, waves.RolledAnnotation, value)
+}
+
+// consumes reports whether refs hold the source "kind/name".
+func consumes(refs []stamp.Source) func(string) bool {
+	return func(id string) bool {
+		return slices.ContainsFunc(refs, func(s stamp.Source) bool { return s.ID() == id })
+	}
 }
 
 // heldByWave reports a workload the gate holds: a metric and an Event; halted ones get
@@ -165,9 +245,9 @@ func (r *workloadReconciler) heldByWave(ctx context.Context, j judged, why strin
 // evaluate is where the change of src in namespace stands: nil when waves are off for
 // it (read from the caches alone: the source's metadata keeps the waves annotations, the
 // namespace's its labels; no live read) or the source is gone (the check holds for
-// missing config elsewhere); else a memo younger than planFresh for the resourceVersion
+// missing config elsewhere); else a memo younger than maxAge for the resourceVersion
 // the watcher's cache shows, or read again.
-func (g *wavesGate) evaluate(ctx context.Context, namespace string, src stamp.Source) (*plan, error) {
+func (g *wavesGate) evaluate(ctx context.Context, namespace string, src stamp.Source, maxAge time.Duration) (*plan, error) {
 	id := types.NamespacedName{Namespace: namespace, Name: src.ID()}
 	kind := stamp.SourceKindNamed(src.Kind)
 	meta := kind.NewMeta()
@@ -178,13 +258,17 @@ func (g *wavesGate) evaluate(ctx context.Context, namespace string, src stamp.So
 	if err != nil {
 		return nil, err
 	}
-	if s, _ := g.settings(ns, meta.GetAnnotations()); !s.On {
+	s, _ := g.settings(ns, meta.GetAnnotations())
+	if !s.On {
 		return nil, nil
+	}
+	if few, err := g.fewer(ctx, kind.Name, namespace, src.Name, max(s.Threshold, 1)); err != nil || few {
+		return nil, err // below the threshold in the caches alone: no live read
 	}
 	g.mu.Lock()
 	p := g.plans[id]
 	g.mu.Unlock()
-	if p != nil && p.resourceVersion == meta.ResourceVersion && time.Since(p.at) < planFresh {
+	if p != nil && p.resourceVersion == meta.ResourceVersion && time.Since(p.at) < maxAge {
 		return p, nil
 	}
 	prev := p
@@ -204,6 +288,22 @@ func (g *wavesGate) evaluate(ctx context.Context, namespace string, src stamp.So
 		g.wake(ctx, kind.Name, types.NamespacedName{Namespace: namespace, Name: src.Name})
 	}
 	return p, nil
+}
+
+// fewer reports whether the source kind/name has fewer than n consumers in the
+// workload caches (its members are fewer still): not in waves.
+func (g *wavesGate) fewer(ctx context.Context, kind, namespace, name string, n int) (bool, error) {
+	count := 0
+	for _, k := range g.kinds() {
+		consumed, err := g.lookups.consumers(ctx, g.cache, k, namespace, indexKey(kind, namespace, name))
+		if err != nil {
+			return false, fmt.Errorf("list %s consumers of %s/%s: %w", k.Kind, kind, name, err)
+		}
+		if count += len(consumed); count >= n {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // advanced reports whether the change of p moved on since prev: a wave done, or a halt
@@ -268,6 +368,9 @@ func (g *wavesGate) read(ctx context.Context, ns *metav1.PartialObjectMetadata, 
 		failedNow = g.health(ctx, m, objs[m.ID], p.change) || failedNow
 	})
 	p.firstHeld = waves.FirstHeld(settings, p.members, p.verdict)
+	for _, m := range p.members {
+		p.pending = p.pending || m.Judged && m.Rolled && !m.Ready && m.Failed == "" && !m.Resumed
+	}
 	if failedNow {
 		g.halted(ctx, obj.(client.Object), p)
 	}
@@ -315,14 +418,14 @@ type memberObj struct {
 	key  types.NamespacedName
 }
 
-// health reads a rolled member live: ready, or failed (its controller gave up, or, for
-// a kind without a deadline of its own, it was not available within g.deadline of the
-// watcher first seeing it rolled). A new failure is recorded on the member (it
-// survives restarts); fresh reports one.
+// health reads a member rolled on this change live: ready, or failed (its controller
+// gave up, or, for a kind without a deadline of its own, it was not available within
+// g.deadline of its rollout, as its RolledAnnotation dates it). A new failure is recorded
+// on the member (it survives restarts); fresh reports one.
 func (g *wavesGate) health(ctx context.Context, m *waves.Member, at memberObj, change string) (fresh bool) {
-	since := at.key.Namespace + " " + change + " " + m.ID
+	seen := at.key.Namespace + " " + change + " " + m.ID
 	g.mu.Lock()
-	m.Ready = g.ready[since]
+	m.Ready = g.ready[seen]
 	g.mu.Unlock()
 	if m.Ready {
 		// Seen available for this change: not read again at every evaluation (a wave is
@@ -335,42 +438,49 @@ func (g *wavesGate) health(ctx context.Context, m *waves.Member, at memberObj, c
 	}
 	h := at.kind.Health(obj)
 	m.Ready = h.Ready
-	g.mu.Lock()
-	if h.Ready {
-		delete(g.since, since)
+	switch {
+	case h.Ready:
+		g.mu.Lock()
 		if g.ready == nil || len(g.ready) > maxReady {
 			g.ready = map[string]bool{} // read again: costs reads, never a wave
 		}
-		g.ready[since] = true
-	} else if h.Failed == "" && !h.OwnDeadline {
-		if g.since == nil || len(g.since) > maxPlans {
-			g.since = map[string]time.Time{} // deadlines start again: later, never earlier
-		}
-		first, ok := g.since[since]
-		if !ok {
-			g.since[since] = time.Now()
-		} else if time.Since(first) > g.deadline {
-			h.Failed = fmt.Sprintf("not available within the waves deadline (%s)", g.deadline)
-		}
+		g.ready[seen] = true
+		g.mu.Unlock()
+	case h.Failed == "" && !h.OwnDeadline && !m.Since.IsZero() && time.Since(m.Since) > g.deadline:
+		h.Failed = fmt.Sprintf("not available within the waves deadline (%s)", g.deadline)
 	}
-	g.mu.Unlock()
 	if h.Failed == "" {
 		return false
 	}
 	m.Failed = waves.FailedHealth(h.Failed)
-	g.record(ctx, at, waves.FailedRecord(m.ID, change, m.Failed))
+	g.annotate(ctx, at, waves.FailedAnnotation, waves.FailedRecord(m.ID, change, m.Failed))
 	return true
 }
 
-// record writes a FailedAnnotation on a member (metadata only: it rolls nothing; the
-// member carries the change already, so the webhook's stamp of it is what it has).
-func (g *wavesGate) record(ctx context.Context, at memberObj, value string) {
+// annotate writes one annotation on a member's metadata (a record: it rolls nothing;
+// the webhook keeps the template as it is).
+func (g *wavesGate) annotate(ctx context.Context, at memberObj, key, value string) {
 	obj := at.kind.New()
 	obj.SetNamespace(at.key.Namespace)
 	obj.SetName(at.key.Name)
-	if err := g.cache.Patch(ctx, obj, client.RawPatch(types.MergePatchType, waves.AnnotationPatch(waves.FailedAnnotation, value))); err != nil {
-		logf.FromContext(ctx).Info("Could not record a wave's failure on the workload", "workload", at.key.String(), "error", err.Error())
+	if err := g.cache.Patch(ctx, obj, client.RawPatch(types.MergePatchType, waves.AnnotationPatch(key, value))); err != nil {
+		logf.FromContext(ctx).Info("Could not record where a change rolling in waves stands on the workload", "workload", at.key.String(),
+			"annotation", key, "error", err.Error())
 	}
+}
+
+// follow is when to evaluate the change of source kind/key again while it rolls (0:
+// not in waves, done or halted): the last waves hold nothing whose checks would read
+// their health, so a failure there is seen only this way.
+func (g *wavesGate) follow(ctx context.Context, kind string, key types.NamespacedName) time.Duration {
+	p, err := g.evaluate(ctx, key.Namespace, stamp.Source{Kind: kind, Name: key.Name}, planFresh)
+	if err != nil || !p.inFlight() {
+		return 0
+	}
+	if p.pending {
+		return wavesWaitRetry
+	}
+	return wavesIdleRetry
 }
 
 // halted reports a change that halted: a RolloutHalted Warning on the source naming the

@@ -61,20 +61,23 @@ func wavesClient(objs ...client.Object) client.Client {
 
 // With waves off (the default), a roll asks the gate and the gate reads only the caches
 // (the source's metadata and its namespace's labels): no live read. Turned on by the
-// namespace's label, it reads the source live.
+// namespace's label, it reads the source live, unless the caches hold fewer consumers
+// than the threshold.
 func TestWavesGateOffMakesNoLiveRead(t *testing.T) {
 	src := stamp.Source{Kind: stamp.KindConfigMap, Name: "cfg", AllKeys: true}
 	for _, tc := range []struct {
 		name         string
 		cluster      bool
 		nsLabel, ann string
+		threshold    int
 		live         bool
 	}{
 		{name: "off everywhere"},
 		{name: "off on the source, on in the namespace", nsLabel: "on", ann: "off"},
 		{name: "off in the namespace, on in the cluster", cluster: true, nsLabel: "off"},
-		{name: "on in the namespace", nsLabel: "on", live: true},
-		{name: "on on the source", ann: "1,50%", live: true},
+		{name: "on in the namespace", nsLabel: "on", threshold: 1, live: true},
+		{name: "on on the source", ann: "1,50%", threshold: 1, live: true},
+		{name: "on, fewer consumers in the caches than the threshold", ann: "on", threshold: 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := optedInNamespace()
@@ -87,7 +90,7 @@ func TestWavesGateOffMakesNoLiveRead(t *testing.T) {
 			}
 			dep := cfgDeployment()
 			c := wavesClient(ns, cm, dep)
-			g, live := testGate(t, c, waves.Settings{On: tc.cluster, Threshold: 5})
+			g, live := testGate(t, c, waves.Settings{On: tc.cluster, Threshold: tc.threshold})
 			r := &workloadReconciler{kind: workload.Deployment, waves: g}
 			want := stamp.Stamp{Sources: []stamp.Digest{stamp.SourceDigest(src, cm, stamp.NamespaceKey(testKey(), "ns"))}}
 			j := judged{obj: dep, key: appKey, refs: []stamp.Source{src}, storedSources: "configmap/cfg=111111111111", want: want}
@@ -120,7 +123,7 @@ func TestWavesMembersAreWhatTheWatcherRolls(t *testing.T) {
 	}
 	c := wavesClient(ns, cfgMap("new"), dep("a", true, false), dep("b", false, false), dep("c", true, true), dep("d", true, false))
 	g, _ := testGate(t, c, waves.Settings{Threshold: 1})
-	p, err := g.evaluate(context.Background(), "ns", stamp.Source{Kind: stamp.KindConfigMap, Name: "cfg", AllKeys: true})
+	p, err := g.evaluate(context.Background(), "ns", stamp.Source{Kind: stamp.KindConfigMap, Name: "cfg", AllKeys: true}, planFresh)
 	if err != nil || p == nil {
 		t.Fatalf("plan %v, error %v", p, err)
 	}
@@ -157,7 +160,7 @@ func TestWavesHealthReadOnceAvailable(t *testing.T) {
 	cm := cfgMap("new")
 	var objs []client.Object
 	for _, name := range []string{"a", "b", "c", "d"} {
-		objs = append(objs, rolledDeployment(name, cm, true))
+		objs = append(objs, judgedDeployment(name, cm, true, 1, 1, time.Now()))
 	}
 	c := wavesClient(append(objs, ns, cm)...)
 	g, _ := testGate(t, c, waves.Settings{Threshold: 1})
@@ -277,7 +280,7 @@ func TestWavesResumeCommandPassesNoLaterFailure(t *testing.T) {
 	c.Name = "c"
 	cl := wavesClient(ns, cm, a, b, c)
 	g, _ := testGate(t, cl, waves.Settings{Threshold: 1})
-	p, err := g.evaluate(context.Background(), "ns", stamp.Source{Kind: stamp.KindConfigMap, Name: "cfg", AllKeys: true})
+	p, err := g.evaluate(context.Background(), "ns", stamp.Source{Kind: stamp.KindConfigMap, Name: "cfg", AllKeys: true}, planFresh)
 	if err != nil || p == nil {
 		t.Fatalf("plan %v, error %v", p, err)
 	}

@@ -44,11 +44,15 @@ type Consumer struct {
 }
 
 // Members are the consumers of source kind/name the watcher rolls, for the change of
-// its content: Rolled where a template's digest of it is the current content's for what
-// that workload consumes of it; Failed and Resumed from its FailedAnnotation. Those it
-// never rolls (no template, being deleted, opted out, paused, out of scope) are not
-// members: a wave waiting for them would wait for ever. nsKey nil (a reader without the
-// hash key): Rolled is not known, and false.
+// its content. Rolled: a template's digest of it is the current content's for what that
+// workload consumes of it; a template with no digest of it (a workload adopted
+// unstamped) has Rolled only once the watcher recorded it current for the change
+// (RolledAnnotation: nothing it reads changed). Judged (its health counts) where the
+// watcher's nudge rolled it on this change; a rolled member not judged is Ready. Failed
+// and Resumed from its FailedAnnotation. Those it never rolls (no template, being
+// deleted, opted out, paused, out of scope) are not members: a wave waiting for them
+// would wait for ever. nsKey nil (a reader without the hash key): Rolled is not known,
+// and false.
 func Members(kind, name string, content *corev1.ConfigMap, nsKey []byte, change string, opts stamp.Options, consumers []Consumer) []Member {
 	var out []Member
 	for _, c := range consumers {
@@ -59,16 +63,36 @@ func Members(kind, name string, content *corev1.ConfigMap, nsKey []byte, change 
 			continue
 		}
 		m := Member{ID: MemberID(c.Kind, o.GetName()), Canary: c.Canary}
+		entry, recorded := RolledFor(o.GetAnnotations(), change)
 		for _, src := range stamp.Consumed(o.GetAnnotations(), &tmpl.Spec, opts) {
 			if src.Kind == kind && src.Name == name && nsKey != nil {
-				d := stamp.SourceDigest(src, content, nsKey)
-				m.Rolled = stamp.ParseSources(tmpl.Annotations[stamp.SourcesAnnotation])[src.ID()] == d.Hex()[:12]
+				m.Digest = stamp.SourceDigest(src, content, nsKey).Hex()[:12]
+				if stored, ok := stamp.ParseSources(tmpl.Annotations[stamp.SourcesAnnotation])[src.ID()]; ok {
+					m.Rolled = stored == m.Digest
+				} else {
+					m.Rolled = recorded
+				}
 			}
 		}
+		m.Judged = m.Rolled && recorded && entry.Wave > 0
+		if m.Judged {
+			m.Since = entry.At
+		}
+		m.Ready = m.Rolled && !m.Judged
 		m.Failed, m.Resumed = ParseFailed(o.GetAnnotations()[FailedAnnotation], change)
 		out = append(out, m)
 	}
 	return out
+}
+
+// RolledFor is the RolledAnnotation entry of change in a workload's annotations.
+func RolledFor(annotations map[string]string, change string) (RolledEntry, bool) {
+	for _, e := range ParseRolled(annotations[RolledAnnotation]) {
+		if e.Change == change {
+			return e, true
+		}
+	}
+	return RolledEntry{}, false
 }
 
 // FailedHealth is Member.Failed for a rolled member whose health failed (why).

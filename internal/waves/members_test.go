@@ -3,6 +3,7 @@ package waves
 import (
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -41,6 +42,18 @@ func TestMembers(t *testing.T) {
 	skipped.Annotations = map[string]string{stamp.SkipAnnotation: "true"}
 	paused := consumerOf("paused", "")
 	paused.Spec.Paused = true
+	at := time.Date(2026, 12, 5, 21, 0, 0, 0, time.UTC)
+	// Rolled by the watcher's nudge in wave 2 for this change: judged by its health.
+	judged := consumerOf("judged", now)
+	judged.Annotations = map[string]string{RolledAnnotation: RolledEntry{Change: change, Wave: 2, Waves: 3, At: at}.String()}
+	// Its record names an earlier change: it carries this one without having rolled
+	// on it (only untouched keys changed): not judged, done.
+	earlier := consumerOf("earlier", now)
+	earlier.Annotations = map[string]string{RolledAnnotation: RolledEntry{Change: "configmap/shared=000000000000", Wave: 1, Waves: 3, At: at}.String()}
+	// Adopted (no stamp of the source): rolled only once recorded current for the change.
+	adopted := consumerOf("adopted", "")
+	current := consumerOf("current", "")
+	current.Annotations = map[string]string{RolledAnnotation: RolledEntry{Change: change}.String()}
 	dk := workload.Deployment
 	got := Members(stamp.KindConfigMap, "shared", content, key, change, stamp.Options{}, []Consumer{
 		{Kind: dk, Object: consumerOf("rolled", now), InScope: true, Canary: true},
@@ -50,12 +63,20 @@ func TestMembers(t *testing.T) {
 		{Kind: dk, Object: skipped, InScope: true},
 		{Kind: dk, Object: paused, InScope: true},
 		{Kind: dk, Object: consumerOf("outside", ""), InScope: false},
+		{Kind: dk, Object: judged, InScope: true},
+		{Kind: dk, Object: earlier, InScope: true},
+		{Kind: dk, Object: adopted, InScope: true},
+		{Kind: dk, Object: current, InScope: true},
 	})
 	want := []Member{
-		{ID: "deployment/rolled", Canary: true, Rolled: true},
-		{ID: "deployment/stale"},
-		{ID: "deployment/failed", Rolled: true, Failed: "did not become available: x"},
-		{ID: "deployment/resumed", Resumed: true},
+		{ID: "deployment/rolled", Canary: true, Rolled: true, Ready: true, Digest: now},
+		{ID: "deployment/stale", Digest: now},
+		{ID: "deployment/failed", Rolled: true, Ready: true, Failed: "did not become available: x", Digest: now},
+		{ID: "deployment/resumed", Resumed: true, Digest: now},
+		{ID: "deployment/judged", Rolled: true, Judged: true, Since: at, Digest: now},
+		{ID: "deployment/earlier", Rolled: true, Ready: true, Digest: now},
+		{ID: "deployment/adopted", Digest: now},
+		{ID: "deployment/current", Rolled: true, Ready: true, Digest: now},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("Members = %+v, want %+v", got, want)

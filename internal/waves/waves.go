@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Keys users and the watcher write.
@@ -33,6 +34,13 @@ const (
 	// "<kind>/<name>@<change>: <why>", or "<kind>/<name>@<change>: resumed" once a user
 	// resumed the change it failed. It survives restarts; a new change supersedes it.
 	FailedAnnotation = "configstamp.io/waves-failed"
+	// RolledAnnotation on a workload, written by the watcher's nudge that rolls it in a
+	// wave (in the same patch: no write of its own): "<change>: wave N of M, <RFC3339>"
+	// for each change it rolled to in waves ("; " between). It says the workload rolled
+	// on that change (only those are judged by their health) and since when (the
+	// deadline of kinds without their own), and names the wave for the webhook's change
+	// cause. It survives restarts.
+	RolledAnnotation = "configstamp.io/waves-rolled"
 )
 
 // DefaultSteps are the wave sizes after the canaries when none are configured.
@@ -115,8 +123,19 @@ type Member struct {
 	// Rolled: its template carries the change (its digest of the source is the current
 	// one): it rolled for it, or never needed to.
 	Rolled bool
-	// Ready: rolled and available (Health read only where Plan asks for it).
+	// Ready: rolled and available (Health read only where Plan asks for it); a member
+	// not Judged is Ready once Rolled.
 	Ready bool
+	// Judged: configstamp rolled it on this change (its RolledAnnotation names it), so
+	// its health counts; Since is when. A member that carries the change without having
+	// rolled on it (it consumes only keys the change did not touch, a user's update gave
+	// it the change, or it has no stamp of the source) is not judged: a failure of its
+	// own is not this change's.
+	Judged bool
+	Since  time.Time
+	// Digest is the current content's digest of what it consumes of the source (12 hex
+	// digits; "" not known).
+	Digest string
 	// Failed says why it failed this change ("" none): its controller gave up
 	// (ProgressDeadlineExceeded), it was not available by the deadline, or a record of
 	// that (FailedAnnotation). Resumed: a user resumed the change since.
@@ -203,7 +222,7 @@ func Plan(s Settings, members []Member, userHalt bool, ready func(m *Member)) (V
 		done := true
 		for i := range wave {
 			m := &wave[i]
-			if m.Rolled && m.Failed == "" && !m.Resumed && ready != nil {
+			if m.Rolled && m.Judged && m.Failed == "" && !m.Resumed && ready != nil {
 				ready(m)
 			}
 			if m.Failed != "" && !m.Resumed {
@@ -323,4 +342,76 @@ func ParseFailed(v, change string) (why string, resumed bool) {
 		return "", true
 	}
 	return why, false
+}
+
+// RolledEntry is one change a workload rolled to in waves, as its RolledAnnotation
+// records it; Wave 0: it carries the change without rolling ("<change>: current",
+// written for a workload without a stamp of the source whose check found nothing it
+// reads changed).
+type RolledEntry struct {
+	Change      string // "configmap/shared=3f2a1c9e0b7d"
+	Wave, Waves int
+	At          time.Time
+}
+
+// Source is the source the change is of ("configmap/shared").
+func (e RolledEntry) Source() string {
+	src, _, _ := strings.Cut(e.Change, "=")
+	return src
+}
+
+// Note names the wave: "wave 2 of 4 for configmap/shared".
+func (e RolledEntry) Note() string {
+	return fmt.Sprintf("wave %d of %d for %s", e.Wave, e.Waves, e.Source())
+}
+
+// ParseRolled reads a RolledAnnotation value; entries that do not parse are left out.
+func ParseRolled(v string) []RolledEntry {
+	var out []RolledEntry
+	for _, f := range strings.Split(v, "; ") {
+		change, rest, ok := strings.Cut(strings.TrimSpace(f), ": ")
+		if !ok || !strings.Contains(change, "=") {
+			continue
+		}
+		e := RolledEntry{Change: change}
+		if rest == "current" {
+			out = append(out, e)
+			continue
+		}
+		var at string
+		if n, err := fmt.Sscanf(rest, "wave %d of %d, %s", &e.Wave, &e.Waves, &at); err != nil || n != 3 || e.Wave < 1 || e.Wave > e.Waves {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339, at)
+		if err != nil {
+			continue
+		}
+		e.At = t
+		out = append(out, e)
+	}
+	return out
+}
+
+// RolledValue is the RolledAnnotation value that records adds over old: an entry of
+// old for the same source as one of adds is replaced (a source rolls one change at a
+// time), and one for a source not in keep is dropped (the workload no longer consumes
+// it), so the value stays as small as the sources it consumes.
+func RolledValue(old string, adds []RolledEntry, keep func(src string) bool) string {
+	var parts []string
+	for _, e := range ParseRolled(old) {
+		if keep(e.Source()) && !slices.ContainsFunc(adds, func(a RolledEntry) bool { return a.Source() == e.Source() }) {
+			parts = append(parts, e.String())
+		}
+	}
+	for _, a := range adds {
+		parts = append(parts, a.String())
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (e RolledEntry) String() string {
+	if e.Wave == 0 {
+		return e.Change + ": current"
+	}
+	return fmt.Sprintf("%s: wave %d of %d, %s", e.Change, e.Wave, e.Waves, e.At.UTC().Format(time.RFC3339))
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 )
 
 func steps(t *testing.T, v string) []Step {
@@ -89,7 +90,8 @@ func set(ms []Member, ids []string, f func(*Member)) {
 func TestPlan(t *testing.T) {
 	on := Settings{On: true, Steps: []Step{{1, false}, {10, true}, {50, true}}, Threshold: 3}
 	ready := func(m *Member) { m.Ready = true }
-	rolled := func(m *Member) { m.Rolled = true }
+	// Rolled by configstamp on this change: judged by its health.
+	rolled := func(m *Member) { m.Rolled, m.Judged = true, true }
 
 	// A new change: only the canary (the first by name) may roll.
 	v, ms := Plan(on, fleet(21), false, ready)
@@ -109,6 +111,16 @@ func TestPlan(t *testing.T) {
 	v, _ = Plan(on, ms, false, func(*Member) { reads++ })
 	if v.Current != 1 || reads != 1 || !slices.Equal(v.Waiting, []string{"deployment/d00"}) {
 		t.Fatalf("canary rolling: %+v, %d reads", v, reads)
+	}
+	// A member that carries the change without configstamp having rolled it on it (not
+	// judged; Members makes it Ready) is not read: a failure of its own (it was broken
+	// before the change) does not halt the change.
+	ms = fleet(21)
+	set(ms, []string{"deployment/d00"}, func(m *Member) { m.Rolled, m.Ready = true, true })
+	reads = 0
+	v, _ = Plan(on, ms, false, func(m *Member) { reads++; m.Failed = "ProgressDeadlineExceeded"; m.Ready = false })
+	if v.Halted != "" || v.Current != 2 || reads != 0 {
+		t.Fatalf("canary rolled before the change, broken: %+v, %d reads", v, reads)
 	}
 	// Available: wave 2 may roll, and no member past it is read.
 	ms = fleet(21)
@@ -143,7 +155,7 @@ func TestPlan(t *testing.T) {
 	ms = fleet(21)
 	set(ms, nil, rolled)
 	for i := range ms {
-		ms[i].Rolled = true
+		ms[i].Rolled, ms[i].Judged = true, true
 	}
 	if v, _ := Plan(on, ms, false, ready); v.Current != 6 || !v.May(5) {
 		t.Fatalf("all done: %+v", v)
@@ -223,5 +235,29 @@ func TestAnnotationPatch(t *testing.T) {
 		if len(got.Metadata.Annotations) != 1 || got.Metadata.Annotations[FailedAnnotation] != want {
 			t.Errorf("%q: annotations %q", v, got.Metadata.Annotations)
 		}
+	}
+}
+
+func TestRolledRecord(t *testing.T) {
+	at := time.Date(2026, 12, 5, 21, 0, 0, 0, time.UTC)
+	a := RolledEntry{Change: "configmap/a=111111111111", Wave: 2, Waves: 4, At: at}
+	b := RolledEntry{Change: "secret/b=222222222222"}
+	v := RolledValue("", []RolledEntry{a, b}, func(string) bool { return true })
+	if want := "configmap/a=111111111111: wave 2 of 4, 2026-12-05T21:00:00Z; secret/b=222222222222: current"; v != want {
+		t.Fatalf("RolledValue = %q, want %q", v, want)
+	}
+	if got := ParseRolled(v); !slices.Equal(got, []RolledEntry{a, b}) {
+		t.Errorf("ParseRolled(%q) = %+v", v, got)
+	}
+	if a.Note() != "wave 2 of 4 for configmap/a" {
+		t.Errorf("Note = %q", a.Note())
+	}
+	// A new change of a replaces its entry; c, no longer consumed, is dropped; junk is
+	// left out.
+	a2 := RolledEntry{Change: "configmap/a=333333333333", Wave: 1, Waves: 4, At: at}
+	old := v + "; configmap/c=444444444444: current; junk; configmap/d=5: wave 9 of 2, x"
+	v = RolledValue(old, []RolledEntry{a2}, func(src string) bool { return src != "configmap/c" })
+	if got := ParseRolled(v); !slices.Equal(got, []RolledEntry{b, a2}) {
+		t.Errorf("after a new change of a: %q", v)
 	}
 }
