@@ -63,6 +63,9 @@ type Rollout struct {
 	// StoredKeys and Keys are the workload's KeysAnnotation before and after (empty:
 	// none), which name the keys of a changed source that changed.
 	StoredKeys, Keys string
+	// Wave names the waves the rollout rolls in ("wave 2 of 4 for configmap/shared";
+	// "": not in waves), told by the watcher's nudge.
+	Wave string
 }
 
 // ChangeCause describes a rollout configstamp causes, for `kubectl rollout history`.
@@ -120,7 +123,12 @@ func ChangeReason(r Rollout) string {
 			body = strings.Join(capList(parts), "; ")
 		}
 	}
-	return capBytes(body, MaxChangeCause-len(causePrefix))
+	n := MaxChangeCause - len(causePrefix)
+	if r.Wave == "" {
+		return capBytes(body, n)
+	}
+	wave := " (" + r.Wave + ")"
+	return capBytes(capBytes(body, n-min(len(wave), n/2))+wave, n)
 }
 
 // firstStamp lists the sources of a sources annotation with their digests.

@@ -102,6 +102,11 @@ func TestChangeCauseBytes(t *testing.T) {
 	if cause, reason := ChangeCause(r), ChangeReason(r); len(cause) != MaxChangeCause || causePrefix+reason != cause || !strings.HasSuffix(reason, "n...") {
 		t.Errorf("cut: cause %d bytes, reason %d bytes (%q...)", len(cause), len(reason), reason[:20])
 	}
+	// A cut cause still names its wave.
+	r.Wave = "wave 2 of 4 for configmap/shared"
+	if cause := ChangeCause(r); len(cause) > MaxChangeCause || !strings.HasSuffix(cause, "n... (wave 2 of 4 for configmap/shared)") {
+		t.Errorf("cut with a wave: %d bytes, ends %q", len(cause), cause[len(cause)-60:])
+	}
 	if got := capBytes(strings.Repeat("x", 2000), MaxChangeCause); len(got) != MaxChangeCause || !strings.HasSuffix(got, "x...") {
 		t.Errorf("cut to %d bytes: %q", len(got), got)
 	}

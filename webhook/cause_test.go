@@ -3,10 +3,12 @@ package webhook
 import (
 	"strings"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 
+	"github.com/configstamp/configstamp/internal/waves"
 	"github.com/configstamp/configstamp/stamp"
 )
 
@@ -93,6 +95,23 @@ func TestChangeCause(t *testing.T) {
 	want += "; first stamp (configmap/cfg " + digest("2") + ")"
 	if got := causeAfter(t, nudge, adopted, admissionv1.Update); got != want {
 		t.Errorf("an adopted workload's first rollout has cause %q, want %q", got, want)
+	}
+	// A nudge in waves names its wave: the entry of waves.RolledAnnotation it writes
+	// (an entry stored before, of an earlier nudge, does not count).
+	inWaves := stored.DeepCopy()
+	earlier := waves.RolledEntry{Change: "configmap/cfg=000000000000", Wave: 1, Waves: 3, At: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	inWaves.Annotations[waves.RolledAnnotation] = earlier.String()
+	nudge = inWaves.DeepCopy()
+	nudge.Annotations[stamp.NudgeAnnotation] = testNudge
+	entry := waves.RolledEntry{Change: "configmap/cfg=" + digest("2"), Wave: 2, Waves: 4, At: time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)}
+	nudge.Annotations[waves.RolledAnnotation] = earlier.String() + "; " + entry.String()
+	want = "configstamp: configmap/cfg changed (digest " + digest("1") + " -> " + digest("2") + "; keys: unknown) (wave 2 of 4 for configmap/cfg)"
+	if got := causeAfter(t, nudge, inWaves, admissionv1.Update); got != want {
+		t.Errorf("configstamp's rollout in waves has cause %q, want %q", got, want)
+	}
+	nudge.Annotations[waves.RolledAnnotation] = earlier.String()
+	if got := causeAfter(t, nudge, inWaves, admissionv1.Update); strings.Contains(got, "wave") {
+		t.Errorf("a nudge that writes no wave has cause %q", got)
 	}
 	// A nudge that finds the stamp current rolls nothing: the cause stays.
 	current := dep(stamped(expected(t, "2")), "img:1", "cfg")

@@ -2,12 +2,14 @@ package webhook
 
 import (
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 
 	"github.com/configstamp/configstamp/internal/decide"
+	"github.com/configstamp/configstamp/internal/waves"
 	"github.com/configstamp/configstamp/stamp"
 )
 
@@ -356,7 +358,8 @@ func (pl *planner) cause(want stamp.Stamp, record, keys string, restart bool) st
 		ran = in.rec.Hash
 	}
 	cause := stamp.ChangeCause(stamp.Rollout{StoredHash: in.storedHash, StoredSources: in.stored.Annotations[stamp.SourcesAnnotation],
-		Hash: want.Hash, Sources: want.SourcesAnnotation(), Ran: ran, Restart: restart, StoredKeys: in.storedKeys(), Keys: keys})
+		Hash: want.Hash, Sources: want.SourcesAnnotation(), Ran: ran, Restart: restart, StoredKeys: in.storedKeys(), Keys: keys,
+		Wave: in.waveNote()})
 	if !stamp.AnnotationsFitWithin(pl.meta, map[string]string{stamp.ObservedAnnotation: record, stamp.NudgeAnnotation: "",
 		stamp.KeysAnnotation: keys, stamp.ChangeCauseAnnotation: cause}, stamp.CauseHeadroom) {
 		return ""
@@ -377,6 +380,28 @@ func (pl *planner) keys(want stamp.Stamp, record string) string {
 		return ""
 	}
 	return keys
+}
+
+// waveNote names the waves a nudge rolls in ("wave 2 of 4 for configmap/shared"): the
+// entries of waves.RolledAnnotation the nudge itself writes (not stored before); ""
+// for anyone else's update.
+func (in *input) waveNote() string {
+	v := in.annotations[waves.RolledAnnotation]
+	if !in.nudged || v == "" {
+		return ""
+	}
+	var before map[string]string
+	if in.old != nil {
+		before = in.old.GetAnnotations()
+	}
+	stored := waves.ParseRolled(before[waves.RolledAnnotation])
+	var notes []string
+	for _, e := range waves.ParseRolled(v) {
+		if e.Wave > 0 && !slices.ContainsFunc(stored, func(o waves.RolledEntry) bool { return o.String() == e.String() }) {
+			notes = append(notes, e.Note())
+		}
+	}
+	return strings.Join(notes, ", ")
 }
 
 // storedKeys is the keys annotation stored with the stamp: the old object's; none on a
