@@ -123,6 +123,7 @@ func (c *Cluster) Explain(ctx context.Context, kind *workload.Kind, namespace, n
 	in.Events = evs.Items
 	r := Explain(in)
 	applyWaves(&r, c.wavesNotes(ctx, ns, known, waves.MemberID(kind, name), r, in.Live.nsKey))
+	c.wavesFailed(ctx, ns, known, obj, &r, in.Live.nsKey)
 	return r, nil
 }
 

@@ -221,6 +221,28 @@ func (c *Cluster) wavesNotes(ctx context.Context, ns *corev1.Namespace, nsKnown 
 	return out
 }
 
+// wavesFailed says when the workload failed its wave of the current change of a source
+// it consumes (its waves.FailedAnnotation, not resumed): that change is halted.
+func (c *Cluster) wavesFailed(ctx context.Context, ns *corev1.Namespace, nsKnown bool, obj client.Object, r *Report, nsKey []byte) {
+	record := obj.GetAnnotations()[waves.FailedAnnotation]
+	if record == "" || nsKey == nil {
+		return
+	}
+	for _, s := range r.Sources {
+		if s.Kind != stamp.KindConfigMap && s.Kind != stamp.KindSecret || !strings.Contains(record, "@"+s.ID()+"=") {
+			continue
+		}
+		e, err := c.plan(ctx, workload.All(), ns, nsKnown, r.Namespace, stamp.SourceKindNamed(s.Kind), s.Name, func() []byte { return nsKey })
+		if err != nil || e == nil || e.change == "" {
+			continue
+		}
+		if why, _ := waves.ParseFailed(record, e.change); why != "" {
+			r.Reason += fmt.Sprintf("; it failed its wave of change %s (%s): the change is halted (docs/waves.md: fix the config, or `configstamp resume %s`)",
+				e.change, why, s.ID())
+		}
+	}
+}
+
 // wavesGated reports whether the watcher's gate asks the waves of s before it rolls: a
 // ConfigMap or Secret whose digest now is not the one stamped (changed, added, or a
 // template without per-source digests; watcher waveHold).

@@ -2,8 +2,21 @@ package explain
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/configstamp/configstamp/internal/argo"
+	"github.com/configstamp/configstamp/internal/scope"
+	"github.com/configstamp/configstamp/internal/waves"
+	"github.com/configstamp/configstamp/stamp"
 )
 
 func TestApplyWaves(t *testing.T) {
@@ -71,5 +84,46 @@ func TestWavesGated(t *testing.T) {
 		if got := wavesGated(c.s); got != c.want {
 			t.Errorf("wavesGated(%+v) = %v, want %v", c.s, got, c.want)
 		}
+	}
+}
+
+// A workload that failed its wave of the current change of a source says so (the
+// change is halted); a failure of an earlier change says nothing.
+func TestWavesFailed(t *testing.T) {
+	sc, err := scope.New(stamp.InjectLabel, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: map[string]string{stamp.InjectLabel: stamp.InjectValue}}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "shared", Annotations: map[string]string{waves.Annotation: "on"}},
+		Data: map[string]string{"a": "1"}}
+	nsKey := stamp.NamespaceKey([]byte(strings.Repeat("k", 32)), "ns")
+	change := waves.ChangeOf(stamp.KindConfigMap, "shared", cm, nsKey)
+	for _, tc := range []struct {
+		name, change string
+		says         bool
+	}{
+		{name: "this change", change: change, says: true},
+		{name: "an earlier change", change: "configmap/shared=000000000000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "e", Annotations: map[string]string{
+				waves.FailedAnnotation: waves.FailedRecord("deployment/e", tc.change, "did not become available: ProgressDeadlineExceeded")}}}
+			d.Spec.Template.Spec.Containers = []corev1.Container{{Name: "c", EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "shared"}}}}}}
+			scheme := runtime.NewScheme()
+			if err := clientgoscheme.AddToScheme(scheme); err != nil {
+				t.Fatal(err)
+			}
+			if err := argo.AddToScheme(scheme); err != nil {
+				t.Fatal(err)
+			}
+			c := &Cluster{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(ns, cm, d).Build(), Scope: sc}
+			r := Report{Namespace: "ns", Verdict: "up-to-date", Reason: "up to date", Sources: []Source{{Kind: stamp.KindConfigMap, Name: "shared"}}}
+			c.wavesFailed(context.Background(), ns, true, d, &r, nsKey)
+			if got := strings.Contains(r.Reason, "it failed its wave of change "+change+" (did not become available: ProgressDeadlineExceeded)"); got != tc.says {
+				t.Errorf("reason %q: says it failed %v, want %v", r.Reason, got, tc.says)
+			}
+		})
 	}
 }

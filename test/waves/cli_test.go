@@ -46,8 +46,10 @@ func rsCounts(t *testing.T, want ...int) error {
 
 // TestHaltResume: `configstamp resume` continues a halted change (a later wave can halt
 // it again); `configstamp halt` stops a change before it rolls anything, and resume lets
-// it roll wave by wave, each workload once. Six Deployments, steps 1,50%: waves of 1
-// (the canary e00), 1, 3, 1.
+// it roll wave by wave, each workload once, up to its last wave, which fails: that
+// failure is recorded and reported too (nothing is held, so only the source's follow
+// reads it). Six Deployments, steps 1,50%: waves of 1 (the canary e00), 1, 3, 1 (e05,
+// which also reads the ConfigMap extra: its pods of the fix never become Ready).
 func TestHaltResume(t *testing.T) {
 	env.Start(t, framework.Options{})
 	env.CreateNamespace(t, nsCLI, true)
@@ -56,8 +58,16 @@ func TestHaltResume(t *testing.T) {
 	if err := env.Client.Create(bg, cm); err != nil {
 		t.Fatal(err)
 	}
+	if err := env.Client.Create(bg, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: nsCLI, Name: "extra"}, Data: lastData}); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 6 {
-		d := deployments.New(nsCLI, fmt.Sprintf("e%02d", i), 1, spec())
+		sp := spec()
+		if i == 5 {
+			sp.Containers[0].EnvFrom = append(sp.Containers[0].EnvFrom, corev1.EnvFromSource{ConfigMapRef: &corev1.ConfigMapEnvSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "extra"}}})
+		}
+		d := deployments.New(nsCLI, fmt.Sprintf("e%02d", i), 1, sp)
 		d.Spec.ProgressDeadlineSeconds = ptr.To[int32](20)
 		if err := env.Client.Create(bg, d); err != nil {
 			t.Fatal(err)
@@ -92,7 +102,7 @@ func TestHaltResume(t *testing.T) {
 	framework.Consistently(t, 10*time.Second, "wave 3 did not roll after wave 2 failed", func() error { return rsCounts(t, 2, 2, 1, 1, 1, 1) })
 
 	// The fix, halted before it rolls anything: nothing rolls until it is resumed.
-	fix := map[string]string{"mode": "fixed"}
+	fix := fixData
 	digest := stamp.SourceDigest(stamp.Source{Kind: stamp.KindConfigMap, Name: "shared", AllKeys: true, Binary: true},
 		&corev1.ConfigMap{Data: fix}, stamp.NamespaceKey(framework.HashKey, nsCLI)).Hex()[:12]
 	change := "configmap/shared=" + digest
@@ -113,7 +123,7 @@ func TestHaltResume(t *testing.T) {
 		if err := rsCounts(t, 3, 3, 2, 2, 2, 2); err != nil {
 			return err
 		}
-		for i := range 6 {
+		for i := range 5 {
 			d := deployments.Get(t, env.Client, nsCLI, fmt.Sprintf("e%02d", i))
 			if deployments.Hash(d) != fixed || d.Status.AvailableReplicas != 1 || d.Status.UpdatedReplicas != 1 || d.Status.Replicas != 1 {
 				return fmt.Errorf("deployment %s not rolled out on the fix: %+v", d.Name, d.Status)
@@ -121,4 +131,15 @@ func TestHaltResume(t *testing.T) {
 		}
 		return nil
 	})
+	// The last wave (e05) fails: recorded on it, reported on the source, and explain says so.
+	framework.Eventually(t, 3*time.Minute, "the last wave's failure recorded and reported", func() error {
+		d := deployments.Get(t, env.Client, nsCLI, "e05")
+		if v := d.Annotations[waves.FailedAnnotation]; !strings.Contains(v, "deployment/e05@"+change+": ") {
+			return fmt.Errorf("e05's failure record: %q", v)
+		}
+		return events.Find(env.Client, nsCLI, "shared", "RolloutHalted", "deployment/e05")
+	})
+	if out := cli(t, "explain", "deployment/e05", "--hash-key", framework.HashKeyRef); !strings.Contains(out, "failed its wave of change "+change) {
+		t.Errorf("explain deployment/e05 does not say it failed its wave:\n%s", out)
+	}
 }

@@ -33,6 +33,9 @@ const (
 // badData is the ConfigMap content whose pods never become Ready.
 var badData = map[string]string{"mode": "bad"}
 
+// fixData is the fix of badData.
+var fixData = map[string]string{"mode": "fixed"}
+
 // hashOf is the config hash of a template that consumes the ConfigMap shared (envFrom)
 // holding data, in namespace.
 func hashOf(namespace string, data map[string]string) string {
@@ -41,8 +44,21 @@ func hashOf(namespace string, data map[string]string) string {
 		framework.HashKey, namespace)
 }
 
+// lastData is the content of the ConfigMap extra that, with the fix in shared, keeps the
+// pods of the last consumer of TestHaltResume (e05, which reads both) from becoming
+// Ready: its last wave fails.
+var lastData = map[string]string{"extra": "last"}
+
+// hashWithExtra is hashOf for a template that reads the ConfigMap extra too.
+func hashWithExtra(namespace string, data, extra map[string]string) string {
+	cms := map[string]*corev1.ConfigMap{"shared": {Data: data}, "extra": {Data: extra}}
+	return hashdoc.Hash([]hashdoc.Source{{Name: "extra", EnvOnly: true}, {Name: "shared", EnvOnly: true}}, func(n string) *corev1.ConfigMap { return cms[n] },
+		framework.HashKey, namespace)
+}
+
 func TestMain(m *testing.M) {
-	opts := cluster.Options{Controllers: true, NotReadyHashes: []string{hashOf(nsBefore, badData), hashOf(nsAfter, badData), hashOf(nsCLI, badData)}}
+	opts := cluster.Options{Controllers: true, NotReadyHashes: []string{hashOf(nsBefore, badData), hashOf(nsAfter, badData), hashOf(nsCLI, badData),
+		hashWithExtra(nsCLI, fixData, lastData)}}
 	os.Exit(framework.Main(m, opts, func(_ context.Context, e *framework.Env) (func(bool), error) {
 		env = e
 		return func(bool) {}, nil

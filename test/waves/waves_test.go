@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -206,6 +207,10 @@ func TestWaves(t *testing.T) {
 		// The first non-canary by name is wave 2 of 5 (1, 1, 3, 11, 5), and its Event says so.
 		if err := events.Find(env.Client, ns, "d00", "ConfigChanged", "wave 2 of 5 for configmap/shared"); err != nil {
 			t.Error(err)
+		}
+		// ... and so does the change cause the webhook wrote (kubectl rollout history).
+		if cause := deployments.Get(t, env.Client, ns, "d00").Annotations[stamp.ChangeCauseAnnotation]; !strings.HasSuffix(cause, "(wave 2 of 5 for configmap/shared)") {
+			t.Errorf("%s: d00's change cause %q does not name its wave", ns, cause)
 		}
 	}
 	framework.Consistently(t, 10*time.Second, "no workload rolled twice", func() error {
