@@ -44,6 +44,12 @@ const (
 	// consumers: the reads it makes (the source, canaries, health of the current wave)
 	// are made once per source every planFresh, however many consumers it has.
 	planFresh = 2 * time.Second
+	// planFreshToRoll is how old an evaluation may be to let a workload roll while a
+	// workload rolled before it is not yet available (it may fail any moment): a failure
+	// lets the rest of its wave roll for at most that long; the fresh reads it costs
+	// (the health of those not yet available) are made at most twice a second per source
+	// during a wave's fan-out, whatever its size.
+	planFreshToRoll = 500 * time.Millisecond
 	// maxPlans bounds the memos (and the changes announced) kept at once.
 	maxPlans = 4096
 	// maxReady bounds the members remembered as seen available.
@@ -88,7 +94,7 @@ type plan struct {
 	members         []waves.Member
 	firstHeld       string // waves.FirstHeld
 	// pending: a member it judges rolled and is not yet available (its health may
-	// fail any moment): the memo holds, but lets none roll.
+	// fail any moment): the memo holds, but lets roll only while planFreshToRoll.
 	pending bool
 }
 
@@ -147,12 +153,11 @@ func (r *workloadReconciler) waveHold(ctx context.Context, j judged) (_ context.
 		if src.Kind != stamp.KindConfigMap && src.Kind != stamp.KindSecret || stored[src.ID()] == wanted[src.ID()] {
 			continue
 		}
-		start := time.Now()
 		p, err := g.evaluate(ctx, j.obj.GetNamespace(), src, planFresh)
-		if err == nil && p != nil && p.pending && p.at.Before(start) && p.verdict.May(p.waveOf(id)) {
-			// The memo lets it roll, but a member rolled before it may have failed
-			// since: read again (nothing more rolls once a wave fails).
-			p, err = g.evaluate(ctx, j.obj.GetNamespace(), src, 0)
+		if err == nil && p != nil && p.pending && time.Since(p.at) >= planFreshToRoll && p.verdict.May(p.waveOf(id)) {
+			// The memo lets it roll, but a member rolled before may have failed since:
+			// read again (nothing more rolls once a wave fails).
+			p, err = g.evaluate(ctx, j.obj.GetNamespace(), src, planFreshToRoll)
 		}
 		if err != nil {
 			logf.FromContext(ctx).Info("Could not read where a change rolling in waves stands: rolling as without waves", "source", src.ID(), "error", err.Error())

@@ -152,8 +152,9 @@ func TestWavesDeadlineFromTheRecord(t *testing.T) {
 	}
 }
 
-// The memo of an evaluation holds workloads, but lets none roll while a member rolled
-// before it may have failed since: a wave's failure stops the rest of that wave.
+// The memo of an evaluation holds workloads, but lets one roll only while younger than
+// planFreshToRoll when a member rolled before it may have failed since: a wave's
+// failure stops the rest of that wave.
 func TestWavesMemoLetsNoneRollPastAFailure(t *testing.T) {
 	ns := optedInNamespace()
 	ns.Labels[waves.Annotation] = "on"
@@ -171,10 +172,16 @@ func TestWavesMemoLetsNoneRollPastAFailure(t *testing.T) {
 	if _, held, _ := r.waveHold(context.Background(), j); held != "" {
 		t.Fatalf("c, in wave 2 rolling, held: %s", held)
 	}
-	// b fails within the memo's life: c must not roll.
+	// b fails within the memo's life (planFresh), later than planFreshToRoll: c must
+	// not roll.
 	if err := c.Status().Update(context.Background(), deadlineExceeded(b)); err != nil {
 		t.Fatal(err)
 	}
+	g.mu.Lock()
+	for _, p := range g.plans {
+		p.at = time.Now().Add(-planFreshToRoll)
+	}
+	g.mu.Unlock()
 	if _, held, _ := r.waveHold(context.Background(), j); !strings.HasPrefix(held, "halted") {
 		t.Errorf("c after b failed: held %q, want halted", held)
 	}
