@@ -16,6 +16,7 @@ import (
 
 	"github.com/configstamp/configstamp/internal/argo"
 	"github.com/configstamp/configstamp/internal/waves"
+	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
 	"github.com/configstamp/configstamp/test/internal/configmaps"
 	"github.com/configstamp/configstamp/test/internal/events"
@@ -182,9 +183,12 @@ func testDeadline(t *testing.T) {
 	env.DaemonSetRolledOut(t, ns, "ds")
 	allRolledOut(t, ns, names)
 	configmaps.SetData(t, env.Client, ns, "shared", "mode", "bad")
-	framework.Eventually(t, 2*time.Minute, "the DaemonSet rolled", func() error {
-		if n := dsRevisions(t, ns); n != 2 {
-			return fmt.Errorf("daemonset ds has %d revisions, want 2", n)
+	// The deadline counts from when the watcher first saw the DaemonSet rolled, not
+	// before its template was stamped.
+	bad := hashOf(ns, badData)
+	framework.Eventually(t, 2*time.Minute, "the DaemonSet stamped with the bad config", func() error {
+		if h := env.DaemonSet(t, ns, "ds").Spec.Template.Annotations[stamp.HashAnnotation]; h != bad {
+			return fmt.Errorf("daemonset ds stamped %s, want %s", stamp.ShortHash(h), stamp.ShortHash(bad))
 		}
 		return nil
 	})
@@ -197,6 +201,9 @@ func testDeadline(t *testing.T) {
 	})
 	if waited := time.Since(rolled); waited < pathsDeadline-2*time.Second {
 		t.Errorf("halted %s after the DaemonSet rolled, before the waves deadline (%s)", waited.Round(time.Second), pathsDeadline)
+	}
+	if n := dsRevisions(t, ns); n != 2 {
+		t.Errorf("daemonset ds has %d revisions, want 2", n)
 	}
 	if st := env.DaemonSet(t, ns, "ds").Status; st.NumberReady >= st.DesiredNumberScheduled {
 		t.Errorf("daemonset ds ready (%+v): the bad config was not bad", st)
