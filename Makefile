@@ -78,7 +78,7 @@ test-secrets: ## Secrets: off reads none (audit log), cert-manager renewals and 
 	  $(GO) test -count=1 -timeout 20m ./test/secrets/...
 
 .PHONY: test-waves
-test-waves: ## Health-gated waves: a bad shared ConfigMap change halts at its canary, the fix rolls wave by wave, each workload once, across a SIGKILL.
+test-waves: ## Health-gated waves: a bad shared ConfigMap change halts at its canary, the fix rolls wave by wave, each workload once, across a SIGKILL; on by namespace label and Secret annotation, off, DaemonSets, Argo Rollouts, the waves deadline, applied objects.
 	CONFIGSTAMP_BIN_DIR=$${CONFIGSTAMP_BIN_DIR:-$$(bash $(TOOLS) e2e | tail -1)} \
 	  $(GO) test -count=1 -timeout 15m ./test/waves/...
 

@@ -311,11 +311,13 @@ func (g *wavesGate) fewer(ctx context.Context, kind, namespace, name string, n i
 	return true, nil
 }
 
-// advanced reports whether the change of p moved on since prev: a wave done, or a halt
-// lifted.
+// advanced reports whether the change of p moved on since prev: a wave done, a halt
+// lifted, or another member first held (the one before left the members, a canary
+// deleted mid-wave, say: the new first held is checked again only every
+// wavesIdleRetry until woken).
 func advanced(prev, p *plan) bool {
 	return prev != nil && prev.change == p.change && p.verdict.Halted == "" &&
-		(p.verdict.Current > prev.verdict.Current || prev.verdict.Halted != "")
+		(p.verdict.Current > prev.verdict.Current || prev.verdict.Halted != "" || p.firstHeld != "" && p.firstHeld != prev.firstHeld)
 }
 
 // namespace is the metadata of the namespace from the cache (a namespaced install reads

@@ -262,6 +262,58 @@ func TestWavesHeldWaitToBeWoken(t *testing.T) {
 	}
 }
 
+// A canary deleted while its wave rolls: the next member is the canary and rolls, and
+// the member first held after it is woken (checked again soon), not left to the
+// minute's retry of held members.
+func TestWavesWokenWhenCanaryDeleted(t *testing.T) {
+	ns := optedInNamespace()
+	ns.Labels[waves.Annotation] = "1"
+	cm := cfgMap("new")
+	canary := judgedDeployment("a", cm, false, 1, 3, time.Now())
+	canary.Labels = map[string]string{waves.CanaryLabel: "true"}
+	objs := []client.Object{canary}
+	for _, name := range []string{"b", "c", "d"} {
+		d := cfgDeployment()
+		d.Name = name
+		objs = append(objs, d)
+	}
+	c := wavesClient(append(objs, ns, cm)...)
+	g, _ := testGate(t, c, waves.Settings{Threshold: 1})
+	var woken []string
+	g.wake = func(_ context.Context, kind string, key types.NamespacedName) {
+		woken = append(woken, kind+" "+key.String())
+	}
+	src := stamp.Source{Kind: stamp.KindConfigMap, Name: "cfg", AllKeys: true}
+	want := stamp.Stamp{Sources: []stamp.Digest{stamp.SourceDigest(src, cm, stamp.NamespaceKey(testKey(), "ns"))}}
+	hold := func(name string) string {
+		t.Helper()
+		r := &workloadReconciler{kind: workload.Deployment, waves: g}
+		j := judged{obj: objs[1], key: types.NamespacedName{Namespace: "ns", Name: name}, refs: []stamp.Source{src},
+			storedSources: "configmap/cfg=111111111111", want: want}
+		_, held, _ := r.waveHold(context.Background(), j)
+		return held
+	}
+	// Waves a | b | c, d: the canary a rolled and is not available; b is held.
+	if hold("b") == "" {
+		t.Fatal("b not held behind the canary")
+	}
+	if err := c.Delete(context.Background(), canary); err != nil {
+		t.Fatal(err)
+	}
+	g.mu.Lock()
+	for _, p := range g.plans {
+		p.at = time.Time{}
+	}
+	g.mu.Unlock()
+	// Waves b | c | d: b rolls; c, first held now, is woken.
+	if held := hold("b"); held != "" {
+		t.Fatalf("b held with the canary gone: %s", held)
+	}
+	if want := []string{"configmap ns/cfg"}; !slices.Equal(woken, want) {
+		t.Errorf("woken %v, want %v", woken, want)
+	}
+}
+
 // A resume command lifts a user's halt, and passes only the failures `configstamp
 // resume` marked resumed: a failure recorded after it (a later wave's) halts the change
 // again, however long the command stays on the source.

@@ -4,7 +4,9 @@
 // then each wave once the one before is available, every workload exactly once, across a
 // SIGKILL of configstamp. "Bad" is real to the Deployment controller: kwok never makes a
 // pod Ready whose config hash is the bad content's (cluster.Options.NotReadyHashes),
-// computed beforehand as `configstamp hash` does (test/hashdoc).
+// computed beforehand as `configstamp hash` does (test/hashdoc). TestWavePaths takes the
+// other paths: waves on by a namespace's label and a Secret's annotation, off, DaemonSet
+// and Argo Rollout members, --waves-deadline, objects written by kubectl apply.
 package waves
 
 import (
@@ -28,6 +30,13 @@ const (
 	nsBefore = "waves-before"
 	nsAfter  = "waves-after"
 	nsCLI    = "waves-cli"
+	// The paths of TestWavePaths, each in its own namespace.
+	nsLabel    = "waves-label"
+	nsSecret   = "waves-secret"
+	nsOff      = "waves-off"
+	nsKinds    = "waves-kinds"
+	nsDeadline = "waves-deadline"
+	nsApply    = "waves-apply"
 )
 
 // badData is the ConfigMap content whose pods never become Ready.
@@ -56,9 +65,20 @@ func hashWithExtra(namespace string, data, extra map[string]string) string {
 		framework.HashKey, namespace)
 }
 
+// secretHashOf is hashOf for a template that consumes the Secret shared (envFrom).
+func secretHashOf(namespace string, data map[string]string) string {
+	cm := &corev1.ConfigMap{Data: data}
+	return hashdoc.Keyed([]hashdoc.Source{{Name: "shared", EnvOnly: true, Secret: true}}, func(bool, string) *corev1.ConfigMap { return cm },
+		framework.HashKey, namespace)
+}
+
 func TestMain(m *testing.M) {
-	opts := cluster.Options{Controllers: true, NotReadyHashes: []string{hashOf(nsBefore, badData), hashOf(nsAfter, badData), hashOf(nsCLI, badData),
-		hashWithExtra(nsCLI, fixData, lastData)}}
+	bad := []string{secretHashOf(nsSecret, badData)}
+	for _, ns := range []string{nsBefore, nsAfter, nsCLI, nsLabel, nsOff, nsDeadline} {
+		bad = append(bad, hashOf(ns, badData))
+	}
+	bad = append(bad, hashWithExtra(nsCLI, fixData, lastData))
+	opts := cluster.Options{Controllers: true, NotReadyHashes: bad}
 	os.Exit(framework.Main(m, opts, func(_ context.Context, e *framework.Env) (func(bool), error) {
 		env = e
 		return func(bool) {}, nil
