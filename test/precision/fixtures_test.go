@@ -8,6 +8,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -115,6 +117,22 @@ func setData(t testing.TB, ns, name, key, value string) {
 func deleteConfigMap(t testing.TB, ns, name string) {
 	t.Helper()
 	configmaps.Delete(t, env.Client, ns, name)
+}
+
+// deleteDeployment deletes a Deployment with its ReplicaSets and pods, and waits until
+// it is gone.
+func deleteDeployment(t testing.TB, ns, name string) {
+	t.Helper()
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if err := env.Client.Delete(bg, d, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
+		t.Fatalf("delete deployment %s/%s: %v", ns, name, err)
+	}
+	framework.Eventually(t, 2*time.Minute, "deployment "+name+" gone", func() error {
+		if err := env.Client.Get(bg, client.ObjectKeyFromObject(d), d); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
 }
 
 // createDeployment creates a Deployment of two replicas consuming cm as c says.

@@ -31,6 +31,9 @@ var fixtures = []fixture{
 	{"quiet", volume(nil, false), map[string]string{"k": "1"}},
 	{"upgraded", volume(nil, false), map[string]string{"k": "1"}},
 	{"paused", volume(nil, false), map[string]string{"k": "1"}},
+	{"recreated", volume(nil, false), map[string]string{"k": "1"}},
+	{"replaced", volume(nil, false), map[string]string{"k": "1"}},
+	{"redeployed", volume(nil, false), map[string]string{"k": "1"}},
 }
 
 func fixtureNamed(name string) fixture {
@@ -236,6 +239,17 @@ func TestPrecision(t *testing.T) {
 			apitime.NextSecond()
 			addVolume(t, ns, "upgraded", "extra")
 			rollouts(t, ns, "upgraded", 2)
+			// ConfigMaps deleted and re-created, with the same content and with
+			// other content; a Deployment deleted and re-created (admitted unstamped).
+			deleteConfigMap(t, ns, "recreated")
+			deleteConfigMap(t, ns, "replaced")
+			createConfigMap(t, ns, "recreated", fixtureNamed("recreated").data)
+			createConfigMap(t, ns, "replaced", map[string]string{"k": "2"})
+			deleteDeployment(t, ns, "redeployed")
+			createDeployment(t, ns, "redeployed", "redeployed", fixtureNamed("redeployed").c)
+			if h := env.RolledOut(t, ns, "redeployed").Spec.Template.Annotations[stamp.HashAnnotation]; h != "" {
+				t.Fatalf("redeployed: stamped while configstamp was killed: %s", h)
+			}
 		}
 		// A Deployment created while configstamp is down (the registration stays: the
 		// API server admits it unstamped), whose ConfigMap then changes.
@@ -251,7 +265,20 @@ func TestPrecision(t *testing.T) {
 
 		env.Start(t, framework.Options{})
 		for mode, ns := range modes {
+			t.Run(mode+"/re-created ConfigMaps", func(t *testing.T) {
+				t.Parallel()
+				rollouts(t, ns, "recreated", 1)
+				rollouts(t, ns, "replaced", 2)
+				stamped(t, ns, "replaced")
+			})
+			t.Run(mode+"/re-created Deployment", func(t *testing.T) {
+				t.Parallel()
+				// Its pods run the config as it is: recorded, not rolled.
+				waitRecord(t, ns, "redeployed")
+				rollouts(t, ns, "redeployed", 1)
+			})
 			t.Run(mode, func(t *testing.T) {
+				t.Parallel()
 				rollouts(t, ns, "stopped", 2)
 				stamped(t, ns, "stopped")
 				rollouts(t, ns, "quiet", 1)
