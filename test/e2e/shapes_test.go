@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,11 +97,24 @@ func (s *shaped) object() (metav1.Object, *metav1.ObjectMeta) {
 // made no other over settle; it returns its generation and pod-template annotations.
 func (s *shaped) rollouts(n int) (int64, map[string]string) {
 	s.t.Helper()
+	return s.rolloutsOver(n, settle)
+}
+
+// rolled is rollouts without the wait for an unwanted one: where nothing the test did
+// could cause one later (a re-apply that changed nothing, the first rollout of a
+// create), or the next count would show it.
+func (s *shaped) rolled(n int) (int64, map[string]string) {
+	s.t.Helper()
+	return s.rolloutsOver(n, 0)
+}
+
+func (s *shaped) rolloutsOver(n int, settle time.Duration) (int64, map[string]string) {
+	s.t.Helper()
 	if s.kind == "StatefulSet" {
 		o := env.ExpectRevisions(s.t, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "svc"}}, n, settle).(*appsv1.StatefulSet)
 		return o.Generation, o.Spec.Template.Annotations
 	}
-	d := expectReplicaSets(s.t, s.ns, "svc", n)
+	d := env.ExpectReplicaSets(s.t, s.ns, "svc", n, settle)
 	return d.Generation, d.Spec.Template.Annotations
 }
 
@@ -128,7 +142,7 @@ func TestClientSideApply(t *testing.T) {
 				return shapeConfigMap("blue", false) + "---\n" + shapeWorkload(kind, "1.0", "", tmpl)
 			}
 			s.apply(app("{example.com/team: a}"))
-			gen, ann := s.rollouts(1)
+			gen, ann := s.rolled(1)
 			h := ann[stamp.HashAnnotation]
 			if h == "" {
 				t.Fatal("not stamped on a client-side apply")
@@ -137,10 +151,9 @@ func TestClientSideApply(t *testing.T) {
 				s.apply(app("{example.com/team: a}"))
 				s.same(fmt.Sprintf("unchanged re-apply %d", i+1), gen, h)
 			}
-			s.rollouts(1)
 
 			s.apply(app(""))
-			gen, ann = s.rollouts(2)
+			gen, ann = s.rolled(2) // the label-only apply below waits for a second one
 			if ann[stamp.HashAnnotation] != h || ann["example.com/team"] != "" {
 				t.Fatalf("apply without template annotations: annotations %v, want the stamp %s alone", ann, short(h))
 			}
@@ -201,7 +214,7 @@ func TestServerSideApply(t *testing.T) {
 				return shapeConfigMap("blue", false) + "---\n" + shapeWorkload("Deployment", tag, meta, "")
 			}
 			ssa(c.manager, c.force, app("1.0"))
-			gen, ann := s.rollouts(1)
+			gen, ann := s.rolled(1)
 			h := ann[stamp.HashAnnotation]
 			if h == "" {
 				t.Fatal("not stamped on a server-side apply")
@@ -210,7 +223,6 @@ func TestServerSideApply(t *testing.T) {
 				ssa(c.manager, c.force, app("1.0"))
 				s.same(fmt.Sprintf("re-apply %d", i+1), gen, h)
 			}
-			s.rollouts(1)
 			notOwnedBy(t, deployment(t, s.ns, "svc"), c.manager)
 
 			ssa(c.manager, c.force, shapeConfigMap("blue", true))
