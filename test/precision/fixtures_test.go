@@ -3,6 +3,7 @@ package precision
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,6 +134,42 @@ func deleteDeployment(t testing.TB, ns, name string) {
 		}
 		return nil
 	})
+}
+
+// applyDeployment writes the Deployment applied (as createDeployment makes it for the
+// fixture applied: two replicas mounting the ConfigMap applied) with client-side kubectl
+// apply, with pod-template annotations tmpl (a YAML flow map; "": none).
+func applyDeployment(t testing.TB, ns, tmpl string) {
+	t.Helper()
+	annotations := ""
+	if tmpl != "" {
+		annotations = "\n      annotations: " + tmpl
+	}
+	cmd := env.Command("", nil, "kubectl", "--namespace", ns, "apply", "-f", "-")
+	cmd.Stdin = strings.NewReader(fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: applied
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: applied}
+  template:
+    metadata:
+      labels: {app: applied}%s
+    spec:
+      containers:
+      - name: app
+        image: registry.example/app:1
+        volumeMounts:
+        - {name: cfg, mountPath: /etc/cfg}
+      volumes:
+      - name: cfg
+        configMap: {name: applied}
+`, annotations))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
 }
 
 // createDeployment creates a Deployment of two replicas consuming cm as c says.

@@ -34,6 +34,7 @@ var fixtures = []fixture{
 	{"recreated", volume(nil, false), map[string]string{"k": "1"}},
 	{"replaced", volume(nil, false), map[string]string{"k": "1"}},
 	{"redeployed", volume(nil, false), map[string]string{"k": "1"}},
+	{"applied", volume(nil, false), map[string]string{"k": "1"}}, // written by kubectl apply
 }
 
 func fixtureNamed(name string) fixture {
@@ -55,6 +56,10 @@ func createFixtures(t *testing.T) string {
 	}
 	apitime.NextSecond()
 	for _, f := range fixtures {
+		if f.name == "applied" {
+			applyDeployment(t, ns, "{example.com/team: a}")
+			continue
+		}
 		createDeployment(t, ns, f.name, f.name, f.c)
 	}
 	eachFixture(t, func(f fixture) {
@@ -150,6 +155,21 @@ var scenarios = []struct {
 		deleteConfigMap(t, ns, "opt")
 		rollouts(t, ns, "opt", 2)
 		stamped(t, ns, "opt")
+	}},
+	{"kubectl apply: an unchanged re-apply rolls nothing, one dropping the template annotations (stamp included) once", func(t *testing.T, ns string) {
+		gen := env.Deployment(t, ns, "applied").Generation
+		for range 2 {
+			applyDeployment(t, ns, "{example.com/team: a}")
+		}
+		if g := env.Deployment(t, ns, "applied").Generation; g != gen {
+			t.Fatalf("unchanged re-applies: generation %d -> %d", gen, g)
+		}
+		applyDeployment(t, ns, "") // kubectl's three-way merge deletes the whole map
+		d := rollouts(t, ns, "applied", 2)
+		if _, ok := d.Spec.Template.Annotations["example.com/team"]; ok {
+			t.Fatalf("template annotations %v kept", d.Spec.Template.Annotations)
+		}
+		stamped(t, ns, "applied")
 	}},
 	{"a paused Deployment is held, and rolls once when resumed", func(t *testing.T, ns string) {
 		pauseDeployment(t, ns, "paused", true)
