@@ -412,6 +412,7 @@ func (c *Cluster) Impact(ctx context.Context, kinds []*workload.Kind, kind, name
 		// The registration is read only for a kind with workloads here.
 		notCovered := len(items) > 0 && c.kindNotCovered(ctx, k)
 		for _, obj := range items {
+			c.ownerAnnotations(ctx, k, obj) // a Job takes its CronJob's extra sources, as the webhook stamped it
 			cand := Candidate{Kind: k, Object: obj, KindNotCovered: notCovered}
 			cand.InScope, cand.ScopeUnknown = c.inScope(ns, nsKnown, obj)
 			if tmpl := k.Template(obj); tmpl != nil {

@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -224,5 +227,45 @@ func TestNoSecretAccess(t *testing.T) {
 	})
 	if r.Verdict != explain.VerdictUnknown || r.SecretsCompared || len(r.Sources) != 2 || r.Sources[0].Status != explain.StatusUnknown || r.Sources[1].Status != explain.StatusUnknown {
 		t.Errorf("got %s secretsCompared=%v sources %+v", r.Verdict, r.SecretsCompared, r.Sources)
+	}
+}
+
+// TestImpactCronJobJob: a Job created from a CronJob takes the CronJob's extra sources
+// (the webhook stamped it with them), so impact lists it under them beside its CronJob,
+// as stamped at its creation only, and rolls nothing.
+func TestImpactCronJobJob(t *testing.T) {
+	ns := env.NewNamespace(t, true)
+	tmpl := template("report")
+	cj := &batchv1.CronJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "report", Annotations: map[string]string{stamp.ExtraSourcesAnnotation: "configmap/extra"}},
+		Spec: batchv1.CronJobSpec{Schedule: "0 0 31 2 *", Suspend: ptr.To(true), JobTemplate: batchv1.JobTemplateSpec{
+			Spec: batchv1.JobSpec{Template: tmpl}}},
+	}
+	cj.Spec.JobTemplate.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyNever
+	if err := k8s.Create(bg, cj); err != nil {
+		t.Fatal(err)
+	}
+	// As `kubectl create job --from=cronjob/report` makes it: the CronJob its controller.
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "report-manual",
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(cj, batchv1.SchemeGroupVersion.WithKind("CronJob"))}},
+		Spec: *cj.Spec.JobTemplate.Spec.DeepCopy(),
+	}
+	if err := k8s.Create(bg, job); err != nil {
+		t.Fatal(err)
+	}
+	var r explain.ImpactReport
+	if err := json.Unmarshal([]byte(ok(t, "impact", "-n", ns, "configmap/extra", "-o", "json")), &r); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range r.Workloads {
+		got = append(got, fmt.Sprintf("%s/%s roll=%v", w.Kind, w.Name, w.Roll))
+		if w.Kind == "job" && !strings.Contains(w.Reason, "stamped at its creation only") {
+			t.Errorf("job reason %q", w.Reason)
+		}
+	}
+	if want := "cronjob/report roll=true job/report-manual roll=false"; strings.Join(got, " ") != want {
+		t.Errorf("workloads %v, want %s", got, want)
 	}
 }

@@ -3,11 +3,14 @@ package precision
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -115,6 +118,58 @@ func setData(t testing.TB, ns, name, key, value string) {
 func deleteConfigMap(t testing.TB, ns, name string) {
 	t.Helper()
 	configmaps.Delete(t, env.Client, ns, name)
+}
+
+// deleteDeployment deletes a Deployment with its ReplicaSets and pods, and waits until
+// it is gone.
+func deleteDeployment(t testing.TB, ns, name string) {
+	t.Helper()
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if err := env.Client.Delete(bg, d, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
+		t.Fatalf("delete deployment %s/%s: %v", ns, name, err)
+	}
+	framework.Eventually(t, 2*time.Minute, "deployment "+name+" gone", func() error {
+		if err := env.Client.Get(bg, client.ObjectKeyFromObject(d), d); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
+}
+
+// applyDeployment writes the Deployment applied (as createDeployment makes it for the
+// fixture applied: two replicas mounting the ConfigMap applied) with client-side kubectl
+// apply, with pod-template annotations tmpl (a YAML flow map; "": none).
+func applyDeployment(t testing.TB, ns, tmpl string) {
+	t.Helper()
+	annotations := ""
+	if tmpl != "" {
+		annotations = "\n      annotations: " + tmpl
+	}
+	cmd := env.Command("", nil, "kubectl", "--namespace", ns, "apply", "-f", "-")
+	cmd.Stdin = strings.NewReader(fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: applied
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: applied}
+  template:
+    metadata:
+      labels: {app: applied}%s
+    spec:
+      containers:
+      - name: app
+        image: registry.example/app:1
+        volumeMounts:
+        - {name: cfg, mountPath: /etc/cfg}
+      volumes:
+      - name: cfg
+        configMap: {name: applied}
+`, annotations))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
 }
 
 // createDeployment creates a Deployment of two replicas consuming cm as c says.

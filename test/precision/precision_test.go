@@ -31,6 +31,10 @@ var fixtures = []fixture{
 	{"quiet", volume(nil, false), map[string]string{"k": "1"}},
 	{"upgraded", volume(nil, false), map[string]string{"k": "1"}},
 	{"paused", volume(nil, false), map[string]string{"k": "1"}},
+	{"recreated", volume(nil, false), map[string]string{"k": "1"}},
+	{"replaced", volume(nil, false), map[string]string{"k": "1"}},
+	{"redeployed", volume(nil, false), map[string]string{"k": "1"}},
+	{"applied", volume(nil, false), map[string]string{"k": "1"}}, // written by kubectl apply
 }
 
 func fixtureNamed(name string) fixture {
@@ -52,6 +56,10 @@ func createFixtures(t *testing.T) string {
 	}
 	apitime.NextSecond()
 	for _, f := range fixtures {
+		if f.name == "applied" {
+			applyDeployment(t, ns, "{example.com/team: a}")
+			continue
+		}
 		createDeployment(t, ns, f.name, f.name, f.c)
 	}
 	eachFixture(t, func(f fixture) {
@@ -148,6 +156,21 @@ var scenarios = []struct {
 		rollouts(t, ns, "opt", 2)
 		stamped(t, ns, "opt")
 	}},
+	{"kubectl apply: an unchanged re-apply rolls nothing, one dropping the template annotations (stamp included) once", func(t *testing.T, ns string) {
+		gen := env.Deployment(t, ns, "applied").Generation
+		for range 2 {
+			applyDeployment(t, ns, "{example.com/team: a}")
+		}
+		if g := env.Deployment(t, ns, "applied").Generation; g != gen {
+			t.Fatalf("unchanged re-applies: generation %d -> %d", gen, g)
+		}
+		applyDeployment(t, ns, "") // kubectl's three-way merge deletes the whole map
+		d := rollouts(t, ns, "applied", 2)
+		if _, ok := d.Spec.Template.Annotations["example.com/team"]; ok {
+			t.Fatalf("template annotations %v kept", d.Spec.Template.Annotations)
+		}
+		stamped(t, ns, "applied")
+	}},
 	{"a paused Deployment is held, and rolls once when resumed", func(t *testing.T, ns string) {
 		pauseDeployment(t, ns, "paused", true)
 		// A release changes its template while it is paused (stamped, not rolled), then
@@ -236,6 +259,17 @@ func TestPrecision(t *testing.T) {
 			apitime.NextSecond()
 			addVolume(t, ns, "upgraded", "extra")
 			rollouts(t, ns, "upgraded", 2)
+			// ConfigMaps deleted and re-created, with the same content and with
+			// other content; a Deployment deleted and re-created (admitted unstamped).
+			deleteConfigMap(t, ns, "recreated")
+			deleteConfigMap(t, ns, "replaced")
+			createConfigMap(t, ns, "recreated", fixtureNamed("recreated").data)
+			createConfigMap(t, ns, "replaced", map[string]string{"k": "2"})
+			deleteDeployment(t, ns, "redeployed")
+			createDeployment(t, ns, "redeployed", "redeployed", fixtureNamed("redeployed").c)
+			if h := env.RolledOut(t, ns, "redeployed").Spec.Template.Annotations[stamp.HashAnnotation]; h != "" {
+				t.Fatalf("redeployed: stamped while configstamp was killed: %s", h)
+			}
 		}
 		// A Deployment created while configstamp is down (the registration stays: the
 		// API server admits it unstamped), whose ConfigMap then changes.
@@ -251,7 +285,20 @@ func TestPrecision(t *testing.T) {
 
 		env.Start(t, framework.Options{})
 		for mode, ns := range modes {
+			t.Run(mode+"/re-created ConfigMaps", func(t *testing.T) {
+				t.Parallel()
+				rollouts(t, ns, "recreated", 1)
+				rollouts(t, ns, "replaced", 2)
+				stamped(t, ns, "replaced")
+			})
+			t.Run(mode+"/re-created Deployment", func(t *testing.T) {
+				t.Parallel()
+				// Its pods run the config as it is: recorded, not rolled.
+				waitRecord(t, ns, "redeployed")
+				rollouts(t, ns, "redeployed", 1)
+			})
 			t.Run(mode, func(t *testing.T) {
+				t.Parallel()
 				rollouts(t, ns, "stopped", 2)
 				stamped(t, ns, "stopped")
 				rollouts(t, ns, "quiet", 1)
