@@ -115,8 +115,16 @@ func (k *Kind) Items(list client.ObjectList) []client.Object {
 }
 
 // Template returns the pod template of obj, nil when it has none of its own (a Rollout
-// that refers to a Deployment's template) or obj is not of the kind.
-func (k *Kind) Template(obj client.Object) *corev1.PodTemplateSpec { return k.template(obj) }
+// that refers to a Deployment's template) or obj is not of the kind. Of a trimmed
+// object (Trim), a new template with its references to sources decoded; of a whole
+// one, the object's own.
+func (k *Kind) Template(obj client.Object) *corev1.PodTemplateSpec {
+	t := k.template(obj)
+	if t == nil {
+		return nil
+	}
+	return expanded(t)
+}
 
 // TemplatePath is the JSON pointer (RFC 6901) of the pod template in an object of the
 // kind, where the webhook's patches go: "/spec/template".
