@@ -14,14 +14,15 @@ import (
 const releaseQuiet = 30 * time.Second
 
 // releaser returns to the OS the heap a burst of checks freed (the initial sync and its
-// backlog, a fan-out, a re-check that found work), once no check has run for quiet.
+// backlog, a fan-out, a re-check pass), once no check has run for quiet.
 // The collector keeps what the heap grew to in a burst, up to (1+GOGC/100) times the
 // live heap, mostly the cache: at rest the process would hold it until the next burst.
 // It costs one full collection per burst; at rest, or while checks run, nothing. It
 // lowers the figure at rest, not the highest one in a burst (BENCHMARKS.md, "Memory in
 // the number of workloads").
 type releaser struct {
-	// checks counts the checks begun; the watcher's reconcilers add to it.
+	// checks counts the checks begun and the re-check passes; the watcher's
+	// reconcilers add to it.
 	checks *atomic.Uint64
 	quiet  time.Duration
 	// release returns the freed heap (debug.FreeOSMemory).

@@ -322,7 +322,7 @@ type watcher struct {
 	// every kind (Options.MaxAdmissionsInFlight).
 	admissions *semaphore.Weighted
 	waves      *wavesGate
-	// checks counts the checks begun, for the releaser.
+	// checks counts the checks begun and re-check passes, for the releaser.
 	checks atomic.Uint64
 	// watched are the workload kinds set up so far (a CRD's kind may come later).
 	mu      sync.Mutex

@@ -74,7 +74,8 @@ type workloadReconciler struct {
 	notify *notify.Notifier
 	// webhookReady: Options.WebhookReady.
 	webhookReady <-chan struct{}
-	// checks counts the checks begun (nil: not counted).
+	// checks counts the checks begun and re-check passes, for the releaser (nil: not
+	// counted).
 	checks *atomic.Uint64
 	// waves is the gate of changes rolling in waves (nil: none; unit tests).
 	waves *wavesGate
