@@ -32,6 +32,9 @@ type recordConflict struct{ error }
 
 // Reconcile checks the workload; the trigger that queued it is kept for a retry.
 func (r *workloadReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if r.checks != nil {
+		r.checks.Add(1)
+	}
 	tr := r.state.takeTrigger(req.NamespacedName)
 	if tr.event {
 		r.state.resetBypasses(req.NamespacedName)

@@ -80,6 +80,9 @@ func (p *recheck) pass(ctx context.Context) {
 		queued++
 	}
 	recheckQueued.WithLabelValues(r.kind.Kind).Add(float64(queued))
+	if r.checks != nil {
+		r.checks.Add(1) // a pass decodes every cached workload's references: a burst for the releaser
+	}
 	log.V(1).Info("Re-check pass", "workloads", len(items), "queued", queued)
 }
 

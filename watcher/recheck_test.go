@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,9 +28,15 @@ func TestRecheckQueuesWhatMoved(t *testing.T) {
 	stampCurrent(ctx, t, c, r)
 	queue := testQueue(t)
 	p := &recheck{rec: r, queue: queue}
+	var work atomic.Uint64
+	r.checks = &work
 	passQueues := func(step string, want int) {
 		t.Helper()
+		before := work.Load()
 		p.pass(ctx)
+		if work.Load() == before {
+			t.Fatalf("%s: the pass not counted as work for the releaser", step)
+		}
 		if got := queue.Len(); got != want {
 			t.Fatalf("%s: %d queued, want %d", step, got, want)
 		}

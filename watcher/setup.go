@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -222,6 +223,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err := mgr.Add(cov); err != nil {
 		return err
 	}
+	if err := mgr.Add(newReleaser(&w.checks)); err != nil {
+		return err
+	}
 	var detect []*kindDetector
 	for _, k := range sourceKinds {
 		if k.Group == "" {
@@ -319,6 +323,8 @@ type watcher struct {
 	// every kind (Options.MaxAdmissionsInFlight).
 	admissions *semaphore.Weighted
 	waves      *wavesGate
+	// checks counts the checks begun and re-check passes, for the releaser.
+	checks atomic.Uint64
 	// watched are the workload kinds set up so far (a CRD's kind may come later).
 	mu      sync.Mutex
 	watched []*workload.Kind
@@ -378,6 +384,7 @@ func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 		evidence:  &evidence{cache: mgr.GetClient(), live: mgr.GetAPIReader(), scope: opts.Scope, coverage: w.coverage},
 		rollStale: opts.RollStaleAtInstall, minInterval: opts.MinRolloutInterval, pending: w.pending,
 		recheck: opts.RecheckInterval > 0, admissions: w.admissions, notify: opts.Notify, waves: w.waves, webhookReady: opts.WebhookReady,
+		checks: &w.checks,
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(name).

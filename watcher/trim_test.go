@@ -215,6 +215,9 @@ func TestTrimmedWorkloadsAnswerAlike(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if b, err := json.Marshal(small); err != nil || strings.Contains(string(b), `"containers":[`) || strings.Contains(string(b), `"volumes":[`) || strings.Contains(string(b), `"selector":{`) {
+				t.Errorf("the cache keeps decoded containers, volumes or selector (%v)", err)
+			}
 			if _, kept := small.GetAnnotations()[stamp.KeysAnnotation]; kept {
 				t.Error("the cache keeps the keys annotation, which only the webhook reads")
 			}

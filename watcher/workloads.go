@@ -2,6 +2,7 @@ package watcher
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -73,6 +74,9 @@ type workloadReconciler struct {
 	notify *notify.Notifier
 	// webhookReady: Options.WebhookReady.
 	webhookReady <-chan struct{}
+	// checks counts the checks begun and re-check passes, for the releaser (nil: not
+	// counted).
+	checks *atomic.Uint64
 	// waves is the gate of changes rolling in waves (nil: none; unit tests).
 	waves *wavesGate
 

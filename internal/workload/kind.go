@@ -74,8 +74,9 @@ type Kind struct {
 	// workload takes where it has none of its own (a Job's CronJob). See AnnotationOwner.
 	annotationOwner *Kind
 	// reduce is a new object of the kind with obj's fields that the functions above read,
-	// and meta and tmpl (nil: none) in place of its metadata and pod template (Trim).
-	reduce func(obj client.Object, meta metav1.ObjectMeta, tmpl *corev1.PodTemplateSpec) client.Object
+	// and meta, tmpl (nil: none) and sel in place of its metadata, pod template and
+	// selector (Trim).
+	reduce func(obj client.Object, meta metav1.ObjectMeta, tmpl *corev1.PodTemplateSpec, sel *metav1.LabelSelector) client.Object
 }
 
 // GVK is the kind's GroupVersionKind.
@@ -115,8 +116,16 @@ func (k *Kind) Items(list client.ObjectList) []client.Object {
 }
 
 // Template returns the pod template of obj, nil when it has none of its own (a Rollout
-// that refers to a Deployment's template) or obj is not of the kind.
-func (k *Kind) Template(obj client.Object) *corev1.PodTemplateSpec { return k.template(obj) }
+// that refers to a Deployment's template) or obj is not of the kind. Of a trimmed
+// object (Trim), a new template with its references to sources decoded; of a whole
+// one, the object's own.
+func (k *Kind) Template(obj client.Object) *corev1.PodTemplateSpec {
+	t := k.template(obj)
+	if t == nil {
+		return nil
+	}
+	return expanded(t)
+}
 
 // TemplatePath is the JSON pointer (RFC 6901) of the pod template in an object of the
 // kind, where the webhook's patches go: "/spec/template".
@@ -245,13 +254,13 @@ var (
 		},
 		pausedPath: "/spec/paused",
 		health:     deploymentHealth,
-		reduce: func(o client.Object, meta metav1.ObjectMeta, tmpl *corev1.PodTemplateSpec) client.Object {
+		reduce: func(o client.Object, meta metav1.ObjectMeta, tmpl *corev1.PodTemplateSpec, sel *metav1.LabelSelector) client.Object {
 			d, ok := o.(*appsv1.Deployment)
 			if !ok {
 				return o
 			}
 			out := &appsv1.Deployment{TypeMeta: d.TypeMeta, ObjectMeta: meta, Status: appsv1.DeploymentStatus{ObservedGeneration: d.Status.ObservedGeneration}}
-			out.Spec.Selector, out.Spec.Paused = d.Spec.Selector, d.Spec.Paused
+			out.Spec.Selector, out.Spec.Paused = sel, d.Spec.Paused
 			if tmpl != nil {
 				out.Spec.Template = *tmpl
 			}
@@ -285,7 +294,7 @@ var (
 			// updateRevision.
 			return behindOf(s.Status.ObservedGeneration < s.Generation, s.Status.Replicas, s.Status.UpdatedReplicas, partial)
 		},
-		reduce: func(o client.Object, meta metav1.ObjectMeta, tmpl *corev1.PodTemplateSpec) client.Object {
+		reduce: func(o client.Object, meta metav1.ObjectMeta, tmpl *corev1.PodTemplateSpec, sel *metav1.LabelSelector) client.Object {
 			s, ok := o.(*appsv1.StatefulSet)
 			if !ok {
 				return o
@@ -293,7 +302,7 @@ var (
 			out := &appsv1.StatefulSet{TypeMeta: s.TypeMeta, ObjectMeta: meta, Status: appsv1.StatefulSetStatus{
 				ObservedGeneration: s.Status.ObservedGeneration, CurrentRevision: s.Status.CurrentRevision, UpdateRevision: s.Status.UpdateRevision,
 				Replicas: s.Status.Replicas, UpdatedReplicas: s.Status.UpdatedReplicas}}
-			out.Spec.Selector, out.Spec.UpdateStrategy = s.Spec.Selector, s.Spec.UpdateStrategy
+			out.Spec.Selector, out.Spec.UpdateStrategy = sel, s.Spec.UpdateStrategy
 			if tmpl != nil {
 				out.Spec.Template = *tmpl
 			}
@@ -322,14 +331,14 @@ var (
 			partial := d.Spec.UpdateStrategy.Type == appsv1.OnDeleteDaemonSetStrategyType
 			return behindOf(d.Status.ObservedGeneration < d.Generation, d.Status.DesiredNumberScheduled, d.Status.UpdatedNumberScheduled, partial)
 		},
-		reduce: func(o client.Object, meta metav1.ObjectMeta, tmpl *corev1.PodTemplateSpec) client.Object {
+		reduce: func(o client.Object, meta metav1.ObjectMeta, tmpl *corev1.PodTemplateSpec, sel *metav1.LabelSelector) client.Object {
 			d, ok := o.(*appsv1.DaemonSet)
 			if !ok {
 				return o
 			}
 			out := &appsv1.DaemonSet{TypeMeta: d.TypeMeta, ObjectMeta: meta, Status: appsv1.DaemonSetStatus{ObservedGeneration: d.Status.ObservedGeneration,
 				DesiredNumberScheduled: d.Status.DesiredNumberScheduled, UpdatedNumberScheduled: d.Status.UpdatedNumberScheduled}}
-			out.Spec.Selector, out.Spec.UpdateStrategy = d.Spec.Selector, d.Spec.UpdateStrategy
+			out.Spec.Selector, out.Spec.UpdateStrategy = sel, d.Spec.UpdateStrategy
 			if tmpl != nil {
 				out.Spec.Template = *tmpl
 			}
@@ -354,7 +363,7 @@ var (
 			return nil
 		},
 		noPods: true,
-		reduce: func(o client.Object, meta metav1.ObjectMeta, tmpl *corev1.PodTemplateSpec) client.Object {
+		reduce: func(o client.Object, meta metav1.ObjectMeta, tmpl *corev1.PodTemplateSpec, sel *metav1.LabelSelector) client.Object {
 			c, ok := o.(*batchv1.CronJob)
 			if !ok {
 				return o
@@ -457,7 +466,7 @@ func (k *Kind) PodsSince(ctx context.Context, r client.Reader, obj client.Object
 	case k.createOnly:
 		return jobStarted(obj)
 	}
-	sel, err := metav1.LabelSelectorAsSelector(k.selector(obj))
+	sel, err := metav1.LabelSelectorAsSelector(k.selectorOf(obj))
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("selector of %s %s/%s: %w", k.Kind, obj.GetNamespace(), obj.GetName(), err)
 	}

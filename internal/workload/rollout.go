@@ -38,13 +38,13 @@ var Rollout = &Kind{
 		}
 		return ""
 	},
-	reduce: func(o client.Object, meta metav1.ObjectMeta, tmpl *corev1.PodTemplateSpec) client.Object {
+	reduce: func(o client.Object, meta metav1.ObjectMeta, tmpl *corev1.PodTemplateSpec, sel *metav1.LabelSelector) client.Object {
 		r, ok := o.(*argo.Rollout)
 		if !ok {
 			return o
 		}
 		out := &argo.Rollout{TypeMeta: r.TypeMeta, ObjectMeta: meta, Status: r.Status}
-		out.Spec.Selector, out.Spec.WorkloadRef, out.Spec.TemplateError = r.Spec.Selector, r.Spec.WorkloadRef, r.Spec.TemplateError
+		out.Spec.Selector, out.Spec.WorkloadRef, out.Spec.TemplateError = sel, r.Spec.WorkloadRef, r.Spec.TemplateError
 		if tmpl != nil {
 			out.Spec.Template = *tmpl
 		}

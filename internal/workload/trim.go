@@ -25,6 +25,15 @@ const (
 	// paddingAnnotation stands for the annotations Trim drops: as long as they were
 	// together, so that size checks (stamp.AnnotationsFit) give the same answers.
 	paddingAnnotation = "cache.configstamp.io/dropped annotations"
+	// referencesAnnotation holds the template's references to sources
+	// (stamp.ReferencesOnly) as their protobuf encoding: a few hundred bytes of string
+	// where the decoded containers and volumes took kilobytes of heap per workload.
+	// Template gives them back decoded, without this annotation (nor its size).
+	referencesAnnotation = "cache.configstamp.io/references"
+	// selectorAnnotation holds the workload's selector, protobuf-encoded, in its trimmed
+	// template (the decoded map took about 560 bytes of heap per workload); read by
+	// selectorOf, hidden by Template.
+	selectorAnnotation = "cache.configstamp.io/selector"
 )
 
 // padding backs every paddingAnnotation value: a slice of it costs no memory.
@@ -34,21 +43,50 @@ var padding = strings.Repeat("-", stamp.AnnotationSizeLimit)
 // watcher's cache: its identity, generation, times (creation, deletion, managedFields),
 // the opt-in label keepLabel, configstamp's annotations (and kubernetes.io/change-cause),
 // and the kind's fields its table reads (selector, paused, status); of its pod template,
-// configstamp's annotations and the references to sources (stamp.ReferencesOnly), with
-// the template's fingerprints in cache-only annotations. Dropped annotations are
+// configstamp's annotations and the references to sources (stamp.ReferencesOnly,
+// encoded), with the template's fingerprints in cache-only annotations. Dropped annotations are
 // replaced by one padding annotation of their size. obj is not changed; obj itself is
 // returned when it is not of the kind. A trimmed object is left as it is (informers may
 // pass an object of the cache through the transform again). Readers of a trimmed
-// template take its fingerprint with TemplateFingerprint.
+// template take it with Template (which decodes the references) and its fingerprint
+// with TemplateFingerprint.
 func (k *Kind) Trim(obj client.Object, keepLabel string) client.Object {
 	if k.reduce == nil || obj == nil {
 		return obj
 	}
 	var tmpl *corev1.PodTemplateSpec
+	sel := k.selectorOrNil(obj)
 	if t := k.template(obj); t != nil {
 		tmpl = k.trimTemplate(t)
+		if sel != nil {
+			if b, err := sel.Marshal(); err == nil { // a typed LabelSelector always encodes
+				tmpl.Annotations[selectorAnnotation], sel = string(b), nil
+			}
+		}
 	}
-	return k.reduce(obj, trimMeta(obj, keepLabel), tmpl)
+	return k.reduce(obj, trimMeta(obj, keepLabel), tmpl, sel)
+}
+
+// selectorOrNil is obj's own selector field (nil for kinds without one).
+func (k *Kind) selectorOrNil(obj client.Object) *metav1.LabelSelector {
+	if k.selector == nil {
+		return nil
+	}
+	return k.selector(obj)
+}
+
+// selectorOf is obj's selector, also when obj is trimmed (Trim keeps it encoded in its
+// template).
+func (k *Kind) selectorOf(obj client.Object) *metav1.LabelSelector {
+	if t := k.template(obj); t != nil {
+		if enc, ok := t.Annotations[selectorAnnotation]; ok {
+			sel := &metav1.LabelSelector{}
+			if err := sel.Unmarshal([]byte(enc)); err == nil { // never fails: Trim encoded it
+				return sel
+			}
+		}
+	}
+	return k.selectorOrNil(obj)
 }
 
 // trimMeta is the object metadata Trim keeps.
@@ -75,10 +113,37 @@ func (k *Kind) trimTemplate(t *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
 	if k.digested() {
 		cached[podsDigestAnnotation] = podsDigest(t, k.hashLabel)
 	}
-	return &corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Annotations: trimAnnotations(t.Annotations, cached)},
-		Spec:       stamp.ReferencesOnly(&t.Spec),
+	ann := trimAnnotations(t.Annotations, cached)
+	if refs := stamp.ReferencesOnly(&t.Spec); len(refs.Containers) > 0 || len(refs.Volumes) > 0 {
+		if b, err := refs.Marshal(); err == nil { // a typed PodSpec always encodes
+			ann[referencesAnnotation] = string(b)
+		}
 	}
+	return &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: ann}}
+}
+
+// expanded is the trimmed template t as its readers take it: its references decoded
+// into its spec, its annotations without the encoded references and selector. t is not changed; the new
+// template shares nothing written to with it but its metadata's other maps (read-only,
+// as the cache's objects are).
+func expanded(t *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
+	enc, refs := t.Annotations[referencesAnnotation]
+	if _, sel := t.Annotations[selectorAnnotation]; !refs && !sel {
+		return t
+	}
+	out := &corev1.PodTemplateSpec{ObjectMeta: t.ObjectMeta}
+	out.Annotations = maps.Clone(t.Annotations)
+	delete(out.Annotations, referencesAnnotation)
+	delete(out.Annotations, selectorAnnotation)
+	if !refs {
+		return out
+	}
+	if err := out.Spec.Unmarshal([]byte(enc)); err != nil {
+		// Never: Trim encoded it, and the API server accepts no annotation key with a
+		// space. Taken as no references.
+		out.Spec = corev1.PodSpec{}
+	}
+	return out
 }
 
 // digested reports whether the kind tells its current ReplicaSet by its template

@@ -7,6 +7,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/configstamp/configstamp/stamp"
 )
 
 // TestCurrentReplicaSetByDigest: a Deployment's current ReplicaSet is told by its
@@ -43,5 +47,66 @@ func TestCurrentReplicaSetByDigest(t *testing.T) {
 	other.Spec.Containers[0].Image = "img:2"
 	if Deployment.sameTemplate(other, Deployment.template(trimmed)) {
 		t.Error("another image taken for the current template")
+	}
+}
+
+// TestTrimEncodesReferences: a trimmed template keeps its references to sources as one
+// encoded annotation, not as decoded containers and volumes, and the workload's selector
+// likewise; Template gives the references back as stamp.ReferencesOnly gives them,
+// without those annotations, selectorOf the selector, and neither changes the trimmed
+// object.
+func TestTrimEncodesReferences(t *testing.T) {
+	d := &appsv1.Deployment{}
+	d.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "a"},
+		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"web"}}}}
+	d.Spec.Template.Annotations = map[string]string{stamp.HashAnnotation: "h", "other": "x"}
+	d.Spec.Template.Spec.Containers = []corev1.Container{{Name: "c", Image: "img",
+		Env: []corev1.EnvVar{{Name: "A", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}, Key: "k", Optional: ptr.To(false)}}}},
+		EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "sec"}}}}}}
+	d.Spec.Template.Spec.Volumes = []corev1.Volume{
+		{Name: "v", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "vol"},
+			Items: []corev1.KeyToPath{{Key: "a", Path: "a"}}}}},
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	trimmed := Deployment.Trim(d, "").(*appsv1.Deployment)
+	stored := trimmed.Spec.Template
+	if len(stored.Spec.Containers) > 0 || len(stored.Spec.Volumes) > 0 {
+		t.Fatalf("the trimmed template keeps decoded containers or volumes: %+v", stored.Spec)
+	}
+	if _, ok := stored.Annotations[referencesAnnotation]; !ok {
+		t.Fatal("the trimmed template keeps no encoded references")
+	}
+	if trimmed.Spec.Selector != nil {
+		t.Error("the trimmed Deployment keeps its decoded selector")
+	}
+	if sel := Deployment.selectorOf(trimmed); !equality.Semantic.DeepEqual(sel, d.Spec.Selector) {
+		t.Errorf("selector read back %+v, want %+v", sel, d.Spec.Selector)
+	}
+	got := Deployment.Template(trimmed)
+	if want := stamp.ReferencesOnly(&d.Spec.Template.Spec); !equality.Semantic.DeepEqual(got.Spec, want) {
+		t.Errorf("references read back %+v, want %+v", got.Spec, want)
+	}
+	for _, key := range []string{referencesAnnotation, selectorAnnotation} {
+		if _, ok := got.Annotations[key]; ok {
+			t.Errorf("Template shows %q", key)
+		}
+	}
+	if got.Annotations[stamp.HashAnnotation] != "h" || TemplateFingerprint(got) != stamp.TemplateFingerprint(&d.Spec.Template) {
+		t.Errorf("Template lost the stamp or the fingerprint: %v", got.Annotations)
+	}
+	if _, ok := trimmed.Spec.Template.Annotations[referencesAnnotation]; !ok || len(trimmed.Spec.Template.Spec.Containers) > 0 {
+		t.Error("Template changed the trimmed object")
+	}
+	// Trimmed again (an informer passes an object of the cache through its transform):
+	// the same references.
+	again := Deployment.Trim(trimmed, "")
+	if !equality.Semantic.DeepEqual(Deployment.Template(again).Spec, got.Spec) || !equality.Semantic.DeepEqual(Deployment.selectorOf(again), d.Spec.Selector) {
+		t.Errorf("trimmed twice: references %+v, selector %+v", Deployment.Template(again).Spec, Deployment.selectorOf(again))
+	}
+	// A template that consumes nothing keeps no references.
+	none := &appsv1.Deployment{}
+	none.Spec.Template.Spec.Containers = []corev1.Container{{Name: "c", Image: "img"}}
+	if _, ok := Deployment.template(Deployment.Trim(none, "")).Annotations[referencesAnnotation]; ok {
+		t.Error("a template without references keeps an encoded empty one")
 	}
 }
