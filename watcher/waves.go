@@ -79,7 +79,7 @@ type wavesGate struct {
 
 	mu        sync.Mutex
 	plans     map[types.NamespacedName]*plan // by source kind/name in its namespace
-	ready     map[string]bool                // namespace, change, member: seen rolled and available
+	ready     map[string]bool                // namespace, change, member, uid: seen rolled and available
 	announced map[string]bool                // changes whose RollingInWaves Event was made
 }
 
@@ -412,17 +412,19 @@ func (g *wavesGate) members(ctx context.Context, ns *metav1.PartialObjectMetadat
 		for _, o := range consumed {
 			cs = append(cs, waves.Consumer{Kind: k, Object: o, Canary: canary[o.GetName()],
 				InScope: g.scope.IncludesWorkload(namespace, ns.Labels, o.GetLabels())})
-			objs[waves.MemberID(k, o.GetName())] = memberObj{kind: k, key: client.ObjectKeyFromObject(o)}
+			objs[waves.MemberID(k, o.GetName())] = memberObj{kind: k, key: client.ObjectKeyFromObject(o), uid: o.GetUID()}
 		}
 		out = append(out, waves.Members(kind, name, content, nsKey, change, g.sources, cs)...)
 	}
 	return out, objs, nil
 }
 
-// memberObj is where a member is.
+// memberObj is where a member is; uid tells a workload deleted and created again under
+// its name from the one before.
 type memberObj struct {
 	kind *workload.Kind
 	key  types.NamespacedName
+	uid  types.UID
 }
 
 // health reads a member rolled on this change live: ready, or failed (its controller
@@ -430,7 +432,7 @@ type memberObj struct {
 // g.deadline of its rollout, as its RolledAnnotation dates it). A new failure is recorded
 // on the member (it survives restarts); fresh reports one.
 func (g *wavesGate) health(ctx context.Context, m *waves.Member, at memberObj, change string) (fresh bool) {
-	seen := at.key.Namespace + " " + change + " " + m.ID
+	seen := at.key.Namespace + " " + change + " " + m.ID + " " + string(at.uid)
 	g.mu.Lock()
 	m.Ready = g.ready[seen]
 	g.mu.Unlock()
@@ -446,6 +448,8 @@ func (g *wavesGate) health(ctx context.Context, m *waves.Member, at memberObj, c
 	h := at.kind.Health(obj)
 	m.Ready = h.Ready
 	switch {
+	case h.Ready && obj.GetUID() != at.uid:
+		// Created again since the caches listed it: not remembered.
 	case h.Ready:
 		g.mu.Lock()
 		if g.ready == nil || len(g.ready) > maxReady {

@@ -347,3 +347,43 @@ func TestWavesResumeCommandPassesNoLaterFailure(t *testing.T) {
 		t.Errorf("the failure record rewritten: %q", v)
 	}
 }
+
+// A member seen available is remembered for the workload it was, not its name: one
+// deleted and created again under its name, rolled on the change and not yet available,
+// holds the wave until it is.
+func TestWavesReadyMemoIsOfTheWorkloadNotTheName(t *testing.T) {
+	ns := optedInNamespace()
+	ns.Labels[waves.Annotation] = "on"
+	cm := cfgMap("new")
+	a := judgedDeployment("a", cm, true, 1, 1, time.Now())
+	a.UID = "first"
+	c := wavesClient(ns, cm, a)
+	g, _ := testGate(t, c, waves.Settings{Threshold: 1})
+	ctx := context.Background()
+	nsMeta, err := g.namespace(ctx, "ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func() waves.Verdict {
+		t.Helper()
+		p, err := g.read(ctx, nsMeta, stamp.SourceKindNamed(stamp.KindConfigMap), "cfg")
+		if err != nil || p == nil {
+			t.Fatalf("plan %v, error %v", p, err)
+		}
+		return p.verdict
+	}
+	if v := read(); v.Current != v.Waves+1 {
+		t.Fatalf("a available: %+v, want every wave done", v)
+	}
+	if err := c.Delete(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	again := judgedDeployment("a", cm, false, 1, 1, time.Now())
+	again.UID = "second"
+	if err := c.Create(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	if v := read(); v.Current > v.Waves {
+		t.Errorf("a created again, not available: %+v, want its wave not done", v)
+	}
+}
