@@ -267,14 +267,16 @@ func (g *wavesGate) evaluate(ctx context.Context, namespace string, src stamp.So
 	if !s.On {
 		return nil, nil
 	}
-	if few, err := g.fewer(ctx, kind.Name, namespace, src.Name, max(s.Threshold, 1)); err != nil || few {
-		return nil, err // below the threshold in the caches alone: no live read
-	}
 	g.mu.Lock()
 	p := g.plans[id]
 	g.mu.Unlock()
 	if p != nil && p.resourceVersion == meta.ResourceVersion && time.Since(p.at) < maxAge {
+		// Before counting consumers: every check of a wave's fan-out asks, and the count
+		// walks the source's consumers (10,000 checks of 10,000 consumers: 10^8).
 		return p, nil
+	}
+	if few, err := g.fewer(ctx, kind.Name, namespace, src.Name, max(s.Threshold, 1)); err != nil || few {
+		return nil, err // below the threshold in the caches alone: no live read
 	}
 	prev := p
 	p, err = g.read(ctx, ns, kind, src.Name)

@@ -387,3 +387,35 @@ func TestWavesReadyMemoIsOfTheWorkloadNotTheName(t *testing.T) {
 		t.Errorf("a created again, not available: %+v, want its wave not done", v)
 	}
 }
+
+// lists counts the Lists made through a client.
+type lists struct {
+	client.Client
+	n atomic.Int64
+}
+
+func (c *lists) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	c.n.Add(1)
+	return c.Client.List(ctx, list, opts...)
+}
+
+// An evaluation the memo answers walks no consumers: every check of a wave's fan-out
+// asks the gate, and counting a source's consumers at each would cost consumers squared.
+func TestWavesMemoCountsNoConsumers(t *testing.T) {
+	ns := optedInNamespace()
+	ns.Labels[waves.Annotation] = "on"
+	cm := cfgMap("new")
+	c := &lists{Client: wavesClient(ns, cm, rolledDeployment("a", cm, false), rolledDeployment("b", cm, false))}
+	g, _ := testGate(t, c, waves.Settings{Threshold: 1})
+	g.live = wavesClient(ns, cm, rolledDeployment("a", cm, false), rolledDeployment("b", cm, false))
+	if p, err := g.evaluate(context.Background(), "ns", cfgSource, planFresh); err != nil || p == nil {
+		t.Fatalf("plan %v, error %v", p, err)
+	}
+	before := c.n.Load()
+	if p, err := g.evaluate(context.Background(), "ns", cfgSource, planFresh); err != nil || p == nil {
+		t.Fatalf("plan %v, error %v", p, err)
+	}
+	if got := c.n.Load() - before; got != 0 {
+		t.Errorf("an evaluation the memo answers made %d lists of the caches, want 0", got)
+	}
+}
