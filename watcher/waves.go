@@ -50,6 +50,10 @@ const (
 	// (the health of those not yet available) are made at most twice a second per source
 	// during a wave's fan-out, whatever its size.
 	planFreshToRoll = 500 * time.Millisecond
+	// followAfterRestart is how recent a nudge in waves of a source must be for the
+	// source to be followed after a restart: a last wave's rollout failing later than
+	// that (a Deployment's progressDeadlineSeconds over an hour) is not seen then.
+	followAfterRestart = time.Hour
 	// maxPlans bounds the memos (and the changes announced) kept at once.
 	maxPlans = 4096
 	// maxReady bounds the members remembered as seen available.
@@ -484,8 +488,12 @@ func (g *wavesGate) annotate(ctx context.Context, at memberObj, key, value strin
 
 // follow is when to evaluate the change of source kind/key again while it rolls (0:
 // not in waves, done or halted): the last waves hold nothing whose checks would read
-// their health, so a failure there is seen only this way.
-func (g *wavesGate) follow(ctx context.Context, kind string, key types.NamespacedName) time.Duration {
+// their health, so a failure there is seen only this way. restarted: queued from the
+// start-up list, followed only if a nudge in waves of it is recent (rolledLately).
+func (g *wavesGate) follow(ctx context.Context, kind string, key types.NamespacedName, restarted bool) time.Duration {
+	if restarted && !g.rolledLately(ctx, kind, key) {
+		return 0
+	}
 	p, err := g.evaluate(ctx, key.Namespace, stamp.Source{Kind: kind, Name: key.Name}, planFresh)
 	if err != nil || !p.inFlight() {
 		return 0
@@ -494,6 +502,30 @@ func (g *wavesGate) follow(ctx context.Context, kind string, key types.Namespace
 		return wavesWaitRetry
 	}
 	return wavesIdleRetry
+}
+
+// rolledLately reports whether a consumer of source kind/key in the caches records a
+// nudge in waves of a change of it within followAfterRestart (or the waves deadline, if
+// longer). Every other source of the start-up list is left alone: an evaluation reads
+// the source, its canaries and the health of every member it rolled (once each after a
+// restart), and with waves on in the cluster every source above the threshold would be
+// read at each start. A held workload's own check evaluates its change anyway.
+func (g *wavesGate) rolledLately(ctx context.Context, kind string, key types.NamespacedName) bool {
+	id := kind + "/" + key.Name
+	for _, k := range g.kinds() {
+		consumed, err := g.lookups.consumers(ctx, g.cache, k, key.Namespace, indexKey(kind, key.Namespace, key.Name))
+		if err != nil {
+			return true // followed: reads, never a failure unseen
+		}
+		for _, o := range consumed {
+			for _, e := range waves.ParseRolled(o.GetAnnotations()[waves.RolledAnnotation]) {
+				if e.Wave > 0 && e.Source() == id && time.Since(e.At) < max(g.deadline, followAfterRestart) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // halted reports a change that halted: a RolloutHalted Warning on the source naming the
