@@ -225,8 +225,9 @@ func (r *workloadReconciler) markCurrent(ctx context.Context, j judged) {
 	if len(adds) == 0 {
 		return
 	}
-	value := waves.RolledValue(j.obj.GetAnnotations()[waves.RolledAnnotation], adds, consumes(j.refs))
-	g.annotate(ctx, memberObj{kind: r.kind, key: j.key}, waves.RolledAnnotation, value)
+	if value := rolledRecord(j.obj.GetAnnotations(), adds, consumes(j.refs)); value != "" {
+		g.annotate(ctx, memberObj{kind: r.kind, key: j.key}, waves.RolledAnnotation, value)
+	}
 }
 
 // consumes reports whether refs hold the source "kind/name".

@@ -261,3 +261,18 @@ func TestWavesFollowAfterRestartOnlyRecent(t *testing.T) {
 		})
 	}
 }
+
+// The record a nudge in waves writes is left out where the workload's annotations could
+// not hold it (the API server would refuse the nudge for ever, and the workload would
+// never roll).
+func TestWavesRolledRecordFits(t *testing.T) {
+	entry := waves.RolledEntry{Change: "configmap/cfg=0123456789ab", Wave: 1, Waves: 2, At: time.Now()}
+	all := func(string) bool { return true }
+	if got := rolledRecord(map[string]string{"a": "b"}, []waves.RolledEntry{entry}, all); got != entry.String() {
+		t.Errorf("small annotations: %q, want %q", got, entry.String())
+	}
+	full := map[string]string{"big": strings.Repeat("x", stamp.AnnotationSizeLimit-len("big")-100)}
+	if got := rolledRecord(full, []waves.RolledEntry{entry}, all); got != "" {
+		t.Errorf("annotations near the API server's limit: %q, want none", got)
+	}
+}
