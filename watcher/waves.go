@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -80,6 +82,9 @@ type wavesGate struct {
 	// wake checks every consumer of a source (its fan-out) once a wave is done or a
 	// halt lifted (nil: none; unit tests).
 	wake func(ctx context.Context, kind string, key types.NamespacedName)
+	// reads makes one read of a source's change at a time: the workers that find its
+	// memo too old together share it.
+	reads singleflight.Group
 
 	mu        sync.Mutex
 	plans     map[types.NamespacedName]*plan // by source kind/name in its namespace
@@ -284,22 +289,26 @@ func (g *wavesGate) evaluate(ctx context.Context, namespace string, src stamp.So
 		return nil, err // below the threshold in the caches alone: no live read
 	}
 	prev := p
-	p, err = g.read(ctx, ns, kind, src.Name)
-	if err != nil || p == nil {
-		return nil, err
-	}
-	g.mu.Lock()
-	if g.plans == nil || len(g.plans) > maxPlans {
-		// Bounded: a memo older than planFresh is read again anyway.
-		g.plans = map[types.NamespacedName]*plan{}
-	}
-	g.plans[id] = p
-	g.mu.Unlock()
-	if g.wake != nil && advanced(prev, p) {
-		// Held workloads other than the first wait to be woken (wavesIdleRetry).
-		g.wake(ctx, kind.Name, types.NamespacedName{Namespace: namespace, Name: src.Name})
-	}
-	return p, nil
+	v, err, _ := g.reads.Do(id.String(), func() (any, error) {
+		p, err := g.read(ctx, ns, kind, src.Name)
+		if err != nil || p == nil {
+			return (*plan)(nil), err
+		}
+		g.mu.Lock()
+		if g.plans == nil || len(g.plans) > maxPlans {
+			// Bounded: a memo older than planFresh is read again anyway.
+			g.plans = map[types.NamespacedName]*plan{}
+		}
+		g.plans[id] = p
+		g.mu.Unlock()
+		if g.wake != nil && advanced(prev, p) {
+			// Held workloads other than the first wait to be woken (wavesIdleRetry).
+			g.wake(ctx, kind.Name, types.NamespacedName{Namespace: namespace, Name: src.Name})
+		}
+		return p, nil
+	})
+	p, _ = v.(*plan)
+	return p, err
 }
 
 // fewer reports whether the source kind/name has fewer than n consumers in the

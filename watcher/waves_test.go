@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -417,5 +418,53 @@ func TestWavesMemoCountsNoConsumers(t *testing.T) {
 	}
 	if got := c.n.Load() - before; got != 0 {
 		t.Errorf("an evaluation the memo answers made %d lists of the caches, want 0", got)
+	}
+}
+
+// gathering holds each Get of a ConfigMap until n are made or a while has passed, and
+// counts them.
+type gathering struct {
+	client.Reader
+	n    int64
+	gets atomic.Int64
+	all  chan struct{}
+}
+
+func (c *gathering) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*corev1.ConfigMap); ok {
+		if c.gets.Add(1) == c.n {
+			close(c.all)
+		}
+		select {
+		case <-c.all:
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
+// Workers that find the memo of a source's change too old at once share one read of it
+// (each read costs the source, canaries and the health of every member not yet
+// available): the bound of planFreshToRoll holds whatever the concurrency.
+func TestWavesConcurrentEvaluationsShareARead(t *testing.T) {
+	ns := optedInNamespace()
+	ns.Labels[waves.Annotation] = "on"
+	cm := cfgMap("new")
+	c := wavesClient(ns, cm, rolledDeployment("a", cm, false), rolledDeployment("b", cm, false))
+	g, _ := testGate(t, c, waves.Settings{Threshold: 1})
+	const workers = 8
+	live := &gathering{Reader: c, n: workers, all: make(chan struct{})}
+	g.live = live
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			if p, err := g.evaluate(context.Background(), "ns", cfgSource, planFreshToRoll); err != nil || p == nil {
+				t.Errorf("plan %v, error %v", p, err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := live.gets.Load(); got != 1 {
+		t.Errorf("%d workers evaluating at once read the source %d times, want once", workers, got)
 	}
 }
