@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -50,6 +52,10 @@ const (
 	// (the health of those not yet available) are made at most twice a second per source
 	// during a wave's fan-out, whatever its size.
 	planFreshToRoll = 500 * time.Millisecond
+	// followAfterRestart is how recent a nudge in waves of a source must be for the
+	// source to be followed after a restart: a last wave's rollout failing later than
+	// that (a Deployment's progressDeadlineSeconds over an hour) is not seen then.
+	followAfterRestart = time.Hour
 	// maxPlans bounds the memos (and the changes announced) kept at once.
 	maxPlans = 4096
 	// maxReady bounds the members remembered as seen available.
@@ -76,10 +82,13 @@ type wavesGate struct {
 	// wake checks every consumer of a source (its fan-out) once a wave is done or a
 	// halt lifted (nil: none; unit tests).
 	wake func(ctx context.Context, kind string, key types.NamespacedName)
+	// reads makes one read of a source's change at a time: the workers that find its
+	// memo too old together share it.
+	reads singleflight.Group
 
 	mu        sync.Mutex
 	plans     map[types.NamespacedName]*plan // by source kind/name in its namespace
-	ready     map[string]bool                // namespace, change, member: seen rolled and available
+	ready     map[string]bool                // namespace, change, member, uid: seen rolled and available
 	announced map[string]bool                // changes whose RollingInWaves Event was made
 }
 
@@ -221,8 +230,9 @@ func (r *workloadReconciler) markCurrent(ctx context.Context, j judged) {
 	if len(adds) == 0 {
 		return
 	}
-	value := waves.RolledValue(j.obj.GetAnnotations()[waves.RolledAnnotation], adds, consumes(j.refs))
-	g.annotate(ctx, memberObj{kind: r.kind, key: j.key}, waves.RolledAnnotation, value)
+	if value := rolledRecord(j.obj.GetAnnotations(), adds, consumes(j.refs)); value != "" {
+		g.annotate(ctx, memberObj{kind: r.kind, key: j.key}, waves.RolledAnnotation, value)
+	}
 }
 
 // consumes reports whether refs hold the source "kind/name".
@@ -267,32 +277,38 @@ func (g *wavesGate) evaluate(ctx context.Context, namespace string, src stamp.So
 	if !s.On {
 		return nil, nil
 	}
-	if few, err := g.fewer(ctx, kind.Name, namespace, src.Name, max(s.Threshold, 1)); err != nil || few {
-		return nil, err // below the threshold in the caches alone: no live read
-	}
 	g.mu.Lock()
 	p := g.plans[id]
 	g.mu.Unlock()
 	if p != nil && p.resourceVersion == meta.ResourceVersion && time.Since(p.at) < maxAge {
+		// Before counting consumers: every check of a wave's fan-out asks, and the count
+		// walks the source's consumers (10,000 checks of 10,000 consumers: 10^8).
 		return p, nil
 	}
+	if few, err := g.fewer(ctx, kind.Name, namespace, src.Name, max(s.Threshold, 1)); err != nil || few {
+		return nil, err // below the threshold in the caches alone: no live read
+	}
 	prev := p
-	p, err = g.read(ctx, ns, kind, src.Name)
-	if err != nil || p == nil {
-		return nil, err
-	}
-	g.mu.Lock()
-	if g.plans == nil || len(g.plans) > maxPlans {
-		// Bounded: a memo older than planFresh is read again anyway.
-		g.plans = map[types.NamespacedName]*plan{}
-	}
-	g.plans[id] = p
-	g.mu.Unlock()
-	if g.wake != nil && advanced(prev, p) {
-		// Held workloads other than the first wait to be woken (wavesIdleRetry).
-		g.wake(ctx, kind.Name, types.NamespacedName{Namespace: namespace, Name: src.Name})
-	}
-	return p, nil
+	v, err, _ := g.reads.Do(id.String(), func() (any, error) {
+		p, err := g.read(ctx, ns, kind, src.Name)
+		if err != nil || p == nil {
+			return (*plan)(nil), err
+		}
+		g.mu.Lock()
+		if g.plans == nil || len(g.plans) > maxPlans {
+			// Bounded: a memo older than planFresh is read again anyway.
+			g.plans = map[types.NamespacedName]*plan{}
+		}
+		g.plans[id] = p
+		g.mu.Unlock()
+		if g.wake != nil && advanced(prev, p) {
+			// Held workloads other than the first wait to be woken (wavesIdleRetry).
+			g.wake(ctx, kind.Name, types.NamespacedName{Namespace: namespace, Name: src.Name})
+		}
+		return p, nil
+	})
+	p, _ = v.(*plan)
+	return p, err
 }
 
 // fewer reports whether the source kind/name has fewer than n consumers in the
@@ -412,17 +428,19 @@ func (g *wavesGate) members(ctx context.Context, ns *metav1.PartialObjectMetadat
 		for _, o := range consumed {
 			cs = append(cs, waves.Consumer{Kind: k, Object: o, Canary: canary[o.GetName()],
 				InScope: g.scope.IncludesWorkload(namespace, ns.Labels, o.GetLabels())})
-			objs[waves.MemberID(k, o.GetName())] = memberObj{kind: k, key: client.ObjectKeyFromObject(o)}
+			objs[waves.MemberID(k, o.GetName())] = memberObj{kind: k, key: client.ObjectKeyFromObject(o), uid: o.GetUID()}
 		}
 		out = append(out, waves.Members(kind, name, content, nsKey, change, g.sources, cs)...)
 	}
 	return out, objs, nil
 }
 
-// memberObj is where a member is.
+// memberObj is where a member is; uid tells a workload deleted and created again under
+// its name from the one before.
 type memberObj struct {
 	kind *workload.Kind
 	key  types.NamespacedName
+	uid  types.UID
 }
 
 // health reads a member rolled on this change live: ready, or failed (its controller
@@ -430,7 +448,7 @@ type memberObj struct {
 // g.deadline of its rollout, as its RolledAnnotation dates it). A new failure is recorded
 // on the member (it survives restarts); fresh reports one.
 func (g *wavesGate) health(ctx context.Context, m *waves.Member, at memberObj, change string) (fresh bool) {
-	seen := at.key.Namespace + " " + change + " " + m.ID
+	seen := at.key.Namespace + " " + change + " " + m.ID + " " + string(at.uid)
 	g.mu.Lock()
 	m.Ready = g.ready[seen]
 	g.mu.Unlock()
@@ -446,6 +464,8 @@ func (g *wavesGate) health(ctx context.Context, m *waves.Member, at memberObj, c
 	h := at.kind.Health(obj)
 	m.Ready = h.Ready
 	switch {
+	case h.Ready && obj.GetUID() != at.uid:
+		// Created again since the caches listed it: not remembered.
 	case h.Ready:
 		g.mu.Lock()
 		if g.ready == nil || len(g.ready) > maxReady {
@@ -478,8 +498,12 @@ func (g *wavesGate) annotate(ctx context.Context, at memberObj, key, value strin
 
 // follow is when to evaluate the change of source kind/key again while it rolls (0:
 // not in waves, done or halted): the last waves hold nothing whose checks would read
-// their health, so a failure there is seen only this way.
-func (g *wavesGate) follow(ctx context.Context, kind string, key types.NamespacedName) time.Duration {
+// their health, so a failure there is seen only this way. restarted: queued from the
+// start-up list, followed only if a nudge in waves of it is recent (rolledLately).
+func (g *wavesGate) follow(ctx context.Context, kind string, key types.NamespacedName, restarted bool) time.Duration {
+	if restarted && !g.rolledLately(ctx, kind, key) {
+		return 0
+	}
 	p, err := g.evaluate(ctx, key.Namespace, stamp.Source{Kind: kind, Name: key.Name}, planFresh)
 	if err != nil || !p.inFlight() {
 		return 0
@@ -488,6 +512,30 @@ func (g *wavesGate) follow(ctx context.Context, kind string, key types.Namespace
 		return wavesWaitRetry
 	}
 	return wavesIdleRetry
+}
+
+// rolledLately reports whether a consumer of source kind/key in the caches records a
+// nudge in waves of a change of it within followAfterRestart (or the waves deadline, if
+// longer). Every other source of the start-up list is left alone: an evaluation reads
+// the source, its canaries and the health of every member it rolled (once each after a
+// restart), and with waves on in the cluster every source above the threshold would be
+// read at each start. A held workload's own check evaluates its change anyway.
+func (g *wavesGate) rolledLately(ctx context.Context, kind string, key types.NamespacedName) bool {
+	id := kind + "/" + key.Name
+	for _, k := range g.kinds() {
+		consumed, err := g.lookups.consumers(ctx, g.cache, k, key.Namespace, indexKey(kind, key.Namespace, key.Name))
+		if err != nil {
+			return true // followed: reads, never a failure unseen
+		}
+		for _, o := range consumed {
+			for _, e := range waves.ParseRolled(o.GetAnnotations()[waves.RolledAnnotation]) {
+				if e.Wave > 0 && e.Source() == id && time.Since(e.At) < max(g.deadline, followAfterRestart) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // halted reports a change that halted: a RolloutHalted Warning on the source naming the

@@ -225,3 +225,54 @@ func TestWavesAdoptedCurrentCounts(t *testing.T) {
 		t.Errorf("held: %s", held)
 	}
 }
+
+// After a restart every source of the start-up list is queued to be followed, but only
+// one whose change rolled in waves lately is evaluated (each evaluation reads the
+// source, its canaries and the health of the members it rolled): a change done long
+// ago reads nothing.
+func TestWavesFollowAfterRestartOnlyRecent(t *testing.T) {
+	ns := optedInNamespace()
+	ns.Labels[waves.Annotation] = "on"
+	cm := cfgMap("new")
+	for _, tc := range []struct {
+		name   string
+		at     time.Time
+		follow bool
+	}{
+		{name: "rolled two days ago", at: time.Now().Add(-48 * time.Hour)},
+		{name: "rolled a minute ago", at: time.Now().Add(-time.Minute), follow: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := wavesClient(ns, cm, judgedDeployment("a", cm, true, 1, 2, tc.at), judgedDeployment("b", cm, false, 2, 2, tc.at))
+			g, live := testGate(t, c, waves.Settings{Threshold: 1, Steps: []waves.Step{{N: 1}}})
+			src := &sourceReconciler{kind: stamp.KindConfigMap, debounce: newDebouncer[types.NamespacedName](time.Second, time.Minute), follow: g.follow}
+			key := types.NamespacedName{Namespace: "ns", Name: "cfg"}
+			src.restarted.Store(key, true)
+			res, err := src.Reconcile(context.Background(), reconcile.Request{NamespacedName: key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if followed := res.RequeueAfter != 0; followed != tc.follow {
+				t.Errorf("requeued after %s, want followed %v", res.RequeueAfter, tc.follow)
+			}
+			if read := live.reads.Load() > 0; read != tc.follow {
+				t.Errorf("%d live reads, want some %v", live.reads.Load(), tc.follow)
+			}
+		})
+	}
+}
+
+// The record a nudge in waves writes is left out where the workload's annotations could
+// not hold it (the API server would refuse the nudge for ever, and the workload would
+// never roll).
+func TestWavesRolledRecordFits(t *testing.T) {
+	entry := waves.RolledEntry{Change: "configmap/cfg=0123456789ab", Wave: 1, Waves: 2, At: time.Now()}
+	all := func(string) bool { return true }
+	if got := rolledRecord(map[string]string{"a": "b"}, []waves.RolledEntry{entry}, all); got != entry.String() {
+		t.Errorf("small annotations: %q, want %q", got, entry.String())
+	}
+	full := map[string]string{"big": strings.Repeat("x", stamp.AnnotationSizeLimit-len("big")-100)}
+	if got := rolledRecord(full, []waves.RolledEntry{entry}, all); got != "" {
+		t.Errorf("annotations near the API server's limit: %q, want none", got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -345,5 +346,125 @@ func TestWavesResumeCommandPassesNoLaterFailure(t *testing.T) {
 	}
 	if v := got.Annotations[waves.FailedAnnotation]; v != b.Annotations[waves.FailedAnnotation] {
 		t.Errorf("the failure record rewritten: %q", v)
+	}
+}
+
+// A member seen available is remembered for the workload it was, not its name: one
+// deleted and created again under its name, rolled on the change and not yet available,
+// holds the wave until it is.
+func TestWavesReadyMemoIsOfTheWorkloadNotTheName(t *testing.T) {
+	ns := optedInNamespace()
+	ns.Labels[waves.Annotation] = "on"
+	cm := cfgMap("new")
+	a := judgedDeployment("a", cm, true, 1, 1, time.Now())
+	a.UID = "first"
+	c := wavesClient(ns, cm, a)
+	g, _ := testGate(t, c, waves.Settings{Threshold: 1})
+	ctx := context.Background()
+	nsMeta, err := g.namespace(ctx, "ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func() waves.Verdict {
+		t.Helper()
+		p, err := g.read(ctx, nsMeta, stamp.SourceKindNamed(stamp.KindConfigMap), "cfg")
+		if err != nil || p == nil {
+			t.Fatalf("plan %v, error %v", p, err)
+		}
+		return p.verdict
+	}
+	if v := read(); v.Current != v.Waves+1 {
+		t.Fatalf("a available: %+v, want every wave done", v)
+	}
+	if err := c.Delete(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	again := judgedDeployment("a", cm, false, 1, 1, time.Now())
+	again.UID = "second"
+	if err := c.Create(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	if v := read(); v.Current > v.Waves {
+		t.Errorf("a created again, not available: %+v, want its wave not done", v)
+	}
+}
+
+// lists counts the Lists made through a client.
+type lists struct {
+	client.Client
+	n atomic.Int64
+}
+
+func (c *lists) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	c.n.Add(1)
+	return c.Client.List(ctx, list, opts...)
+}
+
+// An evaluation the memo answers walks no consumers: every check of a wave's fan-out
+// asks the gate, and counting a source's consumers at each would cost consumers squared.
+func TestWavesMemoCountsNoConsumers(t *testing.T) {
+	ns := optedInNamespace()
+	ns.Labels[waves.Annotation] = "on"
+	cm := cfgMap("new")
+	c := &lists{Client: wavesClient(ns, cm, rolledDeployment("a", cm, false), rolledDeployment("b", cm, false))}
+	g, _ := testGate(t, c, waves.Settings{Threshold: 1})
+	g.live = wavesClient(ns, cm, rolledDeployment("a", cm, false), rolledDeployment("b", cm, false))
+	if p, err := g.evaluate(context.Background(), "ns", cfgSource, planFresh); err != nil || p == nil {
+		t.Fatalf("plan %v, error %v", p, err)
+	}
+	before := c.n.Load()
+	if p, err := g.evaluate(context.Background(), "ns", cfgSource, planFresh); err != nil || p == nil {
+		t.Fatalf("plan %v, error %v", p, err)
+	}
+	if got := c.n.Load() - before; got != 0 {
+		t.Errorf("an evaluation the memo answers made %d lists of the caches, want 0", got)
+	}
+}
+
+// gathering holds each Get of a ConfigMap until n are made or a while has passed, and
+// counts them.
+type gathering struct {
+	client.Reader
+	n    int64
+	gets atomic.Int64
+	all  chan struct{}
+}
+
+func (c *gathering) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*corev1.ConfigMap); ok {
+		if c.gets.Add(1) == c.n {
+			close(c.all)
+		}
+		select {
+		case <-c.all:
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
+// Workers that find the memo of a source's change too old at once share one read of it
+// (each read costs the source, canaries and the health of every member not yet
+// available): the bound of planFreshToRoll holds whatever the concurrency.
+func TestWavesConcurrentEvaluationsShareARead(t *testing.T) {
+	ns := optedInNamespace()
+	ns.Labels[waves.Annotation] = "on"
+	cm := cfgMap("new")
+	c := wavesClient(ns, cm, rolledDeployment("a", cm, false), rolledDeployment("b", cm, false))
+	g, _ := testGate(t, c, waves.Settings{Threshold: 1})
+	const workers = 8
+	live := &gathering{Reader: c, n: workers, all: make(chan struct{})}
+	g.live = live
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			if p, err := g.evaluate(context.Background(), "ns", cfgSource, planFreshToRoll); err != nil || p == nil {
+				t.Errorf("plan %v, error %v", p, err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := live.gets.Load(); got != 1 {
+		t.Errorf("%d workers evaluating at once read the source %d times, want once", workers, got)
 	}
 }

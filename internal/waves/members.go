@@ -48,7 +48,8 @@ type Consumer struct {
 // workload consumes of it; a template with no digest of it (a workload adopted
 // unstamped) has Rolled only once the watcher recorded it current for the change
 // (RolledAnnotation: nothing it reads changed). Judged (its health counts) where the
-// watcher's nudge rolled it on this change; a rolled member not judged is Ready. Failed
+// watcher's nudge rolled it on this change (a record dated before the workload was
+// created is not); a rolled member not judged is Ready. Failed
 // and Resumed from its FailedAnnotation. Those it never rolls (no template, being
 // deleted, opted out, paused, out of scope) are not members: a wave waiting for them
 // would wait for ever. nsKey nil (a reader without the hash key): Rolled is not known,
@@ -64,6 +65,11 @@ func Members(kind, name string, content *corev1.ConfigMap, nsKey []byte, change 
 		}
 		m := Member{ID: MemberID(c.Kind, o.GetName()), Canary: c.Canary}
 		entry, recorded := RolledFor(o.GetAnnotations(), change)
+		if recorded && entry.Wave > 0 && entry.At.Before(o.GetCreationTimestamp().Time) {
+			// Dated before the workload was created: a record copied with its manifest
+			// onto a workload created again under its name, not a nudge of this one.
+			recorded = false
+		}
 		for _, src := range stamp.Consumed(o.GetAnnotations(), &tmpl.Spec, opts) {
 			if src.Kind == kind && src.Name == name && nsKey != nil {
 				m.Digest = stamp.SourceDigest(src, content, nsKey).Hex()[:12]

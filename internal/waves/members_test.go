@@ -50,6 +50,11 @@ func TestMembers(t *testing.T) {
 	// on it (only untouched keys changed): not judged, done.
 	earlier := consumerOf("earlier", now)
 	earlier.Annotations = map[string]string{RolledAnnotation: RolledEntry{Change: "configmap/shared=000000000000", Wave: 1, Waves: 3, At: at}.String()}
+	// Created again under its name from a manifest that kept the record of the one
+	// before: the record is not of its rollout.
+	recreated := consumerOf("recreated", now)
+	recreated.Annotations = judged.Annotations
+	recreated.CreationTimestamp = metav1.NewTime(at.Add(time.Minute))
 	// Adopted (no stamp of the source): rolled only once recorded current for the change.
 	adopted := consumerOf("adopted", "")
 	current := consumerOf("current", "")
@@ -65,6 +70,7 @@ func TestMembers(t *testing.T) {
 		{Kind: dk, Object: consumerOf("outside", ""), InScope: false},
 		{Kind: dk, Object: judged, InScope: true},
 		{Kind: dk, Object: earlier, InScope: true},
+		{Kind: dk, Object: recreated, InScope: true},
 		{Kind: dk, Object: adopted, InScope: true},
 		{Kind: dk, Object: current, InScope: true},
 	})
@@ -75,6 +81,7 @@ func TestMembers(t *testing.T) {
 		{ID: "deployment/resumed", Resumed: true, Digest: now},
 		{ID: "deployment/judged", Rolled: true, Judged: true, Since: at, Digest: now},
 		{ID: "deployment/earlier", Rolled: true, Ready: true, Digest: now},
+		{ID: "deployment/recreated", Rolled: true, Ready: true, Digest: now},
 		{ID: "deployment/adopted", Digest: now},
 		{ID: "deployment/current", Rolled: true, Ready: true, Digest: now},
 	}

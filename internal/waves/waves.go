@@ -365,10 +365,17 @@ func (e RolledEntry) Note() string {
 	return fmt.Sprintf("wave %d of %d for %s", e.Wave, e.Waves, e.Source())
 }
 
-// ParseRolled reads a RolledAnnotation value; entries that do not parse are left out.
+// maxRolled bounds the entries of a RolledAnnotation read: one per source a workload
+// consumes in waves. The value is on the tenant's workload, read at every evaluation
+// of each member: a value of 256 KiB of entries written by hand must not cost more.
+const maxRolled = 64
+
+// ParseRolled reads a RolledAnnotation value; entries that do not parse, and those past
+// the first maxRolled, are left out.
 func ParseRolled(v string) []RolledEntry {
 	var out []RolledEntry
-	for _, f := range strings.Split(v, "; ") {
+	fields := strings.SplitN(v, "; ", maxRolled+1)
+	for _, f := range fields[:min(len(fields), maxRolled)] {
 		change, rest, ok := strings.Cut(strings.TrimSpace(f), ": ")
 		if !ok || !strings.Contains(change, "=") {
 			continue
@@ -395,7 +402,7 @@ func ParseRolled(v string) []RolledEntry {
 // RolledValue is the RolledAnnotation value that records adds over old: an entry of
 // old for the same source as one of adds is replaced (a source rolls one change at a
 // time), and one for a source not in keep is dropped (the workload no longer consumes
-// it), so the value stays as small as the sources it consumes.
+// it), so the value stays as small as the sources it consumes, and at most maxRolled.
 func RolledValue(old string, adds []RolledEntry, keep func(src string) bool) string {
 	var parts []string
 	for _, e := range ParseRolled(old) {
@@ -406,7 +413,8 @@ func RolledValue(old string, adds []RolledEntry, keep func(src string) bool) str
 	for _, a := range adds {
 		parts = append(parts, a.String())
 	}
-	return strings.Join(parts, "; ")
+	// The oldest go past maxRolled (ParseRolled would not read them).
+	return strings.Join(parts[max(len(parts)-maxRolled, 0):], "; ")
 }
 
 func (e RolledEntry) String() string {
