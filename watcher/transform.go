@@ -63,7 +63,7 @@ func trimHelmRelease(hr *helmv2.HelmRelease) *helmv2.HelmRelease {
 
 // TrimWorkloads returns the transform of the informer of kind's workloads: each is
 // reduced to what the watcher reads of it (workload.Kind.Trim, keeping the opt-in label
-// keepLabel), its managedFields to the latest write time. A pod template then costs the
+// keepLabel and waves.CanaryLabel), its managedFields to the latest write time. A pod template then costs the
 // cache its references to sources, not its containers, probes, resources and labels.
 // The watcher's live reads and the API server's answers to its writes are trimmed alike.
 // Tombstones pass through: they hold an object of the cache, trimmed already; a trimmed
@@ -83,7 +83,7 @@ func TrimWorkloads(kind *workload.Kind, keepLabel string) toolscache.TransformFu
 
 // trimWorkload is obj as the cache of kind's workloads keeps it.
 func trimWorkload(kind *workload.Kind, keepLabel string, obj client.Object) client.Object {
-	out := kind.Trim(obj, keepLabel)
+	out := kind.Trim(obj, keepLabel, waves.CanaryLabel)
 	trim(out)
 	return out
 }

@@ -354,8 +354,8 @@ func (g *wavesGate) settings(ns *metav1.PartialObjectMetadata, annotations map[s
 }
 
 // read evaluates the change of a source: its content and annotations (live), its
-// consumers (the cache's index), canaries (a live list by label) and the health of the
-// current wave's workloads (live).
+// consumers and canaries (the cache's index, labels) and the health of the current
+// wave's workloads (the cache's, else live: health).
 func (g *wavesGate) read(ctx context.Context, ns *metav1.PartialObjectMetadata, kind *stamp.SourceKind, name string) (*plan, error) {
 	if ns == nil {
 		return nil, nil
@@ -415,20 +415,12 @@ func (g *wavesGate) members(ctx context.Context, ns *metav1.PartialObjectMetadat
 		if err != nil {
 			return nil, nil, fmt.Errorf("list %s consumers of %s/%s: %w", k.Kind, kind, name, err)
 		}
-		canaries := &metav1.PartialObjectMetadataList{}
-		canaries.SetGroupVersionKind(k.GVK().GroupVersion().WithKind(k.Kind + "List"))
-		if err := g.live.List(ctx, canaries, client.InNamespace(namespace), client.MatchingLabels{waves.CanaryLabel: "true"}); err != nil {
-			return nil, nil, fmt.Errorf("list %s canaries: %w", k.Kind, err)
-		}
-		canary := map[string]bool{}
-		for _, c := range canaries.Items {
-			canary[c.Name] = true
-		}
 		var cs []waves.Consumer
 		for _, o := range consumed {
-			cs = append(cs, waves.Consumer{Kind: k, Object: o, Canary: canary[o.GetName()],
+			// The cache keeps the canary label (TrimWorkloads).
+			cs = append(cs, waves.Consumer{Kind: k, Object: o, Canary: waves.IsCanary(o),
 				InScope: g.scope.IncludesWorkload(namespace, ns.Labels, o.GetLabels())})
-			objs[waves.MemberID(k, o.GetName())] = memberObj{kind: k, key: client.ObjectKeyFromObject(o), uid: o.GetUID()}
+			objs[waves.MemberID(k, o.GetName())] = memberObj{kind: k, key: client.ObjectKeyFromObject(o), uid: o.GetUID(), cached: o}
 		}
 		out = append(out, waves.Members(kind, name, content, nsKey, change, g.sources, cs)...)
 	}
@@ -436,32 +428,51 @@ func (g *wavesGate) members(ctx context.Context, ns *metav1.PartialObjectMetadat
 }
 
 // memberObj is where a member is; uid tells a workload deleted and created again under
-// its name from the one before.
+// its name from the one before. cached is the cache's object (never to be written; nil:
+// none).
 type memberObj struct {
-	kind *workload.Kind
-	key  types.NamespacedName
-	uid  types.UID
+	kind   *workload.Kind
+	key    types.NamespacedName
+	uid    types.UID
+	cached client.Object
 }
 
-// health reads a member rolled on this change live: ready, or failed (its controller
-// gave up, or, for a kind without a deadline of its own, it was not available within
-// g.deadline of its rollout, as its RolledAnnotation dates it). A new failure is recorded
-// on the member (it survives restarts); fresh reports one.
+// health reads a member rolled on this change: ready, or failed (its controller gave
+// up, or, for a kind without a deadline of its own, it was not available within
+// g.deadline of its rollout, as its RolledAnnotation dates it). It reads the cache's
+// object when that carries the member's RolledAnnotation entry for the change: the nudge
+// wrote it in the write that rolled the member, so the cache has seen that write, and
+// the kind's Health waits for its controller to observe it (observedGeneration). Else
+// (no entry, another UID, not cached), and before recording a failure (it halts the
+// change), it reads live. A new failure is recorded on the member (it survives
+// restarts); fresh reports one.
 func (g *wavesGate) health(ctx context.Context, m *waves.Member, at memberObj, change string) (fresh bool) {
 	seen := at.key.Namespace + " " + change + " " + m.ID + " " + string(at.uid)
 	g.mu.Lock()
 	m.Ready = g.ready[seen]
 	g.mu.Unlock()
 	if m.Ready {
-		// Seen available for this change: not read again at every evaluation (a wave is
-		// judged once it is done; after a restart, read once more).
+		// Seen available for this change: not judged again at every evaluation (a wave is
+		// judged once it is done; after a restart, once more).
 		return false
 	}
-	obj := at.kind.New()
-	if err := g.live.Get(ctx, at.key, obj); err != nil {
-		return false // not ready: read again at the next evaluation
+	obj := at.cached
+	if obj != nil {
+		if _, nudged := waves.RolledFor(obj.GetAnnotations(), change); !nudged || obj.GetUID() != at.uid {
+			obj = nil
+		}
 	}
-	h := at.kind.Health(obj)
+	var h workload.Health
+	if obj != nil {
+		h = g.healthOf(at.kind, m, obj)
+	}
+	if obj == nil || h.Failed != "" {
+		obj = at.kind.New()
+		if err := g.live.Get(ctx, at.key, obj); err != nil {
+			return false // not ready: read again at the next evaluation
+		}
+		h = g.healthOf(at.kind, m, obj)
+	}
 	m.Ready = h.Ready
 	switch {
 	case h.Ready && obj.GetUID() != at.uid:
@@ -469,12 +480,10 @@ func (g *wavesGate) health(ctx context.Context, m *waves.Member, at memberObj, c
 	case h.Ready:
 		g.mu.Lock()
 		if g.ready == nil || len(g.ready) > maxReady {
-			g.ready = map[string]bool{} // read again: costs reads, never a wave
+			g.ready = map[string]bool{} // judged again: costs reads, never a wave
 		}
 		g.ready[seen] = true
 		g.mu.Unlock()
-	case h.Failed == "" && !h.OwnDeadline && !m.Since.IsZero() && time.Since(m.Since) > g.deadline:
-		h.Failed = fmt.Sprintf("not available within the waves deadline (%s)", g.deadline)
 	}
 	if h.Failed == "" {
 		return false
@@ -482,6 +491,16 @@ func (g *wavesGate) health(ctx context.Context, m *waves.Member, at memberObj, c
 	m.Failed = waves.FailedHealth(h.Failed)
 	g.annotate(ctx, at, waves.FailedAnnotation, waves.FailedRecord(m.ID, change, m.Failed))
 	return true
+}
+
+// healthOf is the health of member m, obj: its kind's, failed past g.deadline of its
+// rollout for a kind without a deadline of its own.
+func (g *wavesGate) healthOf(kind *workload.Kind, m *waves.Member, obj client.Object) workload.Health {
+	h := kind.Health(obj)
+	if !h.Ready && h.Failed == "" && !h.OwnDeadline && !m.Since.IsZero() && time.Since(m.Since) > g.deadline {
+		h.Failed = fmt.Sprintf("not available within the waves deadline (%s)", g.deadline)
+	}
+	return h
 }
 
 // annotate writes one annotation on a member's metadata (a record: it rolls nothing;

@@ -2,7 +2,6 @@ package watcher
 
 import (
 	"context"
-	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -137,51 +136,63 @@ func TestWavesMembersAreWhatTheWatcherRolls(t *testing.T) {
 	}
 }
 
-// gets counts the Gets of one type made through a reader.
-type typedGets struct {
-	client.Reader
-	of   client.Object
-	gets atomic.Int64
-}
-
-func (c *typedGets) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if reflect.TypeOf(obj) == reflect.TypeOf(c.of) {
-		c.gets.Add(1)
-	}
-	return c.Reader.Get(ctx, key, obj, opts...)
-}
-
-// A member seen available for a change is not read again at every evaluation: the
-// health reads of one evaluation are those of the members not yet seen available, not
-// of every wave done before (a change with 200 consumers would read up to 200 workloads
-// every two seconds).
-func TestWavesHealthReadOnceAvailable(t *testing.T) {
+// Health is read from the cache where the cached object carries the member's record of
+// the nudge for the change (it has seen the write that rolled it), and canaries from the
+// cached labels: an evaluation of a wave of rolled members, not yet available or
+// available, reads the source live and nothing else, however many evaluations. A member
+// whose cached object carries no record, or none at all, is read live; so is a failure
+// the cache shows, before it is recorded (it halts the change).
+func TestWavesHealthFromTheCache(t *testing.T) {
 	ns := optedInNamespace()
 	ns.Labels[waves.Annotation] = "on"
 	cm := cfgMap("new")
-	var objs []client.Object
-	for _, name := range []string{"a", "b", "c", "d"} {
-		objs = append(objs, judgedDeployment(name, cm, true, 1, 1, time.Now()))
+	cm.Annotations = map[string]string{waves.Annotation: "100%"} // the canary, then the rest
+	canary := judgedDeployment("z", cm, true, 1, 2, time.Now())
+	canary.Labels = map[string]string{waves.CanaryLabel: "true"}
+	objs := []client.Object{ns, cm, canary}
+	for _, name := range []string{"a", "b", "c", "d", "e"} {
+		objs = append(objs, judgedDeployment(name, cm, false, 2, 2, time.Now()))
 	}
-	c := wavesClient(append(objs, ns, cm)...)
-	g, _ := testGate(t, c, waves.Settings{Threshold: 1})
-	live := &typedGets{Reader: c, of: &appsv1.Deployment{}}
-	g.live = live
-	nsMeta, err := g.namespace(context.Background(), "ns")
+	c := wavesClient(objs...)
+	g, live := testGate(t, c, waves.Settings{Threshold: 1})
+	ctx := context.Background()
+	nsMeta, err := g.namespace(ctx, "ns")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		p, err := g.read(context.Background(), nsMeta, stamp.SourceKindNamed(stamp.KindConfigMap), "cfg")
+		p, err := g.read(ctx, nsMeta, stamp.SourceKindNamed(stamp.KindConfigMap), "cfg")
 		if err != nil || p == nil {
 			t.Fatalf("plan %v, error %v", p, err)
 		}
-		if p.verdict.Current != p.verdict.Waves+1 {
-			t.Fatalf("evaluation %d: %+v, want every wave done", i, p.verdict)
+		if p.members[0].ID != "deployment/z" || !p.members[0].Canary || p.verdict.Current != 2 || len(p.verdict.Waiting) != 5 || !p.pending {
+			t.Fatalf("evaluation %d: %+v, members %+v: want the canary z done, 5 rolled members of wave 2 not yet available", i, p.verdict, p.members)
 		}
 	}
-	if got := live.gets.Load(); got != 4 {
-		t.Errorf("%d health reads in three evaluations of 4 available members, want 4", got)
+	if got := live.reads.Load(); got != 3 {
+		t.Errorf("three evaluations of 6 rolled members made %d live reads, want 3 (the source's)", got)
+	}
+
+	// Without the record of the nudge (or not cached): read live.
+	change := changeOf(cm)
+	for name, cached := range map[string]client.Object{"no record": rolledDeployment("a", cm, false), "not cached": nil} {
+		before := live.reads.Load()
+		m := &waves.Member{ID: "deployment/a", Rolled: true, Judged: true}
+		g.health(ctx, m, memberObj{kind: workload.Deployment, key: types.NamespacedName{Namespace: "ns", Name: "a"}, cached: cached}, change)
+		if got := live.reads.Load() - before; got != 1 {
+			t.Errorf("%s: %d live reads, want 1", name, got)
+		}
+	}
+
+	// A failure in the cache is read again live: available there, not failed.
+	failed := deadlineExceeded(judgedDeployment("a", cm, false, 2, 2, time.Now()))
+	before := live.reads.Load()
+	m := &waves.Member{ID: "deployment/a", Rolled: true, Judged: true}
+	if g.health(ctx, m, memberObj{kind: workload.Deployment, key: types.NamespacedName{Namespace: "ns", Name: "a"}, cached: failed}, change) || m.Failed != "" {
+		t.Errorf("failed in the cache, rolling live: recorded failed (%q)", m.Failed)
+	}
+	if got := live.reads.Load() - before; got != 1 {
+		t.Errorf("a failure in the cache: %d live reads, want 1", got)
 	}
 }
 

@@ -131,7 +131,7 @@ func (c *Cluster) plan(ctx context.Context, kinds []*workload.Kind, ns *corev1.N
 			if unsure {
 				unknown++
 			}
-			c := waves.Consumer{Kind: k, Object: o, InScope: in, Canary: o.GetLabels()[waves.CanaryLabel] == "true"}
+			c := waves.Consumer{Kind: k, Object: o, InScope: in, Canary: waves.IsCanary(o)}
 			cs = append(cs, c)
 			objs[waves.MemberID(k, o.GetName())] = c
 		}

@@ -39,9 +39,12 @@ type Consumer struct {
 	Object client.Object
 	// InScope: the registration sends its admissions (scope.IncludesWorkload).
 	InScope bool
-	// Canary: it carries CanaryLabel=true.
+	// Canary: it carries CanaryLabel=true (IsCanary).
 	Canary bool
 }
+
+// IsCanary reports whether the workload o carries CanaryLabel=true.
+func IsCanary(o client.Object) bool { return o.GetLabels()[CanaryLabel] == "true" }
 
 // Members are the consumers of source kind/name the watcher rolls, for the change of
 // its content. Rolled: a template's digest of it is the current content's for what that

@@ -42,6 +42,8 @@ func TestHealthOwnDeadline(t *testing.T) {
 	}
 }
 
+// TestHealth: each kind's health, the same from the object the watcher's cache keeps
+// (Trim).
 func TestHealth(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -90,6 +92,10 @@ func TestHealth(t *testing.T) {
 		h := c.kind.Health(c.obj)
 		if h.Ready != c.ready || (h.Failed != "") != c.failed {
 			t.Errorf("%s: %+v, want ready %v failed %v", c.name, h, c.ready, c.failed)
+		}
+		// The watcher's cache keeps a trimmed object (the waves gate reads its health).
+		if trimmed := c.kind.Health(c.kind.Trim(c.obj)); trimmed != h {
+			t.Errorf("%s, trimmed: %+v, whole %+v", c.name, trimmed, h)
 		}
 	}
 }

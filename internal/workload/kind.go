@@ -259,8 +259,9 @@ var (
 			if !ok {
 				return o
 			}
-			out := &appsv1.Deployment{TypeMeta: d.TypeMeta, ObjectMeta: meta, Status: appsv1.DeploymentStatus{ObservedGeneration: d.Status.ObservedGeneration}}
+			out := &appsv1.Deployment{TypeMeta: d.TypeMeta, ObjectMeta: meta, Status: deploymentHealthStatus(d.Status)}
 			out.Spec.Selector, out.Spec.Paused = sel, d.Spec.Paused
+			out.Spec.Replicas, out.Spec.ProgressDeadlineSeconds = d.Spec.Replicas, d.Spec.ProgressDeadlineSeconds // Health
 			if tmpl != nil {
 				out.Spec.Template = *tmpl
 			}
@@ -301,8 +302,8 @@ var (
 			}
 			out := &appsv1.StatefulSet{TypeMeta: s.TypeMeta, ObjectMeta: meta, Status: appsv1.StatefulSetStatus{
 				ObservedGeneration: s.Status.ObservedGeneration, CurrentRevision: s.Status.CurrentRevision, UpdateRevision: s.Status.UpdateRevision,
-				Replicas: s.Status.Replicas, UpdatedReplicas: s.Status.UpdatedReplicas}}
-			out.Spec.Selector, out.Spec.UpdateStrategy = sel, s.Spec.UpdateStrategy
+				Replicas: s.Status.Replicas, UpdatedReplicas: s.Status.UpdatedReplicas, ReadyReplicas: s.Status.ReadyReplicas}}
+			out.Spec.Selector, out.Spec.UpdateStrategy, out.Spec.Replicas = sel, s.Spec.UpdateStrategy, s.Spec.Replicas
 			if tmpl != nil {
 				out.Spec.Template = *tmpl
 			}
@@ -337,7 +338,7 @@ var (
 				return o
 			}
 			out := &appsv1.DaemonSet{TypeMeta: d.TypeMeta, ObjectMeta: meta, Status: appsv1.DaemonSetStatus{ObservedGeneration: d.Status.ObservedGeneration,
-				DesiredNumberScheduled: d.Status.DesiredNumberScheduled, UpdatedNumberScheduled: d.Status.UpdatedNumberScheduled}}
+				DesiredNumberScheduled: d.Status.DesiredNumberScheduled, UpdatedNumberScheduled: d.Status.UpdatedNumberScheduled, NumberAvailable: d.Status.NumberAvailable}}
 			out.Spec.Selector, out.Spec.UpdateStrategy = sel, d.Spec.UpdateStrategy
 			if tmpl != nil {
 				out.Spec.Template = *tmpl

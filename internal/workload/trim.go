@@ -41,8 +41,9 @@ var padding = strings.Repeat("-", stamp.AnnotationSizeLimit)
 
 // Trim returns obj reduced to what configstamp reads of a workload of the kind, for the
 // watcher's cache: its identity, generation, times (creation, deletion, managedFields),
-// the opt-in label keepLabel, configstamp's annotations (and kubernetes.io/change-cause),
-// and the kind's fields its table reads (selector, paused, status); of its pod template,
+// the labels keepLabels (the opt-in one, the canary one), configstamp's annotations (and
+// kubernetes.io/change-cause), and the kind's fields its table reads (selector, paused,
+// what Health reads); of its pod template,
 // configstamp's annotations and the references to sources (stamp.ReferencesOnly,
 // encoded), with the template's fingerprints in cache-only annotations. Dropped annotations are
 // replaced by one padding annotation of their size. obj is not changed; obj itself is
@@ -50,7 +51,7 @@ var padding = strings.Repeat("-", stamp.AnnotationSizeLimit)
 // pass an object of the cache through the transform again). Readers of a trimmed
 // template take it with Template (which decodes the references) and its fingerprint
 // with TemplateFingerprint.
-func (k *Kind) Trim(obj client.Object, keepLabel string) client.Object {
+func (k *Kind) Trim(obj client.Object, keepLabels ...string) client.Object {
 	if k.reduce == nil || obj == nil {
 		return obj
 	}
@@ -64,7 +65,7 @@ func (k *Kind) Trim(obj client.Object, keepLabel string) client.Object {
 			}
 		}
 	}
-	return k.reduce(obj, trimMeta(obj, keepLabel), tmpl, sel)
+	return k.reduce(obj, trimMeta(obj, keepLabels), tmpl, sel)
 }
 
 // selectorOrNil is obj's own selector field (nil for kinds without one).
@@ -90,14 +91,19 @@ func (k *Kind) selectorOf(obj client.Object) *metav1.LabelSelector {
 }
 
 // trimMeta is the object metadata Trim keeps.
-func trimMeta(obj client.Object, keepLabel string) metav1.ObjectMeta {
+func trimMeta(obj client.Object, keepLabels []string) metav1.ObjectMeta {
 	m := metav1.ObjectMeta{
 		Name: obj.GetName(), Namespace: obj.GetNamespace(), UID: obj.GetUID(), ResourceVersion: obj.GetResourceVersion(),
 		Generation: obj.GetGeneration(), CreationTimestamp: obj.GetCreationTimestamp(), DeletionTimestamp: obj.GetDeletionTimestamp(),
 		ManagedFields: obj.GetManagedFields(), Annotations: trimAnnotations(obj.GetAnnotations(), nil),
 	}
-	if v, ok := obj.GetLabels()[keepLabel]; ok {
-		m.Labels = map[string]string{keepLabel: v}
+	for _, l := range keepLabels {
+		if v, ok := obj.GetLabels()[l]; ok {
+			if m.Labels == nil {
+				m.Labels = map[string]string{}
+			}
+			m.Labels[l] = v
+		}
 	}
 	return m
 }
