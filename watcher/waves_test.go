@@ -194,6 +194,18 @@ func TestWavesHealthFromTheCache(t *testing.T) {
 	if got := live.reads.Load() - before; got != 1 {
 		t.Errorf("a failure in the cache: %d live reads, want 1", got)
 	}
+
+	// The nudge's write in the cache (it bumped the generation), its controller's status
+	// still of the generation before, all available: not ready (nor read live).
+	stale := judgedDeployment("a", cm, true, 2, 2, time.Now())
+	stale.Generation, stale.Status.ObservedGeneration = 3, 2
+	before = live.reads.Load()
+	m = &waves.Member{ID: "deployment/a", Rolled: true, Judged: true}
+	g.health(ctx, m, memberObj{kind: workload.Deployment, key: types.NamespacedName{Namespace: "ns", Name: "a"}, cached: stale}, change)
+	if m.Ready || m.Failed != "" || live.reads.Load() != before {
+		t.Errorf("cached status of the generation before the nudge: ready %v, failed %q, %d live reads; want not ready, none",
+			m.Ready, m.Failed, live.reads.Load()-before)
+	}
 }
 
 // rolledDeployment is cfgDeployment named name, stamped with cm's digest and available
