@@ -536,8 +536,8 @@ func (g *wavesGate) follow(ctx context.Context, kind string, key types.Namespace
 // rolledLately reports whether a consumer of source kind/key in the caches records a
 // nudge in waves of a change of it within followAfterRestart (or the waves deadline, if
 // longer). Every other source of the start-up list is left alone: an evaluation reads
-// the source, its canaries and the health of every member it rolled (once each after a
-// restart), and with waves on in the cluster every source above the threshold would be
+// the source live, and the health of members it rolled (from the cache where it shows
+// the nudge, else live; once each after a restart), and with waves on in the cluster every source above the threshold would be
 // read at each start. A held workload's own check evaluates its change anyway.
 func (g *wavesGate) rolledLately(ctx context.Context, kind string, key types.NamespacedName) bool {
 	id := kind + "/" + key.Name
