@@ -179,6 +179,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	w.waves = &wavesGate{cluster: opts.Waves, deadline: opts.WavesDeadline, cache: mgr.GetClient(), live: mgr.GetAPIReader(),
 		key: opts.Key, sources: opts.Sources, kinds: w.watchedKinds, scope: opts.Scope, recorder: mgr.GetEventRecorder("configstamp"),
 		lookups: &w.lookups}
+	if opts.Notify != nil {
+		w.waves.notify = opts.Notify.Notify
+	}
 	w.waves.wake = func(ctx context.Context, kind string, key types.NamespacedName) {
 		if src := w.sources[kind]; src != nil {
 			if _, err := src.fanOut(ctx, reconcile.Request{NamespacedName: key}, true); err != nil {

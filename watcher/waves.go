@@ -17,6 +17,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	"github.com/configstamp/configstamp/internal/notify"
 	"github.com/configstamp/configstamp/internal/scope"
 	"github.com/configstamp/configstamp/internal/waves"
 	"github.com/configstamp/configstamp/internal/workload"
@@ -77,6 +78,8 @@ type wavesGate struct {
 	kinds    func() []*workload.Kind
 	scope    *scope.Scope
 	recorder recorder.EventRecorder
+	// notify is told of a halt (nil: notifications off).
+	notify func(notify.Event)
 	// lookups find a source's consumers in the workload caches' source index.
 	lookups *consumerLookups
 	// wake checks every consumer of a source (its fan-out) once a wave is done or a
@@ -386,16 +389,19 @@ func (g *wavesGate) read(ctx context.Context, ns *metav1.PartialObjectMetadata, 
 	// A resume lifts a user's halt; the failures it passes are the ones `configstamp
 	// resume` marked resumed on their workloads when it ran, not those of a later wave.
 	verb, target := waves.ParseCommand(obj.GetAnnotations()[waves.CommandAnnotation])
-	failedNow := false
+	var failedNow []notify.Event // the members that failed at this evaluation
 	p.verdict, p.members = waves.Plan(settings, members, verb == "halt" && target == p.change, func(m *waves.Member) {
-		failedNow = g.health(ctx, m, objs[m.ID], p.change) || failedNow
+		if at := objs[m.ID]; g.health(ctx, m, at, p.change, g.deadlineOf(settings)) {
+			failedNow = append(failedNow, notify.Event{Kind: notify.Halted, Namespace: namespace, Workload: at.kind.Kind + "/" + at.key.Name,
+				Change: p.change, Sources: []string{kind.Name + "/" + name}, Reason: m.Failed})
+		}
 	})
 	p.firstHeld = waves.FirstHeld(settings, p.members, p.verdict)
 	for _, m := range p.members {
 		p.pending = p.pending || m.Judged && m.Rolled && !m.Ready && m.Failed == "" && !m.Resumed
 	}
-	if failedNow {
-		g.halted(ctx, obj.(client.Object), p)
+	if len(failedNow) > 0 {
+		g.halted(ctx, obj.(client.Object), p, failedNow)
 	}
 	g.announce(obj.(client.Object), p)
 	return p, nil
@@ -439,14 +445,14 @@ type memberObj struct {
 
 // health reads a member rolled on this change: ready, or failed (its controller gave
 // up, or, for a kind without a deadline of its own, it was not available within
-// g.deadline of its rollout, as its RolledAnnotation dates it). It reads the cache's
+// deadline of its rollout, as its RolledAnnotation dates it). It reads the cache's
 // object when that carries the member's RolledAnnotation entry for the change: the nudge
 // wrote it in the write that rolled the member, so the cache has seen that write, and
 // the kind's Health waits for its controller to observe it (observedGeneration). Else
 // (no entry, another UID, not cached), and before recording a failure (it halts the
 // change), it reads live. A new failure is recorded on the member (it survives
 // restarts); fresh reports one.
-func (g *wavesGate) health(ctx context.Context, m *waves.Member, at memberObj, change string) (fresh bool) {
+func (g *wavesGate) health(ctx context.Context, m *waves.Member, at memberObj, change string, deadline time.Duration) (fresh bool) {
 	seen := at.key.Namespace + " " + change + " " + m.ID + " " + string(at.uid)
 	g.mu.Lock()
 	m.Ready = g.ready[seen]
@@ -464,14 +470,14 @@ func (g *wavesGate) health(ctx context.Context, m *waves.Member, at memberObj, c
 	}
 	var h workload.Health
 	if obj != nil {
-		h = g.healthOf(at.kind, m, obj)
+		h = g.healthOf(at.kind, m, obj, deadline)
 	}
 	if obj == nil || h.Failed != "" {
 		obj = at.kind.New()
 		if err := g.live.Get(ctx, at.key, obj); err != nil {
 			return false // not ready: read again at the next evaluation
 		}
-		h = g.healthOf(at.kind, m, obj)
+		h = g.healthOf(at.kind, m, obj, deadline)
 	}
 	m.Ready = h.Ready
 	switch {
@@ -493,14 +499,23 @@ func (g *wavesGate) health(ctx context.Context, m *waves.Member, at memberObj, c
 	return true
 }
 
-// healthOf is the health of member m, obj: its kind's, failed past g.deadline of its
+// healthOf is the health of member m, obj: its kind's, failed past deadline of its
 // rollout for a kind without a deadline of its own.
-func (g *wavesGate) healthOf(kind *workload.Kind, m *waves.Member, obj client.Object) workload.Health {
+func (g *wavesGate) healthOf(kind *workload.Kind, m *waves.Member, obj client.Object, deadline time.Duration) workload.Health {
 	h := kind.Health(obj)
-	if !h.Ready && h.Failed == "" && !h.OwnDeadline && !m.Since.IsZero() && time.Since(m.Since) > g.deadline {
-		h.Failed = fmt.Sprintf("not available within the waves deadline (%s)", g.deadline)
+	if !h.Ready && h.Failed == "" && !h.OwnDeadline && !m.Since.IsZero() && time.Since(m.Since) > deadline {
+		h.Failed = fmt.Sprintf("not available within the waves deadline (%s)", deadline)
 	}
 	return h
+}
+
+// deadlineOf is the waves deadline of a source with settings s: its annotation's, else
+// the flag's.
+func (g *wavesGate) deadlineOf(s waves.Settings) time.Duration {
+	if s.Deadline > 0 {
+		return s.Deadline
+	}
+	return g.deadline
 }
 
 // annotate writes one annotation on a member's metadata (a record: it rolls nothing;
@@ -558,13 +573,20 @@ func (g *wavesGate) rolledLately(ctx context.Context, kind string, key types.Nam
 }
 
 // halted reports a change that halted: a RolloutHalted Warning on the source naming the
-// workloads that failed.
-func (g *wavesGate) halted(ctx context.Context, src client.Object, p *plan) {
+// workloads that failed, and a notification of each that failed now.
+func (g *wavesGate) halted(ctx context.Context, src client.Object, p *plan, failed []notify.Event) {
 	wavesHalts.Inc()
 	g.recorder.Eventf(src, nil, corev1.EventTypeWarning, ReasonRolloutHalted, "Halt",
 		"Change %s halted in wave %d of %d: %s; the workloads not yet rolled keep their config. Fix the config (a new change starts again from the canaries) or run `configstamp resume %s/%s`",
 		p.change, p.verdict.Current, p.verdict.Waves, strings.Join(p.verdict.Failed, "; "), p.kind, src.GetName())
 	logf.FromContext(ctx).Info("Halted a change rolling in waves", "change", p.change, "wave", p.verdict.Current, "failed", p.verdict.Failed)
+	if g.notify == nil {
+		return
+	}
+	for _, ev := range failed {
+		ev.Reason = fmt.Sprintf("failed wave %d of %d: %s", p.verdict.Current, p.verdict.Waves, ev.Reason)
+		g.notify(ev)
+	}
 }
 
 // announce makes the RollingInWaves Event of a change in waves, once per change.

@@ -3,6 +3,7 @@ package watcher
 import (
 	"context"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/configstamp/configstamp/internal/notify"
 	"github.com/configstamp/configstamp/internal/waves"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
@@ -149,6 +151,60 @@ func TestWavesDeadlineFromTheRecord(t *testing.T) {
 	}
 	if p.verdict.Halted == "" || !strings.Contains(p.verdict.Halted, "waves deadline") {
 		t.Errorf("%+v: rolled an hour ago, not available, deadline 10m: not failed at the first read", p.verdict)
+	}
+}
+
+// A source's waves-deadline annotation is the deadline of its members of kinds without
+// their own, over the flag's (g.deadline): rolled an hour ago and not available, a
+// member failed under 30m, not under 2h; a bad value keeps the flag's.
+func TestWavesDeadlineOfTheSource(t *testing.T) {
+	for _, tc := range []struct {
+		annotation, flag string
+		halted           bool
+	}{{"30m", "10h", true}, {"2h", "10m", false}, {"soon", "10m", true}, {"soon", "10h", false}} {
+		ns := optedInNamespace()
+		ns.Labels[waves.Annotation] = "on"
+		cm := cfgMap("new")
+		cm.Annotations = map[string]string{waves.DeadlineAnnotation: tc.annotation}
+		a := judgedDeployment("a", cm, false, 1, 2, time.Now().Add(-time.Hour))
+		a.Spec.ProgressDeadlineSeconds = ptr.To[int32](math.MaxInt32) // no deadline of its own
+		c := wavesClient(ns, cm, a, cfgDeploymentNamed("b"))
+		g, _ := testGate(t, c, waves.Settings{Threshold: 1, Steps: []waves.Step{{N: 1}}})
+		g.deadline, _ = time.ParseDuration(tc.flag)
+		p, err := g.evaluate(context.Background(), "ns", cfgSource, planFresh)
+		if err != nil || p == nil {
+			t.Fatalf("%s: plan %v, error %v", tc.annotation, p, err)
+		}
+		if got := strings.Contains(p.verdict.Halted, "waves deadline"); got != tc.halted {
+			t.Errorf("annotation %s, flag %s: halted %q, want halted %v", tc.annotation, tc.flag, p.verdict.Halted, tc.halted)
+		}
+	}
+}
+
+// A halt is notified once, naming the workload that failed and the change: evaluated
+// again (its failure now read from its record), it is not notified again.
+func TestWavesHaltNotifiedOnce(t *testing.T) {
+	ns := optedInNamespace()
+	ns.Labels[waves.Annotation] = "on"
+	cm := cfgMap("new")
+	a := deadlineExceeded(judgedDeployment("a", cm, false, 1, 2, time.Now()))
+	c := wavesClient(ns, cm, a, cfgDeploymentNamed("b"))
+	g, _ := testGate(t, c, waves.Settings{Threshold: 1, Steps: []waves.Step{{N: 1}}})
+	var sent []notify.Event
+	g.notify = func(ev notify.Event) { sent = append(sent, ev) }
+	for range 2 {
+		p, err := g.evaluate(context.Background(), "ns", cfgSource, 0)
+		if err != nil || p == nil || p.verdict.Halted == "" {
+			t.Fatalf("plan %+v, error %v: want halted", p, err)
+		}
+	}
+	if len(sent) != 1 {
+		t.Fatalf("%d notifications, want 1: %+v", len(sent), sent)
+	}
+	ev := sent[0]
+	if ev.Kind != notify.Halted || ev.Namespace != "ns" || ev.Workload != "Deployment/a" || ev.Change != changeOf(cm) ||
+		!slices.Equal(ev.Sources, []string{"configmap/cfg"}) || !strings.HasPrefix(ev.Reason, "failed wave 1 of 2: did not become available") || !strings.HasSuffix(ev.Reason, "ProgressDeadlineExceeded") {
+		t.Errorf("notification %+v", ev)
 	}
 }
 

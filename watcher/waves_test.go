@@ -178,7 +178,7 @@ func TestWavesHealthFromTheCache(t *testing.T) {
 	for name, cached := range map[string]client.Object{"no record": rolledDeployment("a", cm, false), "not cached": nil} {
 		before := live.reads.Load()
 		m := &waves.Member{ID: "deployment/a", Rolled: true, Judged: true}
-		g.health(ctx, m, memberObj{kind: workload.Deployment, key: types.NamespacedName{Namespace: "ns", Name: "a"}, cached: cached}, change)
+		g.health(ctx, m, memberObj{kind: workload.Deployment, key: types.NamespacedName{Namespace: "ns", Name: "a"}, cached: cached}, change, g.deadline)
 		if got := live.reads.Load() - before; got != 1 {
 			t.Errorf("%s: %d live reads, want 1", name, got)
 		}
@@ -188,7 +188,7 @@ func TestWavesHealthFromTheCache(t *testing.T) {
 	failed := deadlineExceeded(judgedDeployment("a", cm, false, 2, 2, time.Now()))
 	before := live.reads.Load()
 	m := &waves.Member{ID: "deployment/a", Rolled: true, Judged: true}
-	if g.health(ctx, m, memberObj{kind: workload.Deployment, key: types.NamespacedName{Namespace: "ns", Name: "a"}, cached: failed}, change) || m.Failed != "" {
+	if g.health(ctx, m, memberObj{kind: workload.Deployment, key: types.NamespacedName{Namespace: "ns", Name: "a"}, cached: failed}, change, g.deadline) || m.Failed != "" {
 		t.Errorf("failed in the cache, rolling live: recorded failed (%q)", m.Failed)
 	}
 	if got := live.reads.Load() - before; got != 1 {

@@ -129,7 +129,7 @@ func bindOptions(fs *flag.FlagSet) *options {
 		return nil
 	})
 	fs.IntVar(&o.waves.Threshold, "waves-threshold", 5, "Waves apply only to a change that rolls at least this many workloads (a source's configstamp.io/waves-threshold annotation overrides it).")
-	fs.DurationVar(&o.wavesDeadline, "waves-deadline", 10*time.Minute, "How long a rolled StatefulSet, DaemonSet, Rollout or Deployment without a progressDeadlineSeconds may take to become available before its wave fails (a Deployment's is its progressDeadlineSeconds).")
+	fs.DurationVar(&o.wavesDeadline, "waves-deadline", 10*time.Minute, "How long a rolled StatefulSet, DaemonSet, Rollout or Deployment without a progressDeadlineSeconds may take to become available before its wave fails (a Deployment's is its progressDeadlineSeconds; a source's configstamp.io/waves-deadline annotation wins).")
 	fs.DurationVar(&o.recheckInterval, "recheck-interval", watcher.DefaultRecheckInterval, "How often the leader goes over every workload in its cache and checks again those whose template, stamp, configstamp annotations or sources' versions moved since their last check (a safety net for a change no event rolled; jittered by up to 20%). 0: never.")
 	fs.BoolVar(&o.rollStaleAtInstall, "roll-stale-at-install", false, "Roll unstamped workloads that predate configstamp when their config was written after their pods started. Off: installing rolls nothing.")
 	fs.BoolVar(&o.secrets, "secrets", false, "Also hash the Secrets pod templates consume (secret volumes, projected secrets, envFrom.secretRef, secretKeyRef). Off: Secrets are never read.")

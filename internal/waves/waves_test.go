@@ -68,6 +68,25 @@ func TestForSource(t *testing.T) {
 	}
 }
 
+// TestForSourceDeadline: a source's deadline annotation within bounds is kept; a bad
+// or out-of-bounds one is a problem and the cluster's (the flag's: 0) stays.
+func TestForSourceDeadline(t *testing.T) {
+	if s, p := ForSource(Settings{}, map[string]string{DeadlineAnnotation: " 90s "}); s.Deadline != 90*time.Second || len(p) != 0 {
+		t.Errorf("90s: %+v %v", s, p)
+	}
+	if s, p := ForSource(Settings{}, map[string]string{DeadlineAnnotation: "24h"}); s.Deadline != MaxDeadline || len(p) != 0 {
+		t.Errorf("24h: %+v %v", s, p)
+	}
+	for _, bad := range []string{"", "soon", "10", "1s", "25h", "-5m"} {
+		if s, p := ForSource(Settings{}, map[string]string{DeadlineAnnotation: bad}); s.Deadline != 0 || len(p) != 1 {
+			t.Errorf("%q: %+v %v (want no deadline and a problem)", bad, s, p)
+		}
+	}
+	if s, _ := Resolve(Settings{}, map[string]string{DeadlineAnnotation: "5m"}, nil); s.Deadline != 0 {
+		t.Errorf("a namespace label set the deadline: %+v (only the source's annotation does)", s)
+	}
+}
+
 // fleet is n members named d00.., the canaries first.
 func fleet(n int, canaries ...string) []Member {
 	var out []Member
