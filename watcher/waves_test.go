@@ -201,7 +201,7 @@ func TestWavesHealthFromTheCache(t *testing.T) {
 	stale.Generation, stale.Status.ObservedGeneration = 3, 2
 	before = live.reads.Load()
 	m = &waves.Member{ID: "deployment/a", Rolled: true, Judged: true}
-	g.health(ctx, m, memberObj{kind: workload.Deployment, key: types.NamespacedName{Namespace: "ns", Name: "a"}, cached: stale}, change)
+	g.health(ctx, m, memberObj{kind: workload.Deployment, key: types.NamespacedName{Namespace: "ns", Name: "a"}, cached: stale}, change, g.deadline)
 	if m.Ready || m.Failed != "" || live.reads.Load() != before {
 		t.Errorf("cached status of the generation before the nudge: ready %v, failed %q, %d live reads; want not ready, none",
 			m.Ready, m.Failed, live.reads.Load()-before)
