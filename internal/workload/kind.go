@@ -542,7 +542,7 @@ func (k *Kind) sameTemplate(rs, own *corev1.PodTemplateSpec) bool {
 		return false
 	}
 	want, ok := own.Annotations[podsDigestAnnotation]
-	if !ok {
+	if !ok || !trimmed(own) {
 		want = podsDigest(own, k.hashLabel)
 	}
 	return podsDigest(rs, k.hashLabel) == want
