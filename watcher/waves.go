@@ -346,14 +346,15 @@ func (g *wavesGate) namespace(ctx context.Context, name string) (*metav1.Partial
 	return ns, err
 }
 
-// settings are a source's: the cluster's, the namespace's label over them, the source's
-// annotations over that.
+// settings are a source's (waves.Resolve): the namespace's label and annotations from
+// the metadata cache (its transform keeps a Namespace's annotations), the source's
+// annotations given.
 func (g *wavesGate) settings(ns *metav1.PartialObjectMetadata, annotations map[string]string) (waves.Settings, []string) {
-	var labels map[string]string
+	var labels, nsAnnotations map[string]string
 	if ns != nil {
-		labels = ns.Labels
+		labels, nsAnnotations = ns.Labels, ns.Annotations
 	}
-	return waves.Resolve(g.cluster, labels, annotations)
+	return waves.Resolve(g.cluster, labels, nsAnnotations, annotations)
 }
 
 // read evaluates the change of a source: its content and annotations (live), its
@@ -374,7 +375,7 @@ func (g *wavesGate) read(ctx context.Context, ns *metav1.PartialObjectMetadata, 
 	}
 	settings, problems := g.settings(ns, obj.GetAnnotations())
 	if len(problems) > 0 {
-		logf.FromContext(ctx).Info("Bad waves setting on a source: the namespace's or cluster's kept", "source", kind.Name+"/"+name, "problems", problems)
+		logf.FromContext(ctx).Info("Bad waves setting on a source or its namespace: the level before kept", "source", kind.Name+"/"+name, "problems", problems)
 	}
 	p := &plan{at: time.Now(), kind: kind.Name, resourceVersion: obj.GetResourceVersion(), settings: settings}
 	if !settings.On {

@@ -88,13 +88,13 @@ func (c *Cluster) plan(ctx context.Context, kinds []*workload.Kind, ns *corev1.N
 	if content == nil || stamp.Ignored(content) {
 		return nil, nil
 	}
-	var labels map[string]string
+	var labels, nsAnnotations map[string]string
 	if ns != nil {
-		labels = ns.Labels
+		labels, nsAnnotations = ns.Labels, ns.Annotations
 	}
 	e := &evaluated{}
 	var problems []string
-	e.settings, problems = waves.Resolve(c.Waves, labels, obj.GetAnnotations())
+	e.settings, problems = waves.Resolve(c.Waves, labels, nsAnnotations, obj.GetAnnotations())
 	for _, p := range problems {
 		c.warn("%s/%s: bad waves setting: %s", srcKind.Name, name, p)
 	}

@@ -11,14 +11,23 @@ import (
 	"github.com/configstamp/configstamp/stamp"
 )
 
-// Resolve is a source's settings: the cluster's, its namespace's label over them, the
-// source's annotations over that. problems are the source's bad values (kept out).
-func Resolve(cluster Settings, nsLabels, annotations map[string]string) (Settings, []string) {
+// Resolve is a source's settings, each level over the one before: the cluster's (flags),
+// the namespace's label (on/off), the namespace's annotations (Annotation,
+// ThresholdAnnotation, DeadlineAnnotation: the source's syntax and bounds; its waves
+// annotation wins over its label), the source's annotations. problems are the bad values
+// of the namespace's annotations ("namespace: ...") and the source's: each is kept out
+// and the level before applies.
+func Resolve(cluster Settings, nsLabels, nsAnnotations, annotations map[string]string) (Settings, []string) {
 	s := cluster
 	if v, ok := nsLabels[Annotation]; ok {
 		s, _ = ForSource(s, map[string]string{Annotation: v})
 	}
-	return ForSource(s, annotations)
+	s, nsProblems := ForSource(s, nsAnnotations)
+	for i, p := range nsProblems {
+		nsProblems[i] = "namespace: " + p
+	}
+	s, problems := ForSource(s, annotations)
+	return s, append(nsProblems, problems...)
 }
 
 // ChangeOf names the change of a source by its whole content under the namespace's

@@ -82,8 +82,8 @@ func TestForSourceDeadline(t *testing.T) {
 			t.Errorf("%q: %+v %v (want no deadline and a problem)", bad, s, p)
 		}
 	}
-	if s, _ := Resolve(Settings{}, map[string]string{DeadlineAnnotation: "5m"}, nil); s.Deadline != 0 {
-		t.Errorf("a namespace label set the deadline: %+v (only the source's annotation does)", s)
+	if s, _ := Resolve(Settings{}, map[string]string{DeadlineAnnotation: "5m"}, nil, nil); s.Deadline != 0 {
+		t.Errorf("a namespace label set the deadline: %+v (only annotations do)", s)
 	}
 }
 
