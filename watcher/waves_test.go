@@ -491,3 +491,44 @@ func TestWavesConcurrentEvaluationsShareARead(t *testing.T) {
 		t.Errorf("%d workers evaluating at once read the source %d times, want once", workers, got)
 	}
 }
+
+// A namespace's waves annotations (steps, threshold) are the gate's for its sources,
+// over its label (off here) and under the source's annotations: read from the cache's
+// metadata of the namespace.
+func TestWavesNamespaceAnnotations(t *testing.T) {
+	for _, tc := range []struct {
+		name, threshold, src string
+		waves, waveOfC       int
+	}{
+		{name: "namespace steps 2", threshold: "4", waves: 3, waveOfC: 2},
+		{name: "namespace threshold over the consumers", threshold: "5"},
+		{name: "source steps over the namespace's", threshold: "4", src: "1", waves: 3, waveOfC: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := optedInNamespace()
+			ns.Labels[waves.Annotation] = "off"
+			ns.Annotations = map[string]string{waves.Annotation: "2", waves.ThresholdAnnotation: tc.threshold}
+			cm := cfgMap("new")
+			if tc.src != "" {
+				cm.Annotations = map[string]string{waves.Annotation: tc.src}
+			}
+			c := wavesClient(ns, cm, cfgDeploymentNamed("a"), cfgDeploymentNamed("b"), cfgDeploymentNamed("c"), cfgDeploymentNamed("d"))
+			g, _ := testGate(t, c, waves.Settings{})
+			p, err := g.evaluate(context.Background(), "ns", cfgSource, planFresh)
+			if err != nil || p == nil && tc.waves > 0 {
+				t.Fatalf("plan %v, error %v", p, err)
+			}
+			if p == nil { // fewer consumers in the cache than the threshold: no waves
+				return
+			}
+			if p.verdict.Waves != tc.waves {
+				t.Errorf("%d waves (%+v), want %d", p.verdict.Waves, p.settings, tc.waves)
+			}
+			if tc.waves > 0 {
+				if got := waves.WaveOf(p.settings, p.members, "deployment/c"); got != tc.waveOfC {
+					t.Errorf("deployment/c in wave %d, want %d", got, tc.waveOfC)
+				}
+			}
+		})
+	}
+}
