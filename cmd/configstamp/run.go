@@ -160,6 +160,10 @@ func (o *options) validate() error {
 	if err := o.validateRole(); err != nil {
 		return err
 	}
+	if o.wavesDeadline < waves.MinDeadline || o.wavesDeadline > waves.MaxDeadline {
+		// The annotations' bounds: 0 would fail every rolled workload at once.
+		return fmt.Errorf("--waves-deadline %s: want a duration from %s to %s", o.wavesDeadline, waves.MinDeadline, waves.MaxDeadline)
+	}
 	if o.hashKeyRefresh <= 0 {
 		return errors.New("--hash-key-refresh must be positive")
 	}
