@@ -93,6 +93,7 @@ type wavesGate struct {
 	plans     map[types.NamespacedName]*plan // by source kind/name in its namespace
 	ready     map[string]bool                // namespace, change, member, uid: seen rolled and available
 	announced map[string]bool                // changes whose RollingInWaves Event was made
+	badLogged map[string]string              // a namespace's or source's bad waves values, as last logged
 }
 
 // plan is one evaluation of the change of one source.
@@ -357,6 +358,46 @@ func (g *wavesGate) settings(ns *metav1.PartialObjectMetadata, annotations map[s
 	return waves.Resolve(g.cluster, labels, nsAnnotations, annotations)
 }
 
+// logBad logs the bad waves values of a namespace once (not once per source of it,
+// each read) and a source's once, until they change (or the bound resets the record).
+func (g *wavesGate) logBad(ctx context.Context, namespace, source string, problems []string) {
+	var nsBad, srcBad []string
+	for _, p := range problems {
+		if strings.HasPrefix(p, waves.NamespaceProblem) {
+			nsBad = append(nsBad, p)
+		} else {
+			srcBad = append(srcBad, p)
+		}
+	}
+	log := logf.FromContext(ctx)
+	if g.newBad("namespace "+namespace, nsBad) {
+		log.Info("Bad waves setting on a namespace: the level before kept", "namespace", namespace, "problems", nsBad)
+	}
+	if g.newBad(namespace+" "+source, srcBad) {
+		log.Info("Bad waves setting on a source: the level before kept", "source", source, "problems", srcBad)
+	}
+}
+
+// newBad records problems as the last of key; it reports whether they are bad values
+// not logged yet.
+func (g *wavesGate) newBad(key string, problems []string) bool {
+	v := strings.Join(problems, "; ")
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.badLogged[key] == v {
+		return false
+	}
+	if v == "" {
+		delete(g.badLogged, key) // fixed: logged again if it turns bad again
+		return false
+	}
+	if g.badLogged == nil || len(g.badLogged) > maxPlans {
+		g.badLogged = map[string]string{}
+	}
+	g.badLogged[key] = v
+	return true
+}
+
 // read evaluates the change of a source: its content and annotations (live), its
 // consumers and canaries (the cache's index, labels) and the health of the current
 // wave's workloads (the cache's, else live: health).
@@ -374,9 +415,7 @@ func (g *wavesGate) read(ctx context.Context, ns *metav1.PartialObjectMetadata, 
 		return nil, nil
 	}
 	settings, problems := g.settings(ns, obj.GetAnnotations())
-	if len(problems) > 0 {
-		logf.FromContext(ctx).Info("Bad waves setting on a source or its namespace: the level before kept", "source", kind.Name+"/"+name, "problems", problems)
-	}
+	g.logBad(ctx, namespace, kind.Name+"/"+name, problems)
 	p := &plan{at: time.Now(), kind: kind.Name, resourceVersion: obj.GetResourceVersion(), settings: settings}
 	if !settings.On {
 		return p, nil

@@ -11,6 +11,9 @@ import (
 	"github.com/configstamp/configstamp/stamp"
 )
 
+// NamespaceProblem prefixes the problems Resolve finds in the namespace's annotations.
+const NamespaceProblem = "namespace: "
+
 // Resolve is a source's settings, each level over the one before: the cluster's (flags),
 // the namespace's label (on/off), the namespace's annotations (Annotation,
 // ThresholdAnnotation, DeadlineAnnotation: the source's syntax and bounds; its waves
@@ -24,7 +27,7 @@ func Resolve(cluster Settings, nsLabels, nsAnnotations, annotations map[string]s
 	}
 	s, nsProblems := ForSource(s, nsAnnotations)
 	for i, p := range nsProblems {
-		nsProblems[i] = "namespace: " + p
+		nsProblems[i] = NamespaceProblem + p
 	}
 	s, problems := ForSource(s, annotations)
 	return s, append(nsProblems, problems...)
