@@ -558,6 +558,21 @@ func (g *wavesGate) deadlineOf(s waves.Settings) time.Duration {
 	return g.deadline
 }
 
+// deadlineIn is the waves deadline of source kind/key as the caches show it (its
+// namespace's or its own annotation, up to MaxDeadline), else the flag's.
+func (g *wavesGate) deadlineIn(ctx context.Context, kind string, key types.NamespacedName) time.Duration {
+	meta := stamp.SourceKindNamed(kind).NewMeta()
+	if err := g.cache.Get(ctx, key, meta); err != nil {
+		return g.deadline
+	}
+	ns, err := g.namespace(ctx, key.Namespace)
+	if err != nil {
+		return g.deadline
+	}
+	s, _ := g.settings(ns, meta.GetAnnotations())
+	return g.deadlineOf(s)
+}
+
 // annotate writes one annotation on a member's metadata (a record: it rolls nothing;
 // the webhook keeps the template as it is).
 func (g *wavesGate) annotate(ctx context.Context, at memberObj, key, value string) {
@@ -589,13 +604,14 @@ func (g *wavesGate) follow(ctx context.Context, kind string, key types.Namespace
 }
 
 // rolledLately reports whether a consumer of source kind/key in the caches records a
-// nudge in waves of a change of it within followAfterRestart (or the waves deadline, if
-// longer). Every other source of the start-up list is left alone: an evaluation reads
+// nudge in waves of a change of it within followAfterRestart (or its waves deadline,
+// the flag's, its namespace's or its own, if longer). Every other source of the start-up list is left alone: an evaluation reads
 // the source live, and the health of members it rolled (from the cache where it shows
 // the nudge, else live; once each after a restart), and with waves on in the cluster every source above the threshold would be
 // read at each start. A held workload's own check evaluates its change anyway.
 func (g *wavesGate) rolledLately(ctx context.Context, kind string, key types.NamespacedName) bool {
 	id := kind + "/" + key.Name
+	within := max(g.deadlineIn(ctx, kind, key), followAfterRestart)
 	for _, k := range g.kinds() {
 		consumed, err := g.lookups.consumers(ctx, g.cache, k, key.Namespace, indexKey(kind, key.Namespace, key.Name))
 		if err != nil {
@@ -603,7 +619,7 @@ func (g *wavesGate) rolledLately(ctx context.Context, kind string, key types.Nam
 		}
 		for _, o := range consumed {
 			for _, e := range waves.ParseRolled(o.GetAnnotations()[waves.RolledAnnotation]) {
-				if e.Wave > 0 && e.Source() == id && time.Since(e.At) < max(g.deadline, followAfterRestart) {
+				if e.Wave > 0 && e.Source() == id && time.Since(e.At) < within {
 					return true
 				}
 			}

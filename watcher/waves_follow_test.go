@@ -291,14 +291,21 @@ func TestWavesFollowAfterRestartOnlyRecent(t *testing.T) {
 	ns.Labels[waves.Annotation] = "on"
 	cm := cfgMap("new")
 	for _, tc := range []struct {
-		name   string
-		at     time.Time
-		follow bool
+		name     string
+		at       time.Time
+		deadline string // the source's DeadlineAnnotation
+		follow   bool
 	}{
 		{name: "rolled two days ago", at: time.Now().Add(-48 * time.Hour)},
 		{name: "rolled a minute ago", at: time.Now().Add(-time.Minute), follow: true},
+		{name: "rolled three hours ago, the source's deadline 4h", at: time.Now().Add(-3 * time.Hour), deadline: "4h", follow: true},
+		{name: "rolled three hours ago, the source's deadline 2h", at: time.Now().Add(-3 * time.Hour), deadline: "2h"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			cm := cm.DeepCopy()
+			if tc.deadline != "" {
+				cm.Annotations = map[string]string{waves.DeadlineAnnotation: tc.deadline}
+			}
 			c := wavesClient(ns, cm, judgedDeployment("a", cm, true, 1, 2, tc.at), judgedDeployment("b", cm, false, 2, 2, tc.at))
 			g, live := testGate(t, c, waves.Settings{Threshold: 1, Steps: []waves.Step{{N: 1}}})
 			src := &sourceReconciler{kind: stamp.KindConfigMap, debounce: newDebouncer[types.NamespacedName](time.Second, time.Minute), follow: g.follow}
