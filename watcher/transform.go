@@ -147,12 +147,13 @@ func sourceMeta(obj any) bool {
 const maxWavesValue = 512
 
 // keptOfSource are the annotations of a source's metadata the cache keeps: its ignore
-// annotation and the waves settings and command, up to maxWavesValue bytes each (read
+// annotation and the waves settings (steps, threshold, deadline) and command, up to maxWavesValue bytes each (read
 // from the cache: waves off costs no live read). nil when none.
 func keptOfSource(ann map[string]string) map[string]string {
 	var kept map[string]string
 	for k, v := range ann {
-		setting := (k == waves.Annotation || k == waves.ThresholdAnnotation || k == waves.CommandAnnotation) && len(v) <= maxWavesValue
+		setting := (k == waves.Annotation || k == waves.ThresholdAnnotation || k == waves.DeadlineAnnotation || k == waves.CommandAnnotation) &&
+			len(v) <= maxWavesValue
 		if k == stamp.IgnoreAnnotation || setting {
 			if kept == nil {
 				kept = map[string]string{}

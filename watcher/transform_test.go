@@ -127,6 +127,7 @@ func TestTrimForCache(t *testing.T) {
 	wavesOn := clientSideApplied("waves")
 	wavesOn.Annotations["configstamp.io/waves"] = "1,50%"
 	wavesOn.Annotations["configstamp.io/waves-threshold"] = "3"
+	wavesOn.Annotations["configstamp.io/waves-deadline"] = "4h"
 	wavesOn.Annotations["configstamp.io/waves-command"] = "halt configmap/waves=0123456789ab"
 	wavesOn.Annotations["configstamp.io/waves-other"] = "x"
 	wavesHuge := clientSideApplied("waves-huge") // a crafted value is not kept
@@ -134,7 +135,7 @@ func TestTrimForCache(t *testing.T) {
 	wavesHugeWant := sourceTrimmed("waves-huge")
 	wavesOnWant := sourceTrimmed("waves")
 	wavesOnWant.Annotations = map[string]string{"configstamp.io/ignore": "false", "configstamp.io/waves": "1,50%", "configstamp.io/waves-threshold": "3",
-		"configstamp.io/waves-command": "halt configmap/waves=0123456789ab"}
+		"configstamp.io/waves-deadline": "4h", "configstamp.io/waves-command": "halt configmap/waves=0123456789ab"}
 
 	tests := []struct {
 		name    string
