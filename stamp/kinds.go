@@ -35,8 +35,9 @@ type SourceKind struct {
 	// and permissions (get, list, watch); Kind also in messages ("Secret digests").
 	Group, Version, Kind, Resource string
 	// Statuses, when set, is a resource of the same group whose objects carry the
-	// kind's content (the CSI driver's pod statuses): read, listed and watched with it.
-	Statuses string
+	// kind's content (the CSI driver's pod statuses): read, listed and watched with it;
+	// StatusKind is their kind.
+	Statuses, StatusKind string
 	// Aliases are what a user may type for it on the command line.
 	Aliases []string
 	// Flag turns the kind on ("": always on); Plural names it in messages about it.
@@ -174,10 +175,10 @@ var (
 	SecretProviderClass = &SourceKind{
 		Name: KindSecretProviderClass, Group: "secrets-store.csi.x-k8s.io", Version: "v1",
 		Kind: "SecretProviderClass", Resource: "secretproviderclasses", Plural: "SecretProviderClasses",
-		Statuses: "secretproviderclasspodstatuses",
-		Aliases:  []string{"secretproviderclass", "secretproviderclasses", "spc"},
-		Flag:     "--csi-secrets",
-		counts:   func(o Options) bool { return o.CSISecrets },
+		Statuses: "secretproviderclasspodstatuses", StatusKind: "SecretProviderClassPodStatus",
+		Aliases: []string{"secretproviderclass", "secretproviderclasses", "spc"},
+		Flag:    "--csi-secrets",
+		counts:  func(o Options) bool { return o.CSISecrets },
 		// Read metadata-only: configread makes its content from the pod statuses.
 		newObject: func() Object {
 			m := &metav1.PartialObjectMetadata{}
@@ -240,6 +241,16 @@ func SourceKindNamed(name string) *SourceKind {
 func FindSourceKind(group, kind string) *SourceKind {
 	for _, k := range sourceKinds {
 		if k.Group == group && k.Kind == kind {
+			return k
+		}
+	}
+	return nil
+}
+
+// FindStatusKind is the source kind whose Statuses are objects of group and kind, or nil.
+func FindStatusKind(group, kind string) *SourceKind {
+	for _, k := range sourceKinds {
+		if k.StatusKind != "" && k.Group == group && k.StatusKind == kind {
 			return k
 		}
 	}

@@ -20,7 +20,7 @@ import (
 func statusObject(k *stamp.SourceKind) client.Object {
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion(k.Group + "/" + k.Version)
-	u.SetKind("SecretProviderClassPodStatus")
+	u.SetKind(k.StatusKind)
 	return u
 }
 
@@ -34,6 +34,59 @@ func statusClass(obj client.Object) (types.NamespacedName, any) {
 	class, _, _ := unstructured.NestedString(u.Object, "status", "secretProviderClassName")
 	objects, _, _ := unstructured.NestedFieldNoCopy(u.Object, "status", "objects")
 	return types.NamespacedName{Namespace: u.GetNamespace(), Name: class}, objects
+}
+
+// trimPodStatus is a pod status as the cache keeps it: what statusClass reads (its
+// namespace, class name and the id and version of each object) and what the informer
+// needs (name, uid, resourceVersion). One is kept per pod and class, cluster-wide:
+// the rest (the pod's name, target path, owner references, labels) would make the cache
+// grow with the pods. configread reads the statuses live, never from the cache. u itself
+// when it holds nothing more (as one already trimmed), else a new object: u is not
+// written.
+func trimPodStatus(u *unstructured.Unstructured) *unstructured.Unstructured {
+	out := &unstructured.Unstructured{Object: map[string]any{}}
+	out.SetAPIVersion(u.GetAPIVersion())
+	out.SetKind(u.GetKind())
+	out.SetNamespace(u.GetNamespace())
+	out.SetName(u.GetName())
+	out.SetUID(u.GetUID())
+	out.SetResourceVersion(u.GetResourceVersion())
+	status := map[string]any{}
+	if class, ok, _ := unstructured.NestedString(u.Object, "status", "secretProviderClassName"); ok {
+		status["secretProviderClassName"] = class
+	}
+	if objects, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "status", "objects"); ok {
+		status["objects"] = keptObjects(objects)
+	}
+	if len(status) > 0 {
+		out.Object["status"] = status
+	}
+	if equality.Semantic.DeepEqual(u.Object, out.Object) {
+		return u
+	}
+	return out
+}
+
+// keptObjects is the id and version (strings) of each object a pod status records, in
+// order. Bad input is kept in shape, not content (compared, never read): an element
+// that is no map as an empty one, objects that are no list as nil.
+func keptObjects(objects any) any {
+	list, ok := objects.([]any)
+	if !ok {
+		return nil
+	}
+	out := make([]any, 0, len(list))
+	for _, o := range list {
+		m, _ := o.(map[string]any)
+		kept := map[string]any{}
+		for _, k := range []string{"id", "version"} {
+			if v, ok := m[k].(string); ok {
+				kept[k] = v
+			}
+		}
+		out = append(out, kept)
+	}
+	return out
 }
 
 // statusEvents maps the driver's pod statuses to their class: a status written by a

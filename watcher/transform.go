@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -30,6 +31,7 @@ const LatestWriteManager = "configstamp-latest-write"
 // labels and no annotation but configstamp.io/ignore and the waves ones
 // (keptOfSource): other tools keep copies of the object in annotations too. Of a Flux
 // HelmRelease, only the metadata, spec.valuesFrom and spec.suspend (trimHelmRelease).
+// Of a CSI pod status, what the watcher reads of it (trimPodStatus).
 // Everything else is kept.
 //
 // It is idempotent (informers may pass an object through it twice) and writes to an
@@ -43,6 +45,9 @@ func TrimForCache() toolscache.TransformFunc {
 		}
 		if hr, ok := in.(*helmv2.HelmRelease); ok && hr != nil {
 			in = trimHelmRelease(hr)
+		}
+		if u, ok := in.(*unstructured.Unstructured); ok && u != nil && podStatus(u) {
+			in = trimPodStatus(u)
 		}
 		trim(in)
 		return in, nil
@@ -140,6 +145,12 @@ func sourceMeta(obj any) bool {
 	}
 	gvk := p.GroupVersionKind()
 	return stamp.FindSourceKind(gvk.Group, gvk.Kind) != nil
+}
+
+// podStatus reports whether u is a source kind's status object (a CSI pod status).
+func podStatus(u *unstructured.Unstructured) bool {
+	gvk := u.GroupVersionKind()
+	return stamp.FindStatusKind(gvk.Group, gvk.Kind) != nil
 }
 
 // maxWavesValue bounds the waves annotations the cache keeps of a source: real ones are

@@ -23,7 +23,7 @@ const csiStatusListPage = 500
 func statusList(k *stamp.SourceKind) *unstructured.UnstructuredList {
 	l := &unstructured.UnstructuredList{}
 	l.SetAPIVersion(k.Group + "/" + k.Version)
-	l.SetKind("SecretProviderClassPodStatusList")
+	l.SetKind(k.StatusKind + "List")
 	return l
 }
 
