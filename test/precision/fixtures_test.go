@@ -124,12 +124,26 @@ func deleteConfigMap(t testing.TB, ns, name string) {
 // it is gone.
 func deleteDeployment(t testing.TB, ns, name string) {
 	t.Helper()
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	if err := env.Client.Delete(bg, d, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
-		t.Fatalf("delete deployment %s/%s: %v", ns, name, err)
+	deleteWorkload(t, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
+}
+
+// deleteStatefulSet deletes a StatefulSet with its ControllerRevisions and pods, and
+// waits until it is gone.
+func deleteStatefulSet(t testing.TB, ns, name string) {
+	t.Helper()
+	deleteWorkload(t, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})
+}
+
+// deleteWorkload deletes obj with what it controls (foreground), and waits until it is
+// gone.
+func deleteWorkload(t testing.TB, obj client.Object) {
+	t.Helper()
+	what := fmt.Sprintf("%T %s/%s", obj, obj.GetNamespace(), obj.GetName())
+	if err := env.Client.Delete(bg, obj, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
+		t.Fatalf("delete %s: %v", what, err)
 	}
-	framework.Eventually(t, 2*time.Minute, "deployment "+name+" gone", func() error {
-		if err := env.Client.Get(bg, client.ObjectKeyFromObject(d), d); !apierrors.IsNotFound(err) {
+	framework.Eventually(t, 2*time.Minute, what+" gone", func() error {
+		if err := env.Client.Get(bg, client.ObjectKeyFromObject(obj), obj); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there (%v)", err)
 		}
 		return nil
@@ -141,22 +155,32 @@ func deleteDeployment(t testing.TB, ns, name string) {
 // apply, with pod-template annotations tmpl (a YAML flow map; "": none).
 func applyDeployment(t testing.TB, ns, tmpl string) {
 	t.Helper()
+	kubectlApply(t, ns, deploymentManifest("applied", "", tmpl))
+}
+
+// deploymentManifest is the Deployment name as createDeployment makes it (two replicas
+// mounting the ConfigMap name), with metadata annotations meta and pod-template
+// annotations tmpl (YAML flow maps; "": none).
+func deploymentManifest(name, meta, tmpl string) string {
 	annotations := ""
-	if tmpl != "" {
-		annotations = "\n      annotations: " + tmpl
+	if meta != "" {
+		annotations = "\n  annotations: " + meta
 	}
-	cmd := env.Command("", nil, "kubectl", "--namespace", ns, "apply", "-f", "-")
-	cmd.Stdin = strings.NewReader(fmt.Sprintf(`apiVersion: apps/v1
+	tmplAnnotations := ""
+	if tmpl != "" {
+		tmplAnnotations = "\n      annotations: " + tmpl
+	}
+	return fmt.Sprintf(`apiVersion: apps/v1
 kind: Deployment
 metadata:
-  name: applied
+  name: %[1]s%[2]s
 spec:
   replicas: 2
   selector:
-    matchLabels: {app: applied}
+    matchLabels: {app: %[1]s}
   template:
     metadata:
-      labels: {app: applied}%s
+      labels: {app: %[1]s}%[3]s
     spec:
       containers:
       - name: app
@@ -165,11 +189,50 @@ spec:
         - {name: cfg, mountPath: /etc/cfg}
       volumes:
       - name: cfg
-        configMap: {name: applied}
-`, annotations))
+        configMap: {name: %[1]s}
+`, name, annotations, tmplAnnotations)
+}
+
+// configMapManifest is the ConfigMap name holding k.
+func configMapManifest(name, k string) string {
+	return fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\ndata:\n  k: %q\n", name, k)
+}
+
+// kubectlApply writes manifest with kubectl apply and args (none: client-side).
+func kubectlApply(t testing.TB, ns, manifest string, args ...string) {
+	t.Helper()
+	cmd := env.Command("", nil, "kubectl", append([]string{"--namespace", ns, "apply", "-f", "-"}, args...)...)
+	cmd.Stdin = strings.NewReader(manifest)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", err, out)
+		t.Fatalf("kubectl apply %v: %v\n%s", args, err, out)
 	}
+}
+
+// applier is a way of writing with kubectl apply: client-side, or server-side as Argo
+// CD writes (field manager argocd-controller, its tracking annotation on the
+// Deployment, always --force-conflicts).
+type applier struct {
+	name string
+	args []string
+	meta func(ns, name string) string
+}
+
+var appliers = []applier{
+	{"client-side", nil, func(string, string) string { return "" }},
+	{"argocd", []string{"--server-side", "--field-manager", "argocd-controller", "--force-conflicts"}, func(ns, name string) string {
+		return fmt.Sprintf(`{argocd.argoproj.io/tracking-id: "%s:apps/Deployment:%s/%s"}`, name, ns, name)
+	}},
+}
+
+// apply writes the ConfigMap name holding k and, when deployment is set, the
+// Deployment name mounting it (deploymentManifest), in one apply.
+func (a applier) apply(t testing.TB, ns, name, k string, deployment bool) {
+	t.Helper()
+	manifest := configMapManifest(name, k)
+	if deployment {
+		manifest += "---\n" + deploymentManifest(name, a.meta(ns, name), "")
+	}
+	kubectlApply(t, ns, manifest, a.args...)
 }
 
 // createDeployment creates a Deployment of two replicas consuming cm as c says.
@@ -177,6 +240,21 @@ func createDeployment(t testing.TB, ns, name, cm string, c consumer) {
 	t.Helper()
 	if err := env.Client.Create(bg, deployments.New(ns, name, 2, c(cm))); err != nil {
 		t.Fatalf("create deployment %s/%s: %v", ns, name, err)
+	}
+}
+
+// createStatefulSet creates a StatefulSet of two replicas (started at once, rolled one
+// pod at a time) consuming cm as c says.
+func createStatefulSet(t testing.TB, ns, name, cm string, c consumer) {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	s := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: appsv1.StatefulSetSpec{
+		Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: labels}, ServiceName: name,
+		PodManagementPolicy: appsv1.ParallelPodManagement,
+		Template:            corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: c(cm)},
+	}}
+	if err := env.Client.Create(bg, s); err != nil {
+		t.Fatalf("create statefulset %s/%s: %v", ns, name, err)
 	}
 }
 
@@ -196,13 +274,40 @@ func rollouts(t testing.TB, ns, name string, n int) *appsv1.Deployment {
 // waitRecord waits until a Deployment carries a record made for its template.
 func waitRecord(t testing.TB, ns, name string) {
 	t.Helper()
+	waitRecordOf(t, name, "", func() client.Object { return env.Deployment(t, ns, name) })
+}
+
+// waitRecordOf waits until the workload get reads carries a record made for its
+// template, of config hash want ("": any).
+func waitRecordOf(t testing.TB, name, want string, get func() client.Object) {
+	t.Helper()
 	framework.Eventually(t, time.Minute, "record on "+name, func() error {
-		d := env.Deployment(t, ns, name)
-		if _, ok := stamp.ObservedFor(d.Annotations, &d.Spec.Template); !ok {
-			return fmt.Errorf("no valid record: %q", d.Annotations[stamp.ObservedAnnotation])
+		obj := get()
+		tmpl := workloadTemplate(obj)
+		o, ok := stamp.ObservedFor(obj.GetAnnotations(), tmpl)
+		if !ok || (want != "" && o.Hash != want) {
+			return fmt.Errorf("no valid record of hash %q: %q", want, obj.GetAnnotations()[stamp.ObservedAnnotation])
 		}
 		return nil
 	})
+}
+
+// workloadTemplate is the pod template of a Deployment or a StatefulSet.
+func workloadTemplate(obj client.Object) *corev1.PodTemplateSpec {
+	switch w := obj.(type) {
+	case *appsv1.Deployment:
+		return &w.Spec.Template
+	case *appsv1.StatefulSet:
+		return &w.Spec.Template
+	}
+	panic(fmt.Sprintf("no pod template in %T", obj))
+}
+
+// revisions asserts that the StatefulSet reaches exactly n ControllerRevisions (its
+// rollouts, as test/kinds counts them) and stays there.
+func revisions(t testing.TB, ns, name string, n int) *appsv1.StatefulSet {
+	t.Helper()
+	return env.ExpectRevisions(t, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, n, settle).(*appsv1.StatefulSet)
 }
 
 // findEvent looks for an Event of reason on the Deployment.

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
 	"github.com/configstamp/configstamp/test/internal/apitime"
@@ -54,6 +57,10 @@ func createFixtures(t *testing.T) string {
 	for _, f := range fixtures {
 		createConfigMap(t, ns, f.name, f.data)
 	}
+	createConfigMap(t, ns, "sts", map[string]string{"k": "1"})
+	for _, a := range appliers {
+		a.apply(t, ns, "live-"+a.name, "1", false)
+	}
 	apitime.NextSecond()
 	for _, f := range fixtures {
 		if f.name == "applied" {
@@ -62,13 +69,45 @@ func createFixtures(t *testing.T) string {
 		}
 		createDeployment(t, ns, f.name, f.name, f.c)
 	}
+	createStatefulSet(t, ns, "sts", "sts", volume(nil, false))
+	// Written by kubectl apply, ConfigMap and Deployment together (the ConfigMap
+	// unchanged): their ConfigMaps are edited while configstamp is killed.
+	for _, a := range appliers {
+		a.apply(t, ns, "live-"+a.name, "1", true)
+	}
 	eachFixture(t, func(f fixture) {
 		env.RolledOut(t, ns, f.name)
 		if n := len(env.ReplicaSets(t, env.Deployment(t, ns, f.name))); n != 1 {
 			t.Errorf("%s: %d ReplicaSets after creation", f.name, n)
 		}
 	})
+	for _, a := range appliers {
+		rollouts(t, ns, "live-"+a.name, 1)
+	}
+	revisions(t, ns, "sts", 1)
 	return ns
+}
+
+// recreateStatefulSet deletes the StatefulSet sts and creates it again, the same, after
+// setting its ConfigMap's k to data ("": unchanged). It returns the old one's UID.
+func recreateStatefulSet(t *testing.T, ns, data string) types.UID {
+	t.Helper()
+	old := env.StatefulSet(t, ns, "sts").UID
+	deleteStatefulSet(t, ns, "sts")
+	if data != "" {
+		setData(t, ns, "sts", "k", data)
+		apitime.NextSecond()
+	}
+	createStatefulSet(t, ns, "sts", "sts", volume(nil, false))
+	return old
+}
+
+// statefulSetRecorded asserts that the StatefulSet sts is not rolled after its creation
+// (one ControllerRevision) and carries a record of the config its pods run.
+func statefulSetRecorded(t *testing.T, ns string) {
+	t.Helper()
+	revisions(t, ns, "sts", 1)
+	waitRecordOf(t, "sts", docHash(t, ns, "sts", volume(nil, false)), func() client.Object { return env.StatefulSet(t, ns, "sts") })
 }
 
 // eachFixture runs f for every fixture at once and waits for all.
@@ -203,6 +242,16 @@ var scenarios = []struct {
 		rollouts(t, ns, "paused", 2)
 		stamped(t, ns, "paused")
 	}},
+	{"a StatefulSet deleted and re-created, with the same config and with other, is stamped at its CREATE and rolls no more", func(t *testing.T, ns string) {
+		for _, data := range []string{"", "2"} {
+			old := recreateStatefulSet(t, ns, data)
+			s := env.StatefulSet(t, ns, "sts")
+			if want := docHash(t, ns, "sts", volume(nil, false)); s.UID == old || s.Spec.Template.Annotations[stamp.HashAnnotation] != want {
+				t.Fatalf("re-created (k %q): uid %s (was %s), hash %q, want %q", data, s.UID, old, s.Spec.Template.Annotations[stamp.HashAnnotation], want)
+			}
+			statefulSetRecorded(t, ns)
+		}
+	}},
 	{"a writer that never stops rolls at most once per interval and lands the last write", func(t *testing.T, ns string) {
 		const writes, interval = 60, 10 * time.Second // the default --min-rollout-interval
 		for i := 1; i <= writes; i++ {
@@ -251,7 +300,7 @@ func TestPrecision(t *testing.T) {
 	t.Run("changed while killed", func(t *testing.T) {
 		appliedRollouts := map[string]int{}
 		cs.Kill()
-		for _, ns := range modes {
+		for mode, ns := range modes {
 			setData(t, ns, "stopped", "k", "2")
 			// A release that adds a ConfigMap and mounts it, while configstamp is
 			// down: the template keeps a stamp made for the old one, but its new pods
@@ -270,6 +319,26 @@ func TestPrecision(t *testing.T) {
 			createDeployment(t, ns, "redeployed", "redeployed", fixtureNamed("redeployed").c)
 			if h := env.RolledOut(t, ns, "redeployed").Spec.Template.Annotations[stamp.HashAnnotation]; h != "" {
 				t.Fatalf("redeployed: stamped while configstamp was killed: %s", h)
+			}
+			// A StatefulSet deleted and re-created: with the same config installed
+			// over, with other config (its ConfigMap edited before) created after.
+			data := ""
+			if mode == "created after" {
+				data = "3"
+			}
+			recreateStatefulSet(t, ns, data)
+			if h := env.StatefulSetRolledOut(t, ns, "sts").Spec.Template.Annotations[stamp.HashAnnotation]; h != "" {
+				t.Fatalf("sts: stamped while configstamp was killed: %s", h)
+			}
+			// Written by kubectl apply (client-side, and as Argo CD does): a
+			// ConfigMap edited, and a ConfigMap and the Deployment mounting it created
+			// in one apply (admitted unstamped).
+			for _, a := range appliers {
+				a.apply(t, ns, "live-"+a.name, "2", false)
+				a.apply(t, ns, "down-"+a.name, "1", true)
+				if h := env.RolledOut(t, ns, "down-"+a.name).Spec.Template.Annotations[stamp.HashAnnotation]; h != "" {
+					t.Fatalf("down-%s: stamped while configstamp was killed: %s", a.name, h)
+				}
 			}
 			// Client-side applies that give the template annotations, then drop them
 			// (the three-way merge deletes the map, stamp included): the template
@@ -318,6 +387,32 @@ func TestPrecision(t *testing.T) {
 				waitRecord(t, ns, "redeployed")
 				rollouts(t, ns, "redeployed", 1)
 			})
+			t.Run(mode+"/re-created StatefulSet", func(t *testing.T) {
+				t.Parallel()
+				// Its pods run the config as it is: recorded, not rolled.
+				statefulSetRecorded(t, ns)
+				if h := env.StatefulSet(t, ns, "sts").Spec.Template.Annotations[stamp.HashAnnotation]; h != "" {
+					t.Fatalf("sts: template written on return: stamp %s", h)
+				}
+			})
+			for _, a := range appliers {
+				t.Run(mode+"/created by kubectl apply "+a.name, func(t *testing.T) {
+					t.Parallel()
+					// Its pods run the config as it is: adopted, recorded, not rolled.
+					down := "down-" + a.name
+					waitRecordOf(t, down, docHash(t, ns, down, volume(nil, false)), func() client.Object { return env.Deployment(t, ns, down) })
+					rollouts(t, ns, down, 1)
+				})
+				t.Run(mode+"/ConfigMap edited by kubectl apply "+a.name, func(t *testing.T) {
+					t.Parallel()
+					// Its pods run the config before the edit: rolled once onto it.
+					live := "live-" + a.name
+					d := rollouts(t, ns, live, 2)
+					if got, want := d.Spec.Template.Annotations[stamp.HashAnnotation], docHash(t, ns, live, volume(nil, false)); got != want {
+						t.Fatalf("%s: hash %q, want %q", live, got, want)
+					}
+				})
+			}
 			t.Run(mode, func(t *testing.T) {
 				t.Parallel()
 				rollouts(t, ns, "stopped", 2)
