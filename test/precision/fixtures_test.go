@@ -224,15 +224,16 @@ var appliers = []applier{
 	}},
 }
 
-// apply writes the ConfigMap name holding k and, when deployment is set, the
-// Deployment name mounting it (deploymentManifest), in one apply.
-func (a applier) apply(t testing.TB, ns, name, k string, deployment bool) {
+// apply writes manifest with kubectl apply as a does.
+func (a applier) apply(t testing.TB, ns, manifest string) {
 	t.Helper()
-	manifest := configMapManifest(name, k)
-	if deployment {
-		manifest += "---\n" + deploymentManifest(name, a.meta(ns, name), "")
-	}
 	kubectlApply(t, ns, manifest, a.args...)
+}
+
+// app is the ConfigMap name holding k and the Deployment name mounting it
+// (deploymentManifest), as a writes them.
+func (a applier) app(ns, name, k string) string {
+	return configMapManifest(name, k) + "---\n" + deploymentManifest(name, a.meta(ns, name), "")
 }
 
 // createDeployment creates a Deployment of two replicas consuming cm as c says.

@@ -58,9 +58,6 @@ func createFixtures(t *testing.T) string {
 		createConfigMap(t, ns, f.name, f.data)
 	}
 	createConfigMap(t, ns, "sts", map[string]string{"k": "1"})
-	for _, a := range appliers {
-		a.apply(t, ns, "live-"+a.name, "1", false)
-	}
 	apitime.NextSecond()
 	for _, f := range fixtures {
 		if f.name == "applied" {
@@ -70,10 +67,10 @@ func createFixtures(t *testing.T) string {
 		createDeployment(t, ns, f.name, f.name, f.c)
 	}
 	createStatefulSet(t, ns, "sts", "sts", volume(nil, false))
-	// Written by kubectl apply, ConfigMap and Deployment together (the ConfigMap
-	// unchanged): their ConfigMaps are edited while configstamp is killed.
+	// Written by kubectl apply, ConfigMap and Deployment in one apply: their
+	// ConfigMaps are edited while configstamp is killed.
 	for _, a := range appliers {
-		a.apply(t, ns, "live-"+a.name, "1", true)
+		a.apply(t, ns, a.app(ns, "live-"+a.name, "1"))
 	}
 	eachFixture(t, func(f fixture) {
 		env.RolledOut(t, ns, f.name)
@@ -82,9 +79,13 @@ func createFixtures(t *testing.T) string {
 		}
 	})
 	for _, a := range appliers {
-		rollouts(t, ns, "live-"+a.name, 1)
+		if n := len(env.ReplicaSets(t, env.RolledOut(t, ns, "live-"+a.name))); n != 1 {
+			t.Errorf("live-%s: %d ReplicaSets after creation", a.name, n)
+		}
 	}
-	revisions(t, ns, "sts", 1)
+	if n := len(env.ControllerRevisions(t, env.StatefulSetRolledOut(t, ns, "sts"))); n != 1 {
+		t.Errorf("sts: %d ControllerRevisions after creation", n)
+	}
 	return ns
 }
 
@@ -334,8 +335,7 @@ func TestPrecision(t *testing.T) {
 			// ConfigMap edited, and a ConfigMap and the Deployment mounting it created
 			// in one apply (admitted unstamped).
 			for _, a := range appliers {
-				a.apply(t, ns, "live-"+a.name, "2", false)
-				a.apply(t, ns, "down-"+a.name, "1", true)
+				a.apply(t, ns, configMapManifest("live-"+a.name, "2")+"---\n"+a.app(ns, "down-"+a.name, "1"))
 				if h := env.RolledOut(t, ns, "down-"+a.name).Spec.Template.Annotations[stamp.HashAnnotation]; h != "" {
 					t.Fatalf("down-%s: stamped while configstamp was killed: %s", a.name, h)
 				}
