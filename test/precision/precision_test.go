@@ -387,32 +387,34 @@ func TestPrecision(t *testing.T) {
 				waitRecord(t, ns, "redeployed")
 				rollouts(t, ns, "redeployed", 1)
 			})
-			t.Run(mode+"/re-created StatefulSet", func(t *testing.T) {
+			t.Run(mode+"/re-created StatefulSet, written by kubectl apply", func(t *testing.T) {
 				t.Parallel()
-				// Its pods run the config as it is: recorded, not rolled.
-				statefulSetRecorded(t, ns)
-				if h := env.StatefulSet(t, ns, "sts").Spec.Template.Annotations[stamp.HashAnnotation]; h != "" {
-					t.Fatalf("sts: template written on return: stamp %s", h)
-				}
-			})
-			for _, a := range appliers {
-				t.Run(mode+"/created by kubectl apply "+a.name, func(t *testing.T) {
-					t.Parallel()
-					// Its pods run the config as it is: adopted, recorded, not rolled.
-					down := "down-" + a.name
-					waitRecordOf(t, down, docHash(t, ns, down, volume(nil, false)), func() client.Object { return env.Deployment(t, ns, down) })
-					rollouts(t, ns, down, 1)
-				})
-				t.Run(mode+"/ConfigMap edited by kubectl apply "+a.name, func(t *testing.T) {
-					t.Parallel()
-					// Its pods run the config before the edit: rolled once onto it.
-					live := "live-" + a.name
-					d := rollouts(t, ns, live, 2)
-					if got, want := d.Spec.Template.Annotations[stamp.HashAnnotation], docHash(t, ns, live, volume(nil, false)); got != want {
-						t.Fatalf("%s: hash %q, want %q", live, got, want)
+				// At once: their settle windows overlap.
+				checks := []func(){func() {
+					// Its pods run the config as it is: recorded, not rolled.
+					statefulSetRecorded(t, ns)
+					if h := env.StatefulSet(t, ns, "sts").Spec.Template.Annotations[stamp.HashAnnotation]; h != "" {
+						t.Errorf("sts: template written on return: stamp %s", h)
 					}
-				})
-			}
+				}}
+				for _, a := range appliers {
+					checks = append(checks, func() {
+						// Created while down: its pods run the config as it is:
+						// adopted, recorded, not rolled.
+						down := "down-" + a.name
+						waitRecordOf(t, down, docHash(t, ns, down, volume(nil, false)), func() client.Object { return env.Deployment(t, ns, down) })
+						rollouts(t, ns, down, 1)
+					}, func() {
+						// Its ConfigMap edited while down: rolled once onto it.
+						live := "live-" + a.name
+						d := rollouts(t, ns, live, 2)
+						if got, want := d.Spec.Template.Annotations[stamp.HashAnnotation], docHash(t, ns, live, volume(nil, false)); got != want {
+							t.Errorf("%s: hash %q, want %q", live, got, want)
+						}
+					})
+				}
+				concurrently(t, checks...)
+			})
 			t.Run(mode, func(t *testing.T) {
 				t.Parallel()
 				rollouts(t, ns, "stopped", 2)
