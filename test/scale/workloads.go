@@ -67,6 +67,7 @@ func memoryWorkloads(ctx context.Context, env *framework.Env, n int) ([]row, err
 	// The watcher's highest RSS from the first write until it has settled (every create
 	// checked), sampled every 5 s: the peak its container must fit, not only the rest.
 	busyPeak := peakRSS(watcher.PID(), 5*time.Second)
+	hookPeak := peakRSS(hook.PID(), 5*time.Second) // the webhook's, through the creates' admissions
 	start := time.Now()
 	if err := parallel(n, 16, func(i int) error {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%05d", i), Labels: helmLabels(i)},
@@ -92,7 +93,7 @@ func memoryWorkloads(ctx context.Context, env *framework.Env, n int) ([]row, err
 	}
 	fmt.Printf("  each Deployment %d bytes as JSON\n", jsonSize(d))
 	took, err := settled(watchMetrics, n, 2*time.Hour) // 50,000 checks at about 15 a second: about an hour
-	busy := busyPeak()
+	busy, hookBusy := busyPeak(), hookPeak()
 	if err != nil {
 		return nil, err
 	}
@@ -120,6 +121,7 @@ func memoryWorkloads(ctx context.Context, env *framework.Env, n int) ([]row, err
 	}
 	rows := []row{
 		{fmt.Sprintf("highest RSS sampled every 5 s from the first write until it settled, %d Helm-style Deployments and %d ConfigMaps, the watcher process", n, n), mib(busy)},
+		{"highest RSS sampled every 5 s over the same time, the webhook process", mib(hookBusy)},
 		{"CPU time of the watcher process from its start to the samples at rest", fmt.Sprintf("%.1f s", cpu)},
 	}
 	for i, pr := range procs {
