@@ -141,6 +141,7 @@ func memoryWorkloads(ctx context.Context, env *framework.Env, n int) ([]row, err
 		file, _ := bench.Status(pr.p.PID(), "RssFile")
 		rows = append(rows, row{fmt.Sprintf("RSS at rest, %d Helm-style Deployments and %d ConfigMaps, the %s process", n, n, pr.role),
 			fmt.Sprintf("%s (Go heap in use %s; anonymous %s, file %s)", mib(peaks[i]), mib(int64(heap)), mib(anon), mib(file))})
+		rows = append(rows, row{fmt.Sprintf("the %s process's runtime at rest", pr.role), runtimeBreakdown(pr.metrics)})
 	}
 	return rows, nil
 }
@@ -273,4 +274,28 @@ func helmDeployment(i int, cm string) *appsv1.Deployment {
 func jsonSize(v any) int {
 	b, _ := json.Marshal(v)
 	return len(b)
+}
+
+// runtimeBreakdown is where the Go runtime says a process's memory is, from its metrics:
+// the heap in use and what it holds from the OS idle, stacks, the runtime's own.
+func runtimeBreakdown(addr string) string {
+	var parts []string
+	for _, m := range []struct{ name, label string }{
+		{"go_memstats_heap_alloc_bytes", "heap allocated"},
+		{"go_memstats_heap_idle_bytes", "heap idle"},
+		{"go_memstats_heap_released_bytes", "of it released"},
+		{"go_memstats_stack_inuse_bytes", "stacks"},
+		{"go_memstats_mspan_inuse_bytes", "spans"},
+		{"go_memstats_gc_sys_bytes", "GC metadata"},
+		{"go_memstats_other_sys_bytes", "other runtime"},
+		{"go_memstats_next_gc_bytes", "next GC at"},
+	} {
+		if v, err := metric(addr, m.name); err == nil {
+			parts = append(parts, m.label+" "+mib(int64(v)))
+		}
+	}
+	if v, err := metric(addr, "go_goroutines"); err == nil {
+		parts = append(parts, fmt.Sprintf("%.0f goroutines", v))
+	}
+	return strings.Join(parts, ", ")
 }
