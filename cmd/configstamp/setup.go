@@ -35,8 +35,23 @@ import (
 	"github.com/configstamp/configstamp/webhook"
 )
 
-// digestCacheSize bounds the digest cache: about 150 bytes an entry.
-const digestCacheSize = 16384
+// digestCacheSize bounds the digest cache: about 600 bytes an entry with per-key
+// digests (6 MiB of heap at 10,000 sources, BENCHMARKS.md). The watcher's checks and
+// re-check passes read every consumed source, so it holds as many as a large cluster
+// has; the webhook role's (webhookDigestCacheSize) holds those of recent reviews only:
+// a review past it reads the content instead of metadata only, as a first review does.
+const (
+	digestCacheSize        = 16384
+	webhookDigestCacheSize = 4096
+)
+
+// digestCacheEntries is the digest cache's bound for the role.
+func digestCacheEntries(role string) int {
+	if role == roleWebhook {
+		return webhookDigestCacheSize
+	}
+	return digestCacheSize
+}
 
 // fieldOwner is the field manager of configstamp's writes (nudges, records, the
 // registration's caBundle and coverage) in every role: the API server would otherwise
@@ -264,7 +279,7 @@ func (s *setup) setupControllers(ctx context.Context, mgr ctrl.Manager) error {
 	}
 	// Digests of unchanged ConfigMaps are remembered by resourceVersion, so a check
 	// reads metadata only; 32 bytes each, bounded.
-	digests := configread.NewDigestCache(digestCacheSize)
+	digests := configread.NewDigestCache(digestCacheEntries(o.role))
 	if o.serves() {
 		if err := s.setupWebhook(ctx, mgr, key, digests); err != nil {
 			return err
