@@ -29,7 +29,6 @@ import (
 	"github.com/configstamp/configstamp/internal/decide"
 	"github.com/configstamp/configstamp/internal/flux"
 	"github.com/configstamp/configstamp/internal/notify"
-	"github.com/configstamp/configstamp/internal/release"
 	"github.com/configstamp/configstamp/internal/scope"
 	"github.com/configstamp/configstamp/internal/waves"
 	"github.com/configstamp/configstamp/internal/workload"
@@ -228,7 +227,7 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	if err := mgr.Add(cov); err != nil {
 		return err
 	}
-	if err := mgr.Add(release.New(&w.checks, true)); err != nil {
+	if err := mgr.Add(newReleaser(&w.checks)); err != nil {
 		return err
 	}
 	var detect []*kindDetector

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -55,8 +54,6 @@ type guard struct {
 	share chan struct{}
 	// write is the write deadline (0: writeDeadline).
 	write time.Duration
-	// served counts the requests served, refused ones too (nil: not counted).
-	served *atomic.Uint64
 }
 
 // handledKey marks a request's context; the handler sets the flag it points to.
@@ -64,9 +61,6 @@ type handledKey struct{}
 
 func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	if g.served != nil {
-		g.served.Add(1)
-	}
 	if r.ContentLength > g.maxBytes {
 		bodiesTooLarge.Inc()
 		observe(resultRejected, start)

@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -42,8 +41,6 @@ type Options struct {
 	Key     func() []byte
 	// FreshKey reads the key again, rate-limited (Stamper.FreshKey).
 	FreshKey func(ctx context.Context, since time.Time) bool
-	// Served counts the requests served, for the role's releaser (nil: not counted).
-	Served *atomic.Uint64
 }
 
 // SetupWithManager registers the stamper on the manager's webhook server, at the path of
@@ -72,7 +69,7 @@ func SetupWithManager(mgr ctrl.Manager, opts Options) {
 		},
 	}
 	wh = wh.WithRecoverPanic(true)
-	g := &guard{wh: wh, maxBytes: opts.MaxRequestBytes, slots: make(chan struct{}, opts.MaxInFlight), served: opts.Served}
+	g := &guard{wh: wh, maxBytes: opts.MaxRequestBytes, slots: make(chan struct{}, opts.MaxInFlight)}
 	if g.maxBytes <= 0 {
 		g.maxBytes = DefaultMaxRequestBytes
 	}

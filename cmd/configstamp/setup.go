@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -27,7 +26,6 @@ import (
 	"github.com/configstamp/configstamp/internal/configread"
 	"github.com/configstamp/configstamp/internal/flux"
 	"github.com/configstamp/configstamp/internal/hashkey"
-	"github.com/configstamp/configstamp/internal/release"
 	"github.com/configstamp/configstamp/internal/scope"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
@@ -340,15 +338,6 @@ func (s *setup) setupWebhook(ctx context.Context, mgr ctrl.Manager, key *hashkey
 		ReadTimeout: o.readTimeout, Reader: admissionReader, Cache: digests, Self: self, Watchers: o.watcherUsers,
 		Kinds: s.kinds, Sources: s.sources, Key: key.Key, FreshKey: key.Fresh, InScope: inScope.InScope,
 		MaxRequestBytes: o.bounds.maxRequestBytes, MaxInFlight: o.bounds.maxInFlight,
-	}
-	if o.role == roleWebhook {
-		// Most of a webhook replica's heap at its peak is what a burst of reviews decoded:
-		// returned to the OS once they stop, as the watcher's after its checks
-		// (role all: the watcher's releaser).
-		opts.Served = new(atomic.Uint64)
-		if err := mgr.Add(release.New(opts.Served, false)); err != nil {
-			return err
-		}
 	}
 	webhook.SetupWithManager(mgr, opts)
 	return nil
