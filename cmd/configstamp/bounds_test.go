@@ -39,7 +39,7 @@ func TestSetGCPercent(t *testing.T) {
 	}{
 		{roleWatcher, "", watcherGCPercent},
 		{roleWatcher, "80", 100}, // GOGC set: the runtime took it (here: left at 100)
-		{roleWebhook, "", 100},
+		{roleWebhook, "", webhookGCPercent},
 		{roleAll, "", 100},
 	} {
 		t.Run(tc.role+" GOGC="+tc.gogc, func(t *testing.T) {
@@ -50,5 +50,18 @@ func TestSetGCPercent(t *testing.T) {
 				t.Fatalf("GOGC %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestDigestCacheEntries: the webhook role's digest cache is the smaller; the watcher's
+// and all's hold a large cluster's sources.
+func TestDigestCacheEntries(t *testing.T) {
+	for role, want := range map[string]int{roleWebhook: webhookDigestCacheSize, roleWatcher: digestCacheSize, roleAll: digestCacheSize} {
+		if got := digestCacheEntries(role); got != want {
+			t.Errorf("role %s: %d entries, want %d", role, got, want)
+		}
+	}
+	if webhookDigestCacheSize >= digestCacheSize {
+		t.Fatalf("the webhook's bound %d is not below the watcher's %d", webhookDigestCacheSize, digestCacheSize)
 	}
 }

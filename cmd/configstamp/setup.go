@@ -33,8 +33,23 @@ import (
 	"github.com/configstamp/configstamp/webhook"
 )
 
-// digestCacheSize bounds the digest cache: about 150 bytes an entry.
-const digestCacheSize = 16384
+// digestCacheSize bounds the digest cache: about 600 bytes an entry with per-key
+// digests (6 MiB of heap at 10,000 sources, BENCHMARKS.md). The watcher's checks and
+// re-check passes read every consumed source, so it holds as many as a large cluster
+// has; the webhook role's (webhookDigestCacheSize) holds those of recent reviews only:
+// a review past it reads the content instead of metadata only, as a first review does.
+const (
+	digestCacheSize        = 16384
+	webhookDigestCacheSize = 4096
+)
+
+// digestCacheEntries is the digest cache's bound for the role.
+func digestCacheEntries(role string) int {
+	if role == roleWebhook {
+		return webhookDigestCacheSize
+	}
+	return digestCacheSize
+}
 
 // fieldOwner is the field manager of configstamp's writes (nudges, records, the
 // registration's caBundle and coverage) in every role: the API server would otherwise
@@ -262,7 +277,7 @@ func (s *setup) setupControllers(ctx context.Context, mgr ctrl.Manager) error {
 	}
 	// Digests of unchanged ConfigMaps are remembered by resourceVersion, so a check
 	// reads metadata only; 32 bytes each, bounded.
-	digests := configread.NewDigestCache(digestCacheSize)
+	digests := configread.NewDigestCache(digestCacheEntries(o.role))
 	if o.serves() {
 		if err := s.setupWebhook(ctx, mgr, key, digests); err != nil {
 			return err
@@ -319,11 +334,12 @@ func (s *setup) setupWebhook(ctx context.Context, mgr ctrl.Manager, key *hashkey
 	if err := mgr.AddReadyzCheck("namespaces", inScope.ready); err != nil {
 		return err
 	}
-	webhook.SetupWithManager(mgr, webhook.Options{
+	opts := webhook.Options{
 		ReadTimeout: o.readTimeout, Reader: admissionReader, Cache: digests, Self: self, Watchers: o.watcherUsers,
 		Kinds: s.kinds, Sources: s.sources, Key: key.Key, FreshKey: key.Fresh, InScope: inScope.InScope,
 		MaxRequestBytes: o.bounds.maxRequestBytes, MaxInFlight: o.bounds.maxInFlight,
-	})
+	}
+	webhook.SetupWithManager(mgr, opts)
 	return nil
 }
 

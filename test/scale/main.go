@@ -15,6 +15,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -56,7 +58,7 @@ func main() {
 		watcherArgs = strings.Fields(v)
 		return nil
 	})
-	binary := flag.String("binary", "", "measure this configstamp binary instead of one built from the working tree (e.g. an earlier commit's, for a before/after figure)")
+	binary := flag.String("binary", "", "measure this configstamp binary instead of one built from the working tree as the image builds it (e.g. an earlier commit's, for a before/after figure)")
 	flag.Parse()
 	log.SetLogger(logr.Discard())
 	cfg := config{configMaps: 1000, deployments: 1000, coldStart: 5000, edits: 50, writers: 20, updates: 50, peerEdits: 30, rolling: 200}
@@ -87,6 +89,14 @@ func main() {
 		}
 	}
 	ctx := context.Background()
+	if *binary == "" {
+		b, err := imageBuild(ctx)
+		if err != nil {
+			fail(err)
+		}
+		defer os.RemoveAll(filepath.Dir(b))
+		*binary = b
+	}
 	var rows []row
 	report := func(r ...row) {
 		for _, x := range r {
@@ -231,3 +241,24 @@ func sizeName(size int) string {
 func growth(a, b int64) float64 { return 100 * (float64(a) - float64(b)) / float64(b) }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+
+// imageBuild builds configstamp from the working tree as the image does (static,
+// stripped: make image), so the memory measured is the shipped binary's: a default
+// build on a machine with a C compiler links libc dynamically, 2-4 MiB more resident
+// (BENCHMARKS.md).
+func imageBuild(ctx context.Context) (string, error) {
+	dir, err := os.MkdirTemp("", "configstamp-scale-")
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "configstamp")
+	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, "./cmd/configstamp")
+	build.Dir = cluster.RepoRoot()
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("build configstamp: %w", err)
+	}
+	return out, nil
+}

@@ -67,6 +67,7 @@ func memoryWorkloads(ctx context.Context, env *framework.Env, n int) ([]row, err
 	// The watcher's highest RSS from the first write until it has settled (every create
 	// checked), sampled every 5 s: the peak its container must fit, not only the rest.
 	busyPeak := peakRSS(watcher.PID(), 5*time.Second)
+	hookPeak := peakRSS(hook.PID(), 5*time.Second) // the webhook's, through the creates' admissions
 	start := time.Now()
 	if err := parallel(n, 16, func(i int) error {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%05d", i), Labels: helmLabels(i)},
@@ -92,7 +93,7 @@ func memoryWorkloads(ctx context.Context, env *framework.Env, n int) ([]row, err
 	}
 	fmt.Printf("  each Deployment %d bytes as JSON\n", jsonSize(d))
 	took, err := settled(watchMetrics, n, 2*time.Hour) // 50,000 checks at about 15 a second: about an hour
-	busy := busyPeak()
+	busy, hookBusy := busyPeak(), hookPeak()
 	if err != nil {
 		return nil, err
 	}
@@ -120,6 +121,7 @@ func memoryWorkloads(ctx context.Context, env *framework.Env, n int) ([]row, err
 	}
 	rows := []row{
 		{fmt.Sprintf("highest RSS sampled every 5 s from the first write until it settled, %d Helm-style Deployments and %d ConfigMaps, the watcher process", n, n), mib(busy)},
+		{"highest RSS sampled every 5 s over the same time, the webhook process", mib(hookBusy)},
 		{"CPU time of the watcher process from its start to the samples at rest", fmt.Sprintf("%.1f s", cpu)},
 	}
 	for i, pr := range procs {
@@ -139,6 +141,7 @@ func memoryWorkloads(ctx context.Context, env *framework.Env, n int) ([]row, err
 		file, _ := bench.Status(pr.p.PID(), "RssFile")
 		rows = append(rows, row{fmt.Sprintf("RSS at rest, %d Helm-style Deployments and %d ConfigMaps, the %s process", n, n, pr.role),
 			fmt.Sprintf("%s (Go heap in use %s; anonymous %s, file %s)", mib(peaks[i]), mib(int64(heap)), mib(anon), mib(file))})
+		rows = append(rows, row{fmt.Sprintf("the %s process's runtime at rest", pr.role), runtimeBreakdown(pr.metrics)})
 	}
 	return rows, nil
 }
@@ -271,4 +274,28 @@ func helmDeployment(i int, cm string) *appsv1.Deployment {
 func jsonSize(v any) int {
 	b, _ := json.Marshal(v)
 	return len(b)
+}
+
+// runtimeBreakdown is where the Go runtime says a process's memory is, from its metrics:
+// the heap in use and what it holds from the OS idle, stacks, the runtime's own.
+func runtimeBreakdown(addr string) string {
+	var parts []string
+	for _, m := range []struct{ name, label string }{
+		{"go_memstats_heap_alloc_bytes", "heap allocated"},
+		{"go_memstats_heap_idle_bytes", "heap idle"},
+		{"go_memstats_heap_released_bytes", "of it released"},
+		{"go_memstats_stack_inuse_bytes", "stacks"},
+		{"go_memstats_mspan_inuse_bytes", "spans"},
+		{"go_memstats_gc_sys_bytes", "GC metadata"},
+		{"go_memstats_other_sys_bytes", "other runtime"},
+		{"go_memstats_next_gc_bytes", "next GC at"},
+	} {
+		if v, err := metric(addr, m.name); err == nil {
+			parts = append(parts, m.label+" "+mib(int64(v)))
+		}
+	}
+	if v, err := metric(addr, "go_goroutines"); err == nil {
+		parts = append(parts, fmt.Sprintf("%.0f goroutines", v))
+	}
+	return strings.Join(parts, ", ")
 }
