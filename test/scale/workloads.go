@@ -119,6 +119,11 @@ func memoryWorkloads(ctx context.Context, env *framework.Env, n int) ([]row, err
 	if err != nil {
 		return nil, err
 	}
+	// What the periodic re-check did by then (a pass over a quiet cluster queues nothing).
+	for _, name := range []string{"configstamp_checks_total", "configstamp_recheck_queued_total", "configstamp_recheck_found_total"} {
+		v, err := bench.MetricSum(watchMetrics, name)
+		fmt.Printf("  watcher %s: %v (%v)\n", name, v, err)
+	}
 	rows := []row{
 		{fmt.Sprintf("highest RSS sampled every 5 s from the first write until it settled, %d Helm-style Deployments and %d ConfigMaps, the watcher process", n, n), mib(busy)},
 		{"highest RSS sampled every 5 s over the same time, the webhook process", mib(hookBusy)},
