@@ -45,7 +45,9 @@ const (
 // runs per kind.
 type workloadReconciler struct {
 	kind     *workload.Kind
-	client   client.Client // cached reads, direct writes
+	client   client.Client // cached reads (not of workloads), direct writes
+	// workloads are the kind's workloads as the cache holds them.
+	workloads *workloadStore
 	live     client.Reader // live workload reads
 	recorder recorder.EventRecorder
 	// config computes stamps from live reads of the sources.

@@ -1,0 +1,99 @@
+package workload
+
+import (
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Cached is a workload as the watcher's cache keeps it (Kind.Compact): its trimmed
+// metadata, its trimmed pod template's annotations, and the few fields of its spec and
+// status the kind's functions read, precomputed from the whole object. A typed object
+// (appsv1.Deployment is a 1,232-byte struct before any content) costs several times
+// more per workload. The kind's methods read a Cached as they read a whole object of
+// the kind; nothing else may type-assert it. controller-runtime's cache reader refuses
+// it for a typed Get or List (the type differs): it is read from the informer's store
+// (the watcher's workload store).
+type Cached struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	// TemplateAnnotations are those of the trimmed pod template (Trim): configstamp's,
+	// the padding, and the cache-only fingerprints, references and selector.
+	TemplateAnnotations map[string]string
+	// ObservedGeneration is the generation the kind's controller has seen (status).
+	ObservedGeneration int64
+	// UpdateRevision names the ControllerRevision of the current template (a
+	// StatefulSet's status.updateRevision).
+	UpdateRevision string
+	// Paused is Kind.Paused of the whole object.
+	Paused bool
+	// Behind, Total and Partial are Kind.Behind of the whole object.
+	Behind, Total int32
+	Partial       bool
+}
+
+var _ client.Object = &Cached{}
+
+// DeepCopyObject copies c; its maps are copied, its other metadata shared as
+// ObjectMeta.DeepCopyInto does.
+func (c *Cached) DeepCopyObject() runtime.Object {
+	if c == nil {
+		return nil
+	}
+	out := *c
+	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	out.TemplateAnnotations = maps.Clone(c.TemplateAnnotations)
+	return &out
+}
+
+// cachedOf is obj as a Cached, when it is one.
+func cachedOf(obj client.Object) (*Cached, bool) {
+	c, ok := obj.(*Cached)
+	return c, ok && c != nil
+}
+
+// templateOf is the kind's template of obj, a trimmed one (annotations only) of a
+// Cached.
+func (k *Kind) templateOf(obj client.Object) *corev1.PodTemplateSpec {
+	if c, ok := cachedOf(obj); ok {
+		return &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: c.TemplateAnnotations}}
+	}
+	return k.template(obj)
+}
+
+// Compacts reports whether Compact makes a Cached of the kind's workloads.
+func (k *Kind) Compacts() bool { return k.compact }
+
+// Compact is Trim's result as a Cached for the kinds that have one (Compacts), Trim's
+// otherwise. A Cached is returned as it is.
+func (k *Kind) Compact(obj client.Object, keepLabel string) client.Object {
+	if !k.compact || obj == nil {
+		return k.Trim(obj, keepLabel)
+	}
+	if _, ok := cachedOf(obj); ok {
+		return obj
+	}
+	t := k.template(obj)
+	if t == nil { // not of the kind
+		return obj
+	}
+	tmpl := k.trimTemplate(t)
+	if sel := k.selectorOrNil(obj); sel != nil {
+		if b, err := sel.Marshal(); err == nil { // a typed LabelSelector always encodes
+			tmpl.Annotations[selectorAnnotation] = string(b)
+		}
+	}
+	c := &Cached{ObjectMeta: trimMeta(obj, keepLabel), TemplateAnnotations: tmpl.Annotations, Paused: k.Paused(obj)}
+	c.APIVersion, c.Kind = k.GVK().GroupVersion().String(), k.Kind
+	if k.observed != nil {
+		c.ObservedGeneration = k.observed(obj)
+	}
+	if k.revision != nil {
+		c.UpdateRevision = k.revision(obj)
+	}
+	c.Behind, c.Total, c.Partial = k.Behind(obj)
+	return c
+}
