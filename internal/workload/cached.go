@@ -20,9 +20,11 @@ import (
 type Cached struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta
-	// TemplateAnnotations are those of the trimmed pod template (Trim): configstamp's,
-	// the padding, and the cache-only fingerprints, references and selector.
+	// TemplateAnnotations are those of the trimmed pod template (Trim) but the
+	// cache-only ones below (nil when none): configstamp's, the padding.
 	TemplateAnnotations map[string]string
+	// The trimmed template's cache-only annotations, as fields: a map entry costs more.
+	Fingerprint, PodsDigest, References, Selector string
 	// ObservedGeneration is the generation the kind's controller has seen (status).
 	ObservedGeneration int64
 	// UpdateRevision names the ControllerRevision of the current template (a
@@ -59,7 +61,15 @@ func cachedOf(obj client.Object) (*Cached, bool) {
 // Cached.
 func (k *Kind) templateOf(obj client.Object) *corev1.PodTemplateSpec {
 	if c, ok := cachedOf(obj); ok {
-		return &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: c.TemplateAnnotations}}
+		ann := make(map[string]string, len(c.TemplateAnnotations)+4)
+		maps.Copy(ann, c.TemplateAnnotations)
+		for k, v := range map[string]string{FingerprintAnnotation: c.Fingerprint, podsDigestAnnotation: c.PodsDigest,
+			referencesAnnotation: c.References, selectorAnnotation: c.Selector} {
+			if v != "" {
+				ann[k] = v
+			}
+		}
+		return &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: ann}}
 	}
 	return k.template(obj)
 }
@@ -86,7 +96,16 @@ func (k *Kind) Compact(obj client.Object, keepLabel string) client.Object {
 			tmpl.Annotations[selectorAnnotation] = string(b)
 		}
 	}
-	c := &Cached{ObjectMeta: trimMeta(obj, keepLabel), TemplateAnnotations: tmpl.Annotations, Paused: k.Paused(obj)}
+	ann := tmpl.Annotations
+	c := &Cached{ObjectMeta: trimMeta(obj, keepLabel), Paused: k.Paused(obj), Fingerprint: ann[FingerprintAnnotation],
+		PodsDigest: ann[podsDigestAnnotation], References: ann[referencesAnnotation], Selector: ann[selectorAnnotation]}
+	for _, key := range []string{FingerprintAnnotation, podsDigestAnnotation, referencesAnnotation, selectorAnnotation} {
+		delete(ann, key)
+	}
+	if len(ann) > 0 {
+		c.TemplateAnnotations = make(map[string]string, len(ann)) // a map keeps the room it grew to
+		maps.Copy(c.TemplateAnnotations, ann)
+	}
 	c.APIVersion, c.Kind = k.GVK().GroupVersion().String(), k.Kind
 	if k.observed != nil {
 		c.ObservedGeneration = k.observed(obj)
