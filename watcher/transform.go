@@ -86,9 +86,11 @@ func TrimWorkloads(kind *workload.Kind, keepLabel string, compact bool) toolscac
 
 // trimWorkload is obj as the cache of kind's workloads keeps it.
 func trimWorkload(kind *workload.Kind, keepLabel string, obj client.Object, compact bool) client.Object {
-	out := kind.Trim(obj, keepLabel)
+	var out client.Object
 	if compact {
 		out = kind.Compact(obj, keepLabel)
+	} else {
+		out = kind.Trim(obj, keepLabel)
 	}
 	trim(out)
 	return out
