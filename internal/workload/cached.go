@@ -46,7 +46,7 @@ func (c *Cached) DeepCopyObject() runtime.Object {
 		return nil
 	}
 	out := *c
-	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	c.DeepCopyInto(&out.ObjectMeta)
 	out.TemplateAnnotations = maps.Clone(c.TemplateAnnotations)
 	return &out
 }
