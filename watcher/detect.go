@@ -3,6 +3,7 @@ package watcher
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,7 +18,9 @@ const detectInterval = 15 * time.Second
 
 // kindDetector sets up the watch of a kind served by a CRD (Argo Rollouts, Flux
 // HelmReleases) once the API server serves it: at start, or when the CRD is installed
-// later. While it is absent it logs nothing (at the default level) and reports no error.
+// later. While it is absent it logs nothing (at the default level) and reports no error;
+// while its group is served at other versions only (Flux 2.2 serves HelmReleases at
+// v2beta2, not v2) it says so once, at the default level, and goes on checking.
 // It runs on the leader, as the controllers it sets up do.
 type kindDetector struct {
 	kind string // its Kind, in logs
@@ -27,6 +30,8 @@ type kindDetector struct {
 	also      []string
 	discovery discovery.DiscoveryInterface
 	setup     func(context.Context) error
+	// otherVersions are the versions of gvr's group last logged as served instead.
+	otherVersions string
 }
 
 // Start polls discovery until the kind is served, then sets it up, then waits.
@@ -57,7 +62,9 @@ func (d *kindDetector) served(ctx context.Context) bool {
 	if err != nil {
 		if !apierrors.IsNotFound(err) {
 			logf.FromContext(ctx).V(1).Info("Discovery failed; checking again later", "error", err.Error())
+			return false
 		}
+		d.logOtherVersions(ctx)
 		return false
 	}
 	for _, want := range append([]string{d.gvr.Resource}, d.also...) {
@@ -66,4 +73,30 @@ func (d *kindDetector) served(ctx context.Context) bool {
 		}
 	}
 	return true
+}
+
+// logOtherVersions logs once (again when they change) the versions of the kind's group
+// the API server serves when it does not serve the version configstamp reads: the kind
+// is then not watched, which a user who enabled it should learn without raising the
+// log level.
+func (d *kindDetector) logOtherVersions(ctx context.Context) {
+	groups, err := d.discovery.ServerGroups()
+	if err != nil {
+		return
+	}
+	var versions []string
+	for _, g := range groups.Groups {
+		if g.Name == d.gvr.Group {
+			for _, v := range g.Versions {
+				versions = append(versions, v.Version)
+			}
+		}
+	}
+	if got := strings.Join(versions, ","); got != d.otherVersions {
+		d.otherVersions = got
+		if got != "" {
+			logf.FromContext(ctx).WithName("detect").Info("Kind not watched: its group is served at other versions only; checking again later",
+				"kind", d.kind, "group", d.gvr.Group, "served", versions, "needed", d.gvr.Version)
+		}
+	}
 }

@@ -37,6 +37,18 @@ func nudgePatch(key, rolled string) client.Patch {
 	return client.RawPatch(types.MergePatchType, b)
 }
 
+// rolledRecord is the waves.RolledAnnotation value that records entries ("": none).
+// None where it would not fit the workload's annotations with the webhook's headroom:
+// the API server would refuse the write (a nudge refused for ever: the workload would
+// never roll); unrecorded, it counts as done once rolled, its health not judged.
+func rolledRecord(annotations map[string]string, entries []waves.RolledEntry, keep func(src string) bool) string {
+	v := waves.RolledValue(annotations[waves.RolledAnnotation], entries, keep)
+	if !stamp.AnnotationsFitWithin(annotations, map[string]string{waves.RolledAnnotation: v}, stamp.CauseHeadroom) {
+		return ""
+	}
+	return v
+}
+
 // maxBypassRetries is how many times a stamp that bypassed the webhook is retried
 // (with backoff, about two and a half minutes in all at the default backoff) before it
 // is reported and left alone until the next event.
@@ -88,7 +100,7 @@ func (r *workloadReconciler) nudge(ctx context.Context, obj client.Object, want 
 		if tmpl := r.kind.Template(obj); tmpl != nil {
 			refs = stamp.Consumed(obj.GetAnnotations(), &tmpl.Spec, r.sources)
 		}
-		rolled = waves.RolledValue(obj.GetAnnotations()[waves.RolledAnnotation], entries, consumes(refs))
+		rolled = rolledRecord(obj.GetAnnotations(), entries, consumes(refs))
 	}
 	pctx, warned := collectWarnings(ctx)
 	answer, err := r.patchAnswer(pctx, key, nudgePatch(want.Key, rolled))

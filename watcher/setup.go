@@ -90,9 +90,10 @@ type Options struct {
 	// FreshKey reads the key again, rate-limited (hashkey.Keeper.Fresh); nil: never.
 	FreshKey func(ctx context.Context, since time.Time) bool
 	// Waves are the cluster's settings of health-gated waves (off by default; a source's
-	// annotation or its namespace's label may turn them on). WavesDeadline bounds how
-	// long a rolled workload of a kind without a deadline of its own (a Deployment's
-	// progressDeadlineSeconds) may take to become available before its wave fails.
+	// annotation, its namespace's or its namespace's label may turn them on).
+	// WavesDeadline bounds how long a rolled workload of a kind without a deadline of
+	// its own (a Deployment's progressDeadlineSeconds) may take to become available
+	// before its wave fails.
 	Waves         waves.Settings
 	WavesDeadline time.Duration
 	// Notify receives what the watcher did (rollouts, held changes, bypasses); nil:
@@ -179,6 +180,9 @@ func SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error
 	w.waves = &wavesGate{cluster: opts.Waves, deadline: opts.WavesDeadline, cache: mgr.GetClient(), live: mgr.GetAPIReader(),
 		key: opts.Key, sources: opts.Sources, kinds: w.watchedKinds, scope: opts.Scope, recorder: mgr.GetEventRecorder("configstamp"),
 		lookups: &w.lookups}
+	if opts.Notify != nil {
+		w.waves.notify = opts.Notify.Notify
+	}
 	w.waves.wake = func(ctx context.Context, kind string, key types.NamespacedName) {
 		if src := w.sources[kind]; src != nil {
 			if _, err := src.fanOut(ctx, reconcile.Request{NamespacedName: key}, true); err != nil {

@@ -62,8 +62,10 @@ type sourceReconciler struct {
 	replay *replayWindow
 	scope  *scope.Scope
 	// follow is when to look again at a change of a source rolling in waves (0: none;
-	// wavesGate.follow); nil: waves never apply.
-	follow func(ctx context.Context, kind string, key types.NamespacedName) time.Duration
+	// wavesGate.follow); nil: waves never apply. restarted holds the sources queued
+	// from the initial list (not a change) until their first follow.
+	follow    func(ctx context.Context, kind string, key types.NamespacedName, restarted bool) time.Duration
+	restarted sync.Map
 }
 
 // events maps source watch events into the debounced queue. The initial list on start
@@ -87,7 +89,9 @@ func (r *sourceReconciler) events() handler.Funcs {
 				if r.follow != nil {
 					// Not a change; but a change of it may be rolling in waves
 					// (configstamp restarted mid-waves): follow it (Reconcile).
-					q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(e.Object)})
+					key := client.ObjectKeyFromObject(e.Object)
+					r.restarted.Store(key, true)
+					q.Add(reconcile.Request{NamespacedName: key})
 				}
 				return
 			}
@@ -122,7 +126,8 @@ func (r *sourceReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	if !over {
 		if wait == 0 && r.follow != nil {
 			// Nothing pending: a change rolling in waves is followed to its end.
-			return reconcile.Result{RequeueAfter: r.follow(ctx, r.kind, req.NamespacedName)}, nil
+			_, restarted := r.restarted.LoadAndDelete(req.NamespacedName)
+			return reconcile.Result{RequeueAfter: r.follow(ctx, r.kind, req.NamespacedName, restarted)}, nil
 		}
 		return reconcile.Result{RequeueAfter: wait}, nil // zero: nothing pending
 	}
@@ -137,7 +142,8 @@ func (r *sourceReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	res, err := r.fanOut(ctx, req, changed)
 	handed = err == nil
 	if handed && r.follow != nil {
-		res.RequeueAfter = r.follow(ctx, r.kind, req.NamespacedName)
+		r.restarted.Delete(req.NamespacedName)
+		res.RequeueAfter = r.follow(ctx, r.kind, req.NamespacedName, false)
 	}
 	return res, err
 }

@@ -63,7 +63,7 @@ func trimHelmRelease(hr *helmv2.HelmRelease) *helmv2.HelmRelease {
 
 // TrimWorkloads returns the transform of the informer of kind's workloads: each is
 // reduced to what the watcher reads of it (workload.Kind.Trim, keeping the opt-in label
-// keepLabel), its managedFields to the latest write time. A pod template then costs the
+// keepLabel and waves.CanaryLabel), its managedFields to the latest write time. A pod template then costs the
 // cache its references to sources, not its containers, probes, resources and labels.
 // The watcher's live reads and the API server's answers to its writes are trimmed alike.
 // Tombstones pass through: they hold an object of the cache, trimmed already; a trimmed
@@ -88,9 +88,9 @@ func TrimWorkloads(kind *workload.Kind, keepLabel string, compact bool) toolscac
 func trimWorkload(kind *workload.Kind, keepLabel string, obj client.Object, compact bool) client.Object {
 	var out client.Object
 	if compact {
-		out = kind.Compact(obj, keepLabel)
+		out = kind.Compact(obj, keepLabel, waves.CanaryLabel)
 	} else {
-		out = kind.Trim(obj, keepLabel)
+		out = kind.Trim(obj, keepLabel, waves.CanaryLabel)
 	}
 	trim(out)
 	return out
@@ -155,12 +155,13 @@ func sourceMeta(obj any) bool {
 const maxWavesValue = 512
 
 // keptOfSource are the annotations of a source's metadata the cache keeps: its ignore
-// annotation and the waves settings and command, up to maxWavesValue bytes each (read
+// annotation and the waves settings (steps, threshold, deadline) and command, up to maxWavesValue bytes each (read
 // from the cache: waves off costs no live read). nil when none.
 func keptOfSource(ann map[string]string) map[string]string {
 	var kept map[string]string
 	for k, v := range ann {
-		setting := (k == waves.Annotation || k == waves.ThresholdAnnotation || k == waves.CommandAnnotation) && len(v) <= maxWavesValue
+		setting := (k == waves.Annotation || k == waves.ThresholdAnnotation || k == waves.DeadlineAnnotation || k == waves.CommandAnnotation) &&
+			len(v) <= maxWavesValue
 		if k == stamp.IgnoreAnnotation || setting {
 			if kept == nil {
 				kept = map[string]string{}

@@ -127,6 +127,7 @@ func TestTrimForCache(t *testing.T) {
 	wavesOn := clientSideApplied("waves")
 	wavesOn.Annotations["configstamp.io/waves"] = "1,50%"
 	wavesOn.Annotations["configstamp.io/waves-threshold"] = "3"
+	wavesOn.Annotations["configstamp.io/waves-deadline"] = "4h"
 	wavesOn.Annotations["configstamp.io/waves-command"] = "halt configmap/waves=0123456789ab"
 	wavesOn.Annotations["configstamp.io/waves-other"] = "x"
 	wavesHuge := clientSideApplied("waves-huge") // a crafted value is not kept
@@ -134,7 +135,7 @@ func TestTrimForCache(t *testing.T) {
 	wavesHugeWant := sourceTrimmed("waves-huge")
 	wavesOnWant := sourceTrimmed("waves")
 	wavesOnWant.Annotations = map[string]string{"configstamp.io/ignore": "false", "configstamp.io/waves": "1,50%", "configstamp.io/waves-threshold": "3",
-		"configstamp.io/waves-command": "halt configmap/waves=0123456789ab"}
+		"configstamp.io/waves-deadline": "4h", "configstamp.io/waves-command": "halt configmap/waves=0123456789ab"}
 
 	tests := []struct {
 		name    string
@@ -150,6 +151,9 @@ func TestTrimForCache(t *testing.T) {
 			&metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: clientSideApplied("nm")},
 			&metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: trimmedMeta("nm")}},
 		{"namespace", &corev1.Namespace{ObjectMeta: clientSideApplied("n")}, &corev1.Namespace{ObjectMeta: trimmedMeta("n")}},
+		{"namespace metadata keeps its waves annotations (the gate's namespace settings)",
+			&metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: withNamespaceWaves(clientSideApplied("nw"))},
+			&metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: withNamespaceWaves(trimmedMeta("nw"))}},
 		{"deployment: spec, status, labels, other annotations kept", testDeployment(clientSideApplied("d")), testDeployment(trimmedMeta("d"))},
 		{"only annotation is last-applied", configMapMeta(onlyLastApplied), configMapMeta(onlyLastAppliedWant)},
 		{"managed fields without times", configMapMeta(noTimes), configMapMeta(noTimesWant)},
@@ -286,4 +290,12 @@ func TestTrimForCacheHelmRelease(t *testing.T) {
 	if again, _ := TrimForCache()(got); again != any(got) {
 		t.Error("a trimmed HelmRelease was copied again")
 	}
+}
+
+// withNamespaceWaves is m with a namespace's waves annotations.
+func withNamespaceWaves(m metav1.ObjectMeta) metav1.ObjectMeta {
+	m.Annotations["configstamp.io/waves"] = "1,50%"
+	m.Annotations["configstamp.io/waves-threshold"] = "3"
+	m.Annotations["configstamp.io/waves-deadline"] = "20m"
+	return m
 }

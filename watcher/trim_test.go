@@ -18,6 +18,7 @@ import (
 
 	"github.com/configstamp/configstamp/internal/argo"
 	"github.com/configstamp/configstamp/internal/decide"
+	"github.com/configstamp/configstamp/internal/waves"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
 )
@@ -80,7 +81,8 @@ func helmTemplate() corev1.PodTemplateSpec {
 func helmMeta(name string) metav1.ObjectMeta {
 	m := clientSideApplied(name)
 	m.Namespace = "ns"
-	m.Labels = map[string]string{stamp.InjectLabel: stamp.InjectValue, "helm.sh/chart": "app-1.0.0", "app.kubernetes.io/managed-by": "Helm"}
+	m.Labels = map[string]string{stamp.InjectLabel: stamp.InjectValue, "helm.sh/chart": "app-1.0.0", "app.kubernetes.io/managed-by": "Helm",
+		waves.CanaryLabel: "true"}
 	m.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Thing", Name: "owner", UID: "o-1"}}
 	m.Finalizers = []string{"example.com/keep"}
 	for i := range 10 {
@@ -152,6 +154,8 @@ func readerAnswers(t *testing.T, ctx context.Context, r *workloadReconciler, obj
 		"workloadAnn":    fmt.Sprint(obj.GetAnnotations()[stamp.ObservedAnnotation], obj.GetAnnotations()[stamp.SkipAnnotation], obj.GetAnnotations()[stamp.ExtraSourcesAnnotation]),
 		"changeCause":    obj.GetAnnotations()[stamp.ChangeCauseAnnotation],
 		"bypassedToSelf": r.mayHaveBypassed(obj, obj),
+		"health":         k.Health(obj),
+		"canary":         waves.IsCanary(obj),
 	}
 	since, ok, err := k.PodsSince(ctx, r.client, obj)
 	out["podsSince"] = fmt.Sprint(since, ok, err)

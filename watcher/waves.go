@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,6 +17,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	"github.com/configstamp/configstamp/internal/notify"
 	"github.com/configstamp/configstamp/internal/scope"
 	"github.com/configstamp/configstamp/internal/waves"
 	"github.com/configstamp/configstamp/internal/workload"
@@ -50,6 +53,10 @@ const (
 	// (the health of those not yet available) are made at most twice a second per source
 	// during a wave's fan-out, whatever its size.
 	planFreshToRoll = 500 * time.Millisecond
+	// followAfterRestart is how recent a nudge in waves of a source must be for the
+	// source to be followed after a restart: a last wave's rollout failing later than
+	// that (a Deployment's progressDeadlineSeconds over an hour) is not seen then.
+	followAfterRestart = time.Hour
 	// maxPlans bounds the memos (and the changes announced) kept at once.
 	maxPlans = 4096
 	// maxReady bounds the members remembered as seen available.
@@ -71,16 +78,22 @@ type wavesGate struct {
 	kinds    func() []*workload.Kind
 	scope    *scope.Scope
 	recorder recorder.EventRecorder
+	// notify is told of a halt (nil: notifications off).
+	notify func(notify.Event)
 	// lookups find a source's consumers in the workload caches' source index.
 	lookups *consumerLookups
 	// wake checks every consumer of a source (its fan-out) once a wave is done or a
 	// halt lifted (nil: none; unit tests).
 	wake func(ctx context.Context, kind string, key types.NamespacedName)
+	// reads makes one read of a source's change at a time: the workers that find its
+	// memo too old together share it.
+	reads singleflight.Group
 
 	mu        sync.Mutex
 	plans     map[types.NamespacedName]*plan // by source kind/name in its namespace
-	ready     map[string]bool                // namespace, change, member: seen rolled and available
+	ready     map[string]bool                // namespace, change, member, uid: seen rolled and available
 	announced map[string]bool                // changes whose RollingInWaves Event was made
+	badLogged map[string]string              // a namespace's or source's bad waves values, as last logged
 }
 
 // plan is one evaluation of the change of one source.
@@ -221,8 +234,9 @@ func (r *workloadReconciler) markCurrent(ctx context.Context, j judged) {
 	if len(adds) == 0 {
 		return
 	}
-	value := waves.RolledValue(j.obj.GetAnnotations()[waves.RolledAnnotation], adds, consumes(j.refs))
-	g.annotate(ctx, memberObj{kind: r.kind, key: j.key}, waves.RolledAnnotation, value)
+	if value := rolledRecord(j.obj.GetAnnotations(), adds, consumes(j.refs)); value != "" {
+		g.annotate(ctx, memberObj{kind: r.kind, key: j.key}, waves.RolledAnnotation, value)
+	}
 }
 
 // consumes reports whether refs hold the source "kind/name".
@@ -267,32 +281,38 @@ func (g *wavesGate) evaluate(ctx context.Context, namespace string, src stamp.So
 	if !s.On {
 		return nil, nil
 	}
-	if few, err := g.fewer(ctx, kind.Name, namespace, src.Name, max(s.Threshold, 1)); err != nil || few {
-		return nil, err // below the threshold in the caches alone: no live read
-	}
 	g.mu.Lock()
 	p := g.plans[id]
 	g.mu.Unlock()
 	if p != nil && p.resourceVersion == meta.ResourceVersion && time.Since(p.at) < maxAge {
+		// Before counting consumers: every check of a wave's fan-out asks, and the count
+		// walks the source's consumers (10,000 checks of 10,000 consumers: 10^8).
 		return p, nil
 	}
+	if few, err := g.fewer(ctx, kind.Name, namespace, src.Name, max(s.Threshold, 1)); err != nil || few {
+		return nil, err // below the threshold in the caches alone: no live read
+	}
 	prev := p
-	p, err = g.read(ctx, ns, kind, src.Name)
-	if err != nil || p == nil {
-		return nil, err
-	}
-	g.mu.Lock()
-	if g.plans == nil || len(g.plans) > maxPlans {
-		// Bounded: a memo older than planFresh is read again anyway.
-		g.plans = map[types.NamespacedName]*plan{}
-	}
-	g.plans[id] = p
-	g.mu.Unlock()
-	if g.wake != nil && advanced(prev, p) {
-		// Held workloads other than the first wait to be woken (wavesIdleRetry).
-		g.wake(ctx, kind.Name, types.NamespacedName{Namespace: namespace, Name: src.Name})
-	}
-	return p, nil
+	v, err, _ := g.reads.Do(id.String(), func() (any, error) {
+		p, err := g.read(ctx, ns, kind, src.Name)
+		if err != nil || p == nil {
+			return (*plan)(nil), err
+		}
+		g.mu.Lock()
+		if g.plans == nil || len(g.plans) > maxPlans {
+			// Bounded: a memo older than planFresh is read again anyway.
+			g.plans = map[types.NamespacedName]*plan{}
+		}
+		g.plans[id] = p
+		g.mu.Unlock()
+		if g.wake != nil && advanced(prev, p) {
+			// Held workloads other than the first wait to be woken (wavesIdleRetry).
+			g.wake(ctx, kind.Name, types.NamespacedName{Namespace: namespace, Name: src.Name})
+		}
+		return p, nil
+	})
+	p, _ = v.(*plan)
+	return p, err
 }
 
 // fewer reports whether the source kind/name has fewer than n consumers in the
@@ -327,19 +347,60 @@ func (g *wavesGate) namespace(ctx context.Context, name string) (*metav1.Partial
 	return ns, err
 }
 
-// settings are a source's: the cluster's, the namespace's label over them, the source's
-// annotations over that.
+// settings are a source's (waves.Resolve): the namespace's label and annotations from
+// the metadata cache (its transform keeps a Namespace's annotations), the source's
+// annotations given.
 func (g *wavesGate) settings(ns *metav1.PartialObjectMetadata, annotations map[string]string) (waves.Settings, []string) {
-	var labels map[string]string
+	var labels, nsAnnotations map[string]string
 	if ns != nil {
-		labels = ns.Labels
+		labels, nsAnnotations = ns.Labels, ns.Annotations
 	}
-	return waves.Resolve(g.cluster, labels, annotations)
+	return waves.Resolve(g.cluster, labels, nsAnnotations, annotations)
+}
+
+// logBad logs the bad waves values of a namespace once (not once per source of it,
+// each read) and a source's once, until they change (or the bound resets the record).
+func (g *wavesGate) logBad(ctx context.Context, namespace, source string, problems []string) {
+	var nsBad, srcBad []string
+	for _, p := range problems {
+		if strings.HasPrefix(p, waves.NamespaceProblem) {
+			nsBad = append(nsBad, p)
+		} else {
+			srcBad = append(srcBad, p)
+		}
+	}
+	log := logf.FromContext(ctx)
+	if g.newBad("namespace "+namespace, nsBad) {
+		log.Info("Bad waves setting on a namespace: the level before kept", "namespace", namespace, "problems", nsBad)
+	}
+	if g.newBad(namespace+" "+source, srcBad) {
+		log.Info("Bad waves setting on a source: the level before kept", "source", source, "problems", srcBad)
+	}
+}
+
+// newBad records problems as the last of key; it reports whether they are bad values
+// not logged yet.
+func (g *wavesGate) newBad(key string, problems []string) bool {
+	v := strings.Join(problems, "; ")
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.badLogged[key] == v {
+		return false
+	}
+	if v == "" {
+		delete(g.badLogged, key) // fixed: logged again if it turns bad again
+		return false
+	}
+	if g.badLogged == nil || len(g.badLogged) > maxPlans {
+		g.badLogged = map[string]string{}
+	}
+	g.badLogged[key] = v
+	return true
 }
 
 // read evaluates the change of a source: its content and annotations (live), its
-// consumers (the cache's index), canaries (a live list by label) and the health of the
-// current wave's workloads (live).
+// consumers and canaries (the cache's index, labels) and the health of the current
+// wave's workloads (the cache's, else live: health).
 func (g *wavesGate) read(ctx context.Context, ns *metav1.PartialObjectMetadata, kind *stamp.SourceKind, name string) (*plan, error) {
 	if ns == nil {
 		return nil, nil
@@ -354,9 +415,7 @@ func (g *wavesGate) read(ctx context.Context, ns *metav1.PartialObjectMetadata, 
 		return nil, nil
 	}
 	settings, problems := g.settings(ns, obj.GetAnnotations())
-	if len(problems) > 0 {
-		logf.FromContext(ctx).Info("Bad waves setting on a source: the namespace's or cluster's kept", "source", kind.Name+"/"+name, "problems", problems)
-	}
+	g.logBad(ctx, namespace, kind.Name+"/"+name, problems)
 	p := &plan{at: time.Now(), kind: kind.Name, resourceVersion: obj.GetResourceVersion(), settings: settings}
 	if !settings.On {
 		return p, nil
@@ -370,16 +429,19 @@ func (g *wavesGate) read(ctx context.Context, ns *metav1.PartialObjectMetadata, 
 	// A resume lifts a user's halt; the failures it passes are the ones `configstamp
 	// resume` marked resumed on their workloads when it ran, not those of a later wave.
 	verb, target := waves.ParseCommand(obj.GetAnnotations()[waves.CommandAnnotation])
-	failedNow := false
+	var failedNow []notify.Event // the members that failed at this evaluation
 	p.verdict, p.members = waves.Plan(settings, members, verb == "halt" && target == p.change, func(m *waves.Member) {
-		failedNow = g.health(ctx, m, objs[m.ID], p.change) || failedNow
+		if at := objs[m.ID]; g.health(ctx, m, at, p.change, g.deadlineOf(settings)) {
+			failedNow = append(failedNow, notify.Event{Kind: notify.Halted, Namespace: namespace, Workload: at.kind.Kind + "/" + at.key.Name,
+				Change: p.change, Sources: []string{kind.Name + "/" + name}, Reason: m.Failed})
+		}
 	})
 	p.firstHeld = waves.FirstHeld(settings, p.members, p.verdict)
 	for _, m := range p.members {
 		p.pending = p.pending || m.Judged && m.Rolled && !m.Ready && m.Failed == "" && !m.Resumed
 	}
-	if failedNow {
-		g.halted(ctx, obj.(client.Object), p)
+	if len(failedNow) > 0 {
+		g.halted(ctx, obj.(client.Object), p, failedNow)
 	}
 	g.announce(obj.(client.Object), p)
 	return p, nil
@@ -399,62 +461,75 @@ func (g *wavesGate) members(ctx context.Context, ns *metav1.PartialObjectMetadat
 		if err != nil {
 			return nil, nil, fmt.Errorf("list %s consumers of %s/%s: %w", k.Kind, kind, name, err)
 		}
-		canaries := &metav1.PartialObjectMetadataList{}
-		canaries.SetGroupVersionKind(k.GVK().GroupVersion().WithKind(k.Kind + "List"))
-		if err := g.live.List(ctx, canaries, client.InNamespace(namespace), client.MatchingLabels{waves.CanaryLabel: "true"}); err != nil {
-			return nil, nil, fmt.Errorf("list %s canaries: %w", k.Kind, err)
-		}
-		canary := map[string]bool{}
-		for _, c := range canaries.Items {
-			canary[c.Name] = true
-		}
 		var cs []waves.Consumer
 		for _, o := range consumed {
-			cs = append(cs, waves.Consumer{Kind: k, Object: o, Canary: canary[o.GetName()],
+			// The cache keeps the canary label (TrimWorkloads).
+			cs = append(cs, waves.Consumer{Kind: k, Object: o, Canary: waves.IsCanary(o),
 				InScope: g.scope.IncludesWorkload(namespace, ns.Labels, o.GetLabels())})
-			objs[waves.MemberID(k, o.GetName())] = memberObj{kind: k, key: client.ObjectKeyFromObject(o)}
+			objs[waves.MemberID(k, o.GetName())] = memberObj{kind: k, key: client.ObjectKeyFromObject(o), uid: o.GetUID(), cached: o}
 		}
 		out = append(out, waves.Members(kind, name, content, nsKey, change, g.sources, cs)...)
 	}
 	return out, objs, nil
 }
 
-// memberObj is where a member is.
+// memberObj is where a member is; uid tells a workload deleted and created again under
+// its name from the one before. cached is the cache's object (never to be written; nil:
+// none).
 type memberObj struct {
-	kind *workload.Kind
-	key  types.NamespacedName
+	kind   *workload.Kind
+	key    types.NamespacedName
+	uid    types.UID
+	cached client.Object
 }
 
-// health reads a member rolled on this change live: ready, or failed (its controller
-// gave up, or, for a kind without a deadline of its own, it was not available within
-// g.deadline of its rollout, as its RolledAnnotation dates it). A new failure is recorded
-// on the member (it survives restarts); fresh reports one.
-func (g *wavesGate) health(ctx context.Context, m *waves.Member, at memberObj, change string) (fresh bool) {
-	seen := at.key.Namespace + " " + change + " " + m.ID
+// health reads a member rolled on this change: ready, or failed (its controller gave
+// up, or, for a kind without a deadline of its own, it was not available within
+// deadline of its rollout, as its RolledAnnotation dates it). It reads the cache's
+// object when that carries the member's RolledAnnotation entry for the change: the nudge
+// wrote it in the write that rolled the member, so the cache has seen that write, and
+// the kind's Health waits for its controller to observe it (observedGeneration). Else
+// (no entry, another UID, not cached), and before recording a failure (it halts the
+// change), it reads live. A new failure is recorded on the member (it survives
+// restarts); fresh reports one.
+func (g *wavesGate) health(ctx context.Context, m *waves.Member, at memberObj, change string, deadline time.Duration) (fresh bool) {
+	seen := at.key.Namespace + " " + change + " " + m.ID + " " + string(at.uid)
 	g.mu.Lock()
 	m.Ready = g.ready[seen]
 	g.mu.Unlock()
 	if m.Ready {
-		// Seen available for this change: not read again at every evaluation (a wave is
-		// judged once it is done; after a restart, read once more).
+		// Seen available for this change: not judged again at every evaluation (a wave is
+		// judged once it is done; after a restart, once more).
 		return false
 	}
-	obj := at.kind.New()
-	if err := g.live.Get(ctx, at.key, obj); err != nil {
-		return false // not ready: read again at the next evaluation
+	obj := at.cached
+	if obj != nil {
+		if _, nudged := waves.RolledFor(obj.GetAnnotations(), change); !nudged || obj.GetUID() != at.uid {
+			obj = nil
+		}
 	}
-	h := at.kind.Health(obj)
+	var h workload.Health
+	if obj != nil {
+		h = g.healthOf(at.kind, m, obj, deadline)
+	}
+	if obj == nil || h.Failed != "" {
+		obj = at.kind.New()
+		if err := g.live.Get(ctx, at.key, obj); err != nil {
+			return false // not ready: read again at the next evaluation
+		}
+		h = g.healthOf(at.kind, m, obj, deadline)
+	}
 	m.Ready = h.Ready
 	switch {
+	case h.Ready && obj.GetUID() != at.uid:
+		// Created again since the caches listed it: not remembered.
 	case h.Ready:
 		g.mu.Lock()
 		if g.ready == nil || len(g.ready) > maxReady {
-			g.ready = map[string]bool{} // read again: costs reads, never a wave
+			g.ready = map[string]bool{} // judged again: costs reads, never a wave
 		}
 		g.ready[seen] = true
 		g.mu.Unlock()
-	case h.Failed == "" && !h.OwnDeadline && !m.Since.IsZero() && time.Since(m.Since) > g.deadline:
-		h.Failed = fmt.Sprintf("not available within the waves deadline (%s)", g.deadline)
 	}
 	if h.Failed == "" {
 		return false
@@ -462,6 +537,40 @@ func (g *wavesGate) health(ctx context.Context, m *waves.Member, at memberObj, c
 	m.Failed = waves.FailedHealth(h.Failed)
 	g.annotate(ctx, at, waves.FailedAnnotation, waves.FailedRecord(m.ID, change, m.Failed))
 	return true
+}
+
+// healthOf is the health of member m, obj: its kind's, failed past deadline of its
+// rollout for a kind without a deadline of its own.
+func (g *wavesGate) healthOf(kind *workload.Kind, m *waves.Member, obj client.Object, deadline time.Duration) workload.Health {
+	h := kind.Health(obj)
+	if !h.Ready && h.Failed == "" && !h.OwnDeadline && !m.Since.IsZero() && time.Since(m.Since) > deadline {
+		h.Failed = fmt.Sprintf("not available within the waves deadline (%s)", deadline)
+	}
+	return h
+}
+
+// deadlineOf is the waves deadline of a source with settings s: its annotation's, else
+// the flag's.
+func (g *wavesGate) deadlineOf(s waves.Settings) time.Duration {
+	if s.Deadline > 0 {
+		return s.Deadline
+	}
+	return g.deadline
+}
+
+// deadlineIn is the waves deadline of source kind/key as the caches show it (its
+// namespace's or its own annotation, up to MaxDeadline), else the flag's.
+func (g *wavesGate) deadlineIn(ctx context.Context, kind string, key types.NamespacedName) time.Duration {
+	meta := stamp.SourceKindNamed(kind).NewMeta()
+	if err := g.cache.Get(ctx, key, meta); err != nil {
+		return g.deadline
+	}
+	ns, err := g.namespace(ctx, key.Namespace)
+	if err != nil {
+		return g.deadline
+	}
+	s, _ := g.settings(ns, meta.GetAnnotations())
+	return g.deadlineOf(s)
 }
 
 // annotate writes one annotation on a member's metadata (a record: it rolls nothing;
@@ -478,8 +587,12 @@ func (g *wavesGate) annotate(ctx context.Context, at memberObj, key, value strin
 
 // follow is when to evaluate the change of source kind/key again while it rolls (0:
 // not in waves, done or halted): the last waves hold nothing whose checks would read
-// their health, so a failure there is seen only this way.
-func (g *wavesGate) follow(ctx context.Context, kind string, key types.NamespacedName) time.Duration {
+// their health, so a failure there is seen only this way. restarted: queued from the
+// start-up list, followed only if a nudge in waves of it is recent (rolledLately).
+func (g *wavesGate) follow(ctx context.Context, kind string, key types.NamespacedName, restarted bool) time.Duration {
+	if restarted && !g.rolledLately(ctx, kind, key) {
+		return 0
+	}
 	p, err := g.evaluate(ctx, key.Namespace, stamp.Source{Kind: kind, Name: key.Name}, planFresh)
 	if err != nil || !p.inFlight() {
 		return 0
@@ -490,14 +603,46 @@ func (g *wavesGate) follow(ctx context.Context, kind string, key types.Namespace
 	return wavesIdleRetry
 }
 
+// rolledLately reports whether a consumer of source kind/key in the caches records a
+// nudge in waves of a change of it within followAfterRestart (or its waves deadline,
+// the flag's, its namespace's or its own, if longer). Every other source of the start-up list is left alone: an evaluation reads
+// the source live, and the health of members it rolled (from the cache where it shows
+// the nudge, else live; once each after a restart), and with waves on in the cluster every source above the threshold would be
+// read at each start. A held workload's own check evaluates its change anyway.
+func (g *wavesGate) rolledLately(ctx context.Context, kind string, key types.NamespacedName) bool {
+	id := kind + "/" + key.Name
+	within := max(g.deadlineIn(ctx, kind, key), followAfterRestart)
+	for _, k := range g.kinds() {
+		consumed, err := g.lookups.consumers(ctx, g.cache, k, key.Namespace, indexKey(kind, key.Namespace, key.Name))
+		if err != nil {
+			return true // followed: reads, never a failure unseen
+		}
+		for _, o := range consumed {
+			for _, e := range waves.ParseRolled(o.GetAnnotations()[waves.RolledAnnotation]) {
+				if e.Wave > 0 && e.Source() == id && time.Since(e.At) < within {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // halted reports a change that halted: a RolloutHalted Warning on the source naming the
-// workloads that failed.
-func (g *wavesGate) halted(ctx context.Context, src client.Object, p *plan) {
+// workloads that failed, and a notification of each that failed now.
+func (g *wavesGate) halted(ctx context.Context, src client.Object, p *plan, failed []notify.Event) {
 	wavesHalts.Inc()
 	g.recorder.Eventf(src, nil, corev1.EventTypeWarning, ReasonRolloutHalted, "Halt",
 		"Change %s halted in wave %d of %d: %s; the workloads not yet rolled keep their config. Fix the config (a new change starts again from the canaries) or run `configstamp resume %s/%s`",
 		p.change, p.verdict.Current, p.verdict.Waves, strings.Join(p.verdict.Failed, "; "), p.kind, src.GetName())
 	logf.FromContext(ctx).Info("Halted a change rolling in waves", "change", p.change, "wave", p.verdict.Current, "failed", p.verdict.Failed)
+	if g.notify == nil {
+		return
+	}
+	for _, ev := range failed {
+		ev.Reason = fmt.Sprintf("failed wave %d of %d: %s", p.verdict.Current, p.verdict.Waves, ev.Reason)
+		g.notify(ev)
+	}
 }
 
 // announce makes the RollingInWaves Event of a change in waves, once per change.

@@ -3,6 +3,7 @@ package watcher
 import (
 	"context"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/configstamp/configstamp/internal/notify"
 	"github.com/configstamp/configstamp/internal/waves"
 	"github.com/configstamp/configstamp/internal/workload"
 	"github.com/configstamp/configstamp/stamp"
@@ -152,6 +154,60 @@ func TestWavesDeadlineFromTheRecord(t *testing.T) {
 	}
 }
 
+// A source's waves-deadline annotation is the deadline of its members of kinds without
+// their own, over the flag's (g.deadline): rolled an hour ago and not available, a
+// member failed under 30m, not under 2h; a bad value keeps the flag's.
+func TestWavesDeadlineOfTheSource(t *testing.T) {
+	for _, tc := range []struct {
+		annotation, flag string
+		halted           bool
+	}{{"30m", "10h", true}, {"2h", "10m", false}, {"soon", "10m", true}, {"soon", "10h", false}} {
+		ns := optedInNamespace()
+		ns.Labels[waves.Annotation] = "on"
+		cm := cfgMap("new")
+		cm.Annotations = map[string]string{waves.DeadlineAnnotation: tc.annotation}
+		a := judgedDeployment("a", cm, false, 1, 2, time.Now().Add(-time.Hour))
+		a.Spec.ProgressDeadlineSeconds = ptr.To[int32](math.MaxInt32) // no deadline of its own
+		c := wavesClient(ns, cm, a, cfgDeploymentNamed("b"))
+		g, _ := testGate(t, c, waves.Settings{Threshold: 1, Steps: []waves.Step{{N: 1}}})
+		g.deadline, _ = time.ParseDuration(tc.flag)
+		p, err := g.evaluate(context.Background(), "ns", cfgSource, planFresh)
+		if err != nil || p == nil {
+			t.Fatalf("%s: plan %v, error %v", tc.annotation, p, err)
+		}
+		if got := strings.Contains(p.verdict.Halted, "waves deadline"); got != tc.halted {
+			t.Errorf("annotation %s, flag %s: halted %q, want halted %v", tc.annotation, tc.flag, p.verdict.Halted, tc.halted)
+		}
+	}
+}
+
+// A halt is notified once, naming the workload that failed and the change: evaluated
+// again (its failure now read from its record), it is not notified again.
+func TestWavesHaltNotifiedOnce(t *testing.T) {
+	ns := optedInNamespace()
+	ns.Labels[waves.Annotation] = "on"
+	cm := cfgMap("new")
+	a := deadlineExceeded(judgedDeployment("a", cm, false, 1, 2, time.Now()))
+	c := wavesClient(ns, cm, a, cfgDeploymentNamed("b"))
+	g, _ := testGate(t, c, waves.Settings{Threshold: 1, Steps: []waves.Step{{N: 1}}})
+	var sent []notify.Event
+	g.notify = func(ev notify.Event) { sent = append(sent, ev) }
+	for range 2 {
+		p, err := g.evaluate(context.Background(), "ns", cfgSource, 0)
+		if err != nil || p == nil || p.verdict.Halted == "" {
+			t.Fatalf("plan %+v, error %v: want halted", p, err)
+		}
+	}
+	if len(sent) != 1 {
+		t.Fatalf("%d notifications, want 1: %+v", len(sent), sent)
+	}
+	ev := sent[0]
+	if ev.Kind != notify.Halted || ev.Namespace != "ns" || ev.Workload != "Deployment/a" || ev.Change != changeOf(cm) ||
+		!slices.Equal(ev.Sources, []string{"configmap/cfg"}) || !strings.HasPrefix(ev.Reason, "failed wave 1 of 2: did not become available") || !strings.HasSuffix(ev.Reason, "ProgressDeadlineExceeded") {
+		t.Errorf("notification %+v", ev)
+	}
+}
+
 // The memo of an evaluation holds workloads, but lets one roll only while younger than
 // planFreshToRoll when a member rolled before it may have failed since: a wave's
 // failure stops the rest of that wave.
@@ -223,5 +279,63 @@ func TestWavesAdoptedCurrentCounts(t *testing.T) {
 	}
 	if _, held, _ := r.waveHold(context.Background(), of(c)); held != "" {
 		t.Errorf("held: %s", held)
+	}
+}
+
+// After a restart every source of the start-up list is queued to be followed, but only
+// one whose change rolled in waves lately is evaluated (each evaluation reads the
+// source, its canaries and the health of the members it rolled): a change done long
+// ago reads nothing.
+func TestWavesFollowAfterRestartOnlyRecent(t *testing.T) {
+	ns := optedInNamespace()
+	ns.Labels[waves.Annotation] = "on"
+	cm := cfgMap("new")
+	for _, tc := range []struct {
+		name     string
+		at       time.Time
+		deadline string // the source's DeadlineAnnotation
+		follow   bool
+	}{
+		{name: "rolled two days ago", at: time.Now().Add(-48 * time.Hour)},
+		{name: "rolled a minute ago", at: time.Now().Add(-time.Minute), follow: true},
+		{name: "rolled three hours ago, the source's deadline 4h", at: time.Now().Add(-3 * time.Hour), deadline: "4h", follow: true},
+		{name: "rolled three hours ago, the source's deadline 2h", at: time.Now().Add(-3 * time.Hour), deadline: "2h"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cm := cm.DeepCopy()
+			if tc.deadline != "" {
+				cm.Annotations = map[string]string{waves.DeadlineAnnotation: tc.deadline}
+			}
+			c := wavesClient(ns, cm, judgedDeployment("a", cm, true, 1, 2, tc.at), judgedDeployment("b", cm, false, 2, 2, tc.at))
+			g, live := testGate(t, c, waves.Settings{Threshold: 1, Steps: []waves.Step{{N: 1}}})
+			src := &sourceReconciler{kind: stamp.KindConfigMap, debounce: newDebouncer[types.NamespacedName](time.Second, time.Minute), follow: g.follow}
+			key := types.NamespacedName{Namespace: "ns", Name: "cfg"}
+			src.restarted.Store(key, true)
+			res, err := src.Reconcile(context.Background(), reconcile.Request{NamespacedName: key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if followed := res.RequeueAfter != 0; followed != tc.follow {
+				t.Errorf("requeued after %s, want followed %v", res.RequeueAfter, tc.follow)
+			}
+			if read := live.reads.Load() > 0; read != tc.follow {
+				t.Errorf("%d live reads, want some %v", live.reads.Load(), tc.follow)
+			}
+		})
+	}
+}
+
+// The record a nudge in waves writes is left out where the workload's annotations could
+// not hold it (the API server would refuse the nudge for ever, and the workload would
+// never roll).
+func TestWavesRolledRecordFits(t *testing.T) {
+	entry := waves.RolledEntry{Change: "configmap/cfg=0123456789ab", Wave: 1, Waves: 2, At: time.Now()}
+	all := func(string) bool { return true }
+	if got := rolledRecord(map[string]string{"a": "b"}, []waves.RolledEntry{entry}, all); got != entry.String() {
+		t.Errorf("small annotations: %q, want %q", got, entry.String())
+	}
+	full := map[string]string{"big": strings.Repeat("x", stamp.AnnotationSizeLimit-len("big")-100)}
+	if got := rolledRecord(full, []waves.RolledEntry{entry}, all); got != "" {
+		t.Errorf("annotations near the API server's limit: %q, want none", got)
 	}
 }

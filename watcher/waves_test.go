@@ -2,8 +2,8 @@ package watcher
 
 import (
 	"context"
-	"reflect"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -136,51 +136,75 @@ func TestWavesMembersAreWhatTheWatcherRolls(t *testing.T) {
 	}
 }
 
-// gets counts the Gets of one type made through a reader.
-type typedGets struct {
-	client.Reader
-	of   client.Object
-	gets atomic.Int64
-}
-
-func (c *typedGets) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if reflect.TypeOf(obj) == reflect.TypeOf(c.of) {
-		c.gets.Add(1)
-	}
-	return c.Reader.Get(ctx, key, obj, opts...)
-}
-
-// A member seen available for a change is not read again at every evaluation: the
-// health reads of one evaluation are those of the members not yet seen available, not
-// of every wave done before (a change with 200 consumers would read up to 200 workloads
-// every two seconds).
-func TestWavesHealthReadOnceAvailable(t *testing.T) {
+// Health is read from the cache where the cached object carries the member's record of
+// the nudge for the change (it has seen the write that rolled it), and canaries from the
+// cached labels: an evaluation of a wave of rolled members, not yet available or
+// available, reads the source live and nothing else, however many evaluations. A member
+// whose cached object carries no record, or none at all, is read live; so is a failure
+// the cache shows, before it is recorded (it halts the change).
+func TestWavesHealthFromTheCache(t *testing.T) {
 	ns := optedInNamespace()
 	ns.Labels[waves.Annotation] = "on"
 	cm := cfgMap("new")
-	var objs []client.Object
-	for _, name := range []string{"a", "b", "c", "d"} {
-		objs = append(objs, judgedDeployment(name, cm, true, 1, 1, time.Now()))
+	cm.Annotations = map[string]string{waves.Annotation: "100%"} // the canary, then the rest
+	canary := judgedDeployment("z", cm, true, 1, 2, time.Now())
+	canary.Labels = map[string]string{waves.CanaryLabel: "true"}
+	objs := []client.Object{ns, cm, canary}
+	for _, name := range []string{"a", "b", "c", "d", "e"} {
+		objs = append(objs, judgedDeployment(name, cm, false, 2, 2, time.Now()))
 	}
-	c := wavesClient(append(objs, ns, cm)...)
-	g, _ := testGate(t, c, waves.Settings{Threshold: 1})
-	live := &typedGets{Reader: c, of: &appsv1.Deployment{}}
-	g.live = live
-	nsMeta, err := g.namespace(context.Background(), "ns")
+	c := wavesClient(objs...)
+	g, live := testGate(t, c, waves.Settings{Threshold: 1})
+	ctx := context.Background()
+	nsMeta, err := g.namespace(ctx, "ns")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		p, err := g.read(context.Background(), nsMeta, stamp.SourceKindNamed(stamp.KindConfigMap), "cfg")
+		p, err := g.read(ctx, nsMeta, stamp.SourceKindNamed(stamp.KindConfigMap), "cfg")
 		if err != nil || p == nil {
 			t.Fatalf("plan %v, error %v", p, err)
 		}
-		if p.verdict.Current != p.verdict.Waves+1 {
-			t.Fatalf("evaluation %d: %+v, want every wave done", i, p.verdict)
+		if p.members[0].ID != "deployment/z" || !p.members[0].Canary || p.verdict.Current != 2 || len(p.verdict.Waiting) != 5 || !p.pending {
+			t.Fatalf("evaluation %d: %+v, members %+v: want the canary z done, 5 rolled members of wave 2 not yet available", i, p.verdict, p.members)
 		}
 	}
-	if got := live.gets.Load(); got != 4 {
-		t.Errorf("%d health reads in three evaluations of 4 available members, want 4", got)
+	if got := live.reads.Load(); got != 3 {
+		t.Errorf("three evaluations of 6 rolled members made %d live reads, want 3 (the source's)", got)
+	}
+
+	// Without the record of the nudge (or not cached): read live.
+	change := changeOf(cm)
+	for name, cached := range map[string]client.Object{"no record": rolledDeployment("a", cm, false), "not cached": nil} {
+		before := live.reads.Load()
+		m := &waves.Member{ID: "deployment/a", Rolled: true, Judged: true}
+		g.health(ctx, m, memberObj{kind: workload.Deployment, key: types.NamespacedName{Namespace: "ns", Name: "a"}, cached: cached}, change, g.deadline)
+		if got := live.reads.Load() - before; got != 1 {
+			t.Errorf("%s: %d live reads, want 1", name, got)
+		}
+	}
+
+	// A failure in the cache is read again live: available there, not failed.
+	failed := deadlineExceeded(judgedDeployment("a", cm, false, 2, 2, time.Now()))
+	before := live.reads.Load()
+	m := &waves.Member{ID: "deployment/a", Rolled: true, Judged: true}
+	if g.health(ctx, m, memberObj{kind: workload.Deployment, key: types.NamespacedName{Namespace: "ns", Name: "a"}, cached: failed}, change, g.deadline) || m.Failed != "" {
+		t.Errorf("failed in the cache, rolling live: recorded failed (%q)", m.Failed)
+	}
+	if got := live.reads.Load() - before; got != 1 {
+		t.Errorf("a failure in the cache: %d live reads, want 1", got)
+	}
+
+	// The nudge's write in the cache (it bumped the generation), its controller's status
+	// still of the generation before, all available: not ready (nor read live).
+	stale := judgedDeployment("a", cm, true, 2, 2, time.Now())
+	stale.Generation, stale.Status.ObservedGeneration = 3, 2
+	before = live.reads.Load()
+	m = &waves.Member{ID: "deployment/a", Rolled: true, Judged: true}
+	g.health(ctx, m, memberObj{kind: workload.Deployment, key: types.NamespacedName{Namespace: "ns", Name: "a"}, cached: stale}, change, g.deadline)
+	if m.Ready || m.Failed != "" || live.reads.Load() != before {
+		t.Errorf("cached status of the generation before the nudge: ready %v, failed %q, %d live reads; want not ready, none",
+			m.Ready, m.Failed, live.reads.Load()-before)
 	}
 }
 
@@ -345,5 +369,166 @@ func TestWavesResumeCommandPassesNoLaterFailure(t *testing.T) {
 	}
 	if v := got.Annotations[waves.FailedAnnotation]; v != b.Annotations[waves.FailedAnnotation] {
 		t.Errorf("the failure record rewritten: %q", v)
+	}
+}
+
+// A member seen available is remembered for the workload it was, not its name: one
+// deleted and created again under its name, rolled on the change and not yet available,
+// holds the wave until it is.
+func TestWavesReadyMemoIsOfTheWorkloadNotTheName(t *testing.T) {
+	ns := optedInNamespace()
+	ns.Labels[waves.Annotation] = "on"
+	cm := cfgMap("new")
+	a := judgedDeployment("a", cm, true, 1, 1, time.Now())
+	a.UID = "first"
+	c := wavesClient(ns, cm, a)
+	g, _ := testGate(t, c, waves.Settings{Threshold: 1})
+	ctx := context.Background()
+	nsMeta, err := g.namespace(ctx, "ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func() waves.Verdict {
+		t.Helper()
+		p, err := g.read(ctx, nsMeta, stamp.SourceKindNamed(stamp.KindConfigMap), "cfg")
+		if err != nil || p == nil {
+			t.Fatalf("plan %v, error %v", p, err)
+		}
+		return p.verdict
+	}
+	if v := read(); v.Current != v.Waves+1 {
+		t.Fatalf("a available: %+v, want every wave done", v)
+	}
+	if err := c.Delete(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	again := judgedDeployment("a", cm, false, 1, 1, time.Now())
+	again.UID = "second"
+	if err := c.Create(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	if v := read(); v.Current > v.Waves {
+		t.Errorf("a created again, not available: %+v, want its wave not done", v)
+	}
+}
+
+// lists counts the Lists made through a client.
+type lists struct {
+	client.Client
+	n atomic.Int64
+}
+
+func (c *lists) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	c.n.Add(1)
+	return c.Client.List(ctx, list, opts...)
+}
+
+// An evaluation the memo answers walks no consumers: every check of a wave's fan-out
+// asks the gate, and counting a source's consumers at each would cost consumers squared.
+func TestWavesMemoCountsNoConsumers(t *testing.T) {
+	ns := optedInNamespace()
+	ns.Labels[waves.Annotation] = "on"
+	cm := cfgMap("new")
+	c := &lists{Client: wavesClient(ns, cm, rolledDeployment("a", cm, false), rolledDeployment("b", cm, false))}
+	g, _ := testGate(t, c, waves.Settings{Threshold: 1})
+	g.live = wavesClient(ns, cm, rolledDeployment("a", cm, false), rolledDeployment("b", cm, false))
+	if p, err := g.evaluate(context.Background(), "ns", cfgSource, planFresh); err != nil || p == nil {
+		t.Fatalf("plan %v, error %v", p, err)
+	}
+	before := c.n.Load()
+	if p, err := g.evaluate(context.Background(), "ns", cfgSource, planFresh); err != nil || p == nil {
+		t.Fatalf("plan %v, error %v", p, err)
+	}
+	if got := c.n.Load() - before; got != 0 {
+		t.Errorf("an evaluation the memo answers made %d lists of the caches, want 0", got)
+	}
+}
+
+// gathering holds each Get of a ConfigMap until n are made or a while has passed, and
+// counts them.
+type gathering struct {
+	client.Reader
+	n    int64
+	gets atomic.Int64
+	all  chan struct{}
+}
+
+func (c *gathering) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*corev1.ConfigMap); ok {
+		if c.gets.Add(1) == c.n {
+			close(c.all)
+		}
+		select {
+		case <-c.all:
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
+// Workers that find the memo of a source's change too old at once share one read of it
+// (each read costs the source, canaries and the health of every member not yet
+// available): the bound of planFreshToRoll holds whatever the concurrency.
+func TestWavesConcurrentEvaluationsShareARead(t *testing.T) {
+	ns := optedInNamespace()
+	ns.Labels[waves.Annotation] = "on"
+	cm := cfgMap("new")
+	c := wavesClient(ns, cm, rolledDeployment("a", cm, false), rolledDeployment("b", cm, false))
+	g, _ := testGate(t, c, waves.Settings{Threshold: 1})
+	const workers = 8
+	live := &gathering{Reader: c, n: workers, all: make(chan struct{})}
+	g.live = live
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			if p, err := g.evaluate(context.Background(), "ns", cfgSource, planFreshToRoll); err != nil || p == nil {
+				t.Errorf("plan %v, error %v", p, err)
+			}
+		})
+	}
+	wg.Wait()
+	if got := live.gets.Load(); got != 1 {
+		t.Errorf("%d workers evaluating at once read the source %d times, want once", workers, got)
+	}
+}
+
+// A namespace's waves annotations (steps, threshold) are the gate's for its sources,
+// over its label (off here) and under the source's annotations: read from the cache's
+// metadata of the namespace.
+func TestWavesNamespaceAnnotations(t *testing.T) {
+	for _, tc := range []struct {
+		name, threshold, src string
+		waves, waveOfC       int
+	}{
+		{name: "namespace steps 2", threshold: "4", waves: 3, waveOfC: 2},
+		{name: "namespace threshold over the consumers", threshold: "5"},
+		{name: "source steps over the namespace's", threshold: "4", src: "1", waves: 3, waveOfC: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := optedInNamespace()
+			ns.Labels[waves.Annotation] = "off"
+			ns.Annotations = map[string]string{waves.Annotation: "2", waves.ThresholdAnnotation: tc.threshold}
+			cm := cfgMap("new")
+			if tc.src != "" {
+				cm.Annotations = map[string]string{waves.Annotation: tc.src}
+			}
+			c := wavesClient(ns, cm, cfgDeploymentNamed("a"), cfgDeploymentNamed("b"), cfgDeploymentNamed("c"), cfgDeploymentNamed("d"))
+			g, _ := testGate(t, c, waves.Settings{})
+			p, err := g.evaluate(context.Background(), "ns", cfgSource, planFresh)
+			if err != nil || p == nil && tc.waves > 0 {
+				t.Fatalf("plan %v, error %v", p, err)
+			}
+			if p == nil { // fewer consumers in the cache than the threshold: no waves
+				return
+			}
+			if p.verdict.Waves != tc.waves {
+				t.Errorf("%d waves (%+v), want %d", p.verdict.Waves, p.settings, tc.waves)
+			}
+			if tc.waves > 0 {
+				if got := waves.WaveOf(p.settings, p.members, "deployment/c"); got != tc.waveOfC {
+					t.Errorf("deployment/c in wave %d, want %d", got, tc.waveOfC)
+				}
+			}
+		})
 	}
 }

@@ -126,3 +126,15 @@ func TestFlagsRole(t *testing.T) {
 		}
 	}
 }
+
+// --waves-deadline has the bounds of the configstamp.io/waves-deadline annotation.
+func TestFlagsWavesDeadline(t *testing.T) {
+	for _, v := range []string{"0s", "-1m", "10s", "25h"} {
+		if _, err := parse("--waves-deadline", v); err == nil || !strings.Contains(err.Error(), "--waves-deadline") {
+			t.Errorf("--waves-deadline %s: error %v, want out of bounds", v, err)
+		}
+	}
+	if o, err := parse("--waves-deadline", "30s"); err != nil || o.wavesDeadline != 30*time.Second {
+		t.Errorf("--waves-deadline 30s: %v", err)
+	}
+}

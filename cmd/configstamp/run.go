@@ -120,7 +120,7 @@ func bindOptions(fs *flag.FlagSet) *options {
 	fs.StringVar(&o.coverageConfigMap, "coverage-configmap", "", "Namespaced install: NAMESPACE/NAME of the ConfigMap (created with the registration, as the chart does) on which the watcher keeps since when each kind is covered, in place of the registration it may not read.")
 	fs.DurationVar(&o.minRolloutInterval, "min-rollout-interval", watcher.DefaultMinRolloutInterval, "Least time between two rollouts of one workload caused by configstamp (a writer that never stops); the latest content always lands. 0: no limit.")
 	o.waves.Threshold = 5
-	fs.Func("waves", "Roll the consumers of a changed ConfigMap or Secret in health-gated waves, for the whole cluster: \"on\" (steps "+waves.DefaultSteps+") or the steps after the canaries, e.g. \"1,10%,50%\"; the rest roll last. Off by default; a source's configstamp.io/waves annotation or its namespace's label turns them on or off for it (docs/waves.md).", func(v string) error {
+	fs.Func("waves", "Roll the consumers of a changed ConfigMap or Secret in health-gated waves, for the whole cluster: \"on\" (steps "+waves.DefaultSteps+") or the steps after the canaries, e.g. \"1,10%,50%\"; the rest roll last. Off by default; a source's configstamp.io/waves annotation, or its namespace's annotation or label, turns them on or off for it (docs/waves.md).", func(v string) error {
 		s, problems := waves.ForSource(o.waves, map[string]string{waves.Annotation: v})
 		if len(problems) > 0 {
 			return errors.New(strings.Join(problems, "; "))
@@ -128,8 +128,8 @@ func bindOptions(fs *flag.FlagSet) *options {
 		o.waves = s
 		return nil
 	})
-	fs.IntVar(&o.waves.Threshold, "waves-threshold", 5, "Waves apply only to a change that rolls at least this many workloads (a source's configstamp.io/waves-threshold annotation overrides it).")
-	fs.DurationVar(&o.wavesDeadline, "waves-deadline", 10*time.Minute, "How long a rolled StatefulSet, DaemonSet, Rollout or Deployment without a progressDeadlineSeconds may take to become available before its wave fails (a Deployment's is its progressDeadlineSeconds).")
+	fs.IntVar(&o.waves.Threshold, "waves-threshold", 5, "Waves apply only to a change that rolls at least this many workloads (a namespace's or a source's configstamp.io/waves-threshold annotation overrides it).")
+	fs.DurationVar(&o.wavesDeadline, "waves-deadline", 10*time.Minute, "How long a rolled StatefulSet, DaemonSet, Rollout or Deployment without a progressDeadlineSeconds may take to become available before its wave fails (a Deployment's is its progressDeadlineSeconds; a namespace's or a source's configstamp.io/waves-deadline annotation wins).")
 	fs.DurationVar(&o.recheckInterval, "recheck-interval", watcher.DefaultRecheckInterval, "How often the leader goes over every workload in its cache and checks again those whose template, stamp, configstamp annotations or sources' versions moved since their last check (a safety net for a change no event rolled; jittered by up to 20%). 0: never.")
 	fs.BoolVar(&o.rollStaleAtInstall, "roll-stale-at-install", false, "Roll unstamped workloads that predate configstamp when their config was written after their pods started. Off: installing rolls nothing.")
 	fs.BoolVar(&o.secrets, "secrets", false, "Also hash the Secrets pod templates consume (secret volumes, projected secrets, envFrom.secretRef, secretKeyRef). Off: Secrets are never read.")
@@ -159,6 +159,10 @@ func (o *options) validate() error {
 	}
 	if err := o.validateRole(); err != nil {
 		return err
+	}
+	if o.wavesDeadline < waves.MinDeadline || o.wavesDeadline > waves.MaxDeadline {
+		// The annotations' bounds: 0 would fail every rolled workload at once.
+		return fmt.Errorf("--waves-deadline %s: want a duration from %s to %s", o.wavesDeadline, waves.MinDeadline, waves.MaxDeadline)
 	}
 	if o.hashKeyRefresh <= 0 {
 		return errors.New("--hash-key-refresh must be positive")

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -89,7 +90,7 @@ func (c *Cluster) Explain(ctx context.Context, kind *workload.Kind, namespace, n
 	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj); err != nil {
 		return Report{}, describe(err, strings.ToLower(kind.Kind)+"/"+name, namespace)
 	}
-	c.ownerAnnotations(ctx, kind, obj)
+	c.ownerAnnotations(ctx, kind, obj, nil)
 	if ref := workloadRef(obj); ref != nil {
 		return c.explainRef(ctx, obj, ref)
 	}
@@ -131,21 +132,41 @@ func (c *Cluster) Explain(ctx context.Context, kind *workload.Kind, namespace, n
 // (workload.Kind.AnnotationOwner: a Job's CronJob, as the webhook read it at the Job's
 // create; read now, so an edit of the CronJob's since shows). The owner unreadable, or
 // of another UID: obj is judged by its own, with a warning, as the webhook stamped it.
-func (c *Cluster) ownerAnnotations(ctx context.Context, kind *workload.Kind, obj client.Object) {
+// read holds the owners already read by UID (nil: none kept), so the Jobs of one
+// CronJob cost one GET and one warning.
+func (c *Cluster) ownerAnnotations(ctx context.Context, kind *workload.Kind, obj client.Object, read map[types.UID]map[string]string) {
 	ownerKind, ref := kind.AnnotationOwner(obj)
 	if ownerKind == nil {
 		return
 	}
+	ann, seen := read[ref.UID]
+	if !seen {
+		ann = c.readOwnerAnnotations(ctx, ownerKind, obj.GetNamespace(), ref)
+		if read != nil {
+			read[ref.UID] = ann
+		}
+	}
+	if ann != nil {
+		obj.SetAnnotations(workload.WithOwner(obj.GetAnnotations(), ann))
+	}
+}
+
+// readOwnerAnnotations reads the annotations of the owner ref names; nil, with a
+// warning, when it cannot be read or is another object (another UID).
+func (c *Cluster) readOwnerAnnotations(ctx context.Context, ownerKind *workload.Kind, namespace string, ref *metav1.OwnerReference) map[string]string {
 	o := ownerKind.New()
-	err := c.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: ref.Name}, o)
+	err := c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, o)
 	if err == nil && o.GetUID() != ref.UID {
 		err = fmt.Errorf("its uid is %s, not the owner's %s", o.GetUID(), ref.UID)
 	}
 	if err != nil {
 		c.warn("judged by its own annotations: cannot read its %s %s: %v", strings.ToLower(ownerKind.Kind), ref.Name, err)
-		return
+		return nil
 	}
-	obj.SetAnnotations(workload.WithOwner(obj.GetAnnotations(), o.GetAnnotations()))
+	if ann := o.GetAnnotations(); ann != nil {
+		return ann
+	}
+	return map[string]string{}
 }
 
 // options are the stamp options of the server's settings, with Secrets counted or not.
@@ -394,6 +415,7 @@ func (c *Cluster) Impact(ctx context.Context, kinds []*workload.Kind, kind, name
 	var cands []Candidate
 	var forbidden error
 	listed := false
+	owners := map[types.UID]map[string]string{}
 	for _, k := range kinds {
 		list := k.NewList()
 		if err := c.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
@@ -412,7 +434,7 @@ func (c *Cluster) Impact(ctx context.Context, kinds []*workload.Kind, kind, name
 		// The registration is read only for a kind with workloads here.
 		notCovered := len(items) > 0 && c.kindNotCovered(ctx, k)
 		for _, obj := range items {
-			c.ownerAnnotations(ctx, k, obj) // a Job takes its CronJob's extra sources, as the webhook stamped it
+			c.ownerAnnotations(ctx, k, obj, owners) // a Job takes its CronJob's extra sources, as the webhook stamped it
 			cand := Candidate{Kind: k, Object: obj, KindNotCovered: notCovered}
 			cand.InScope, cand.ScopeUnknown = c.inScope(ns, nsKnown, obj)
 			if tmpl := k.Template(obj); tmpl != nil {

@@ -88,13 +88,13 @@ func (c *Cluster) plan(ctx context.Context, kinds []*workload.Kind, ns *corev1.N
 	if content == nil || stamp.Ignored(content) {
 		return nil, nil
 	}
-	var labels map[string]string
+	var labels, nsAnnotations map[string]string
 	if ns != nil {
-		labels = ns.Labels
+		labels, nsAnnotations = ns.Labels, ns.Annotations
 	}
 	e := &evaluated{}
 	var problems []string
-	e.settings, problems = waves.Resolve(c.Waves, labels, obj.GetAnnotations())
+	e.settings, problems = waves.Resolve(c.Waves, labels, nsAnnotations, obj.GetAnnotations())
 	for _, p := range problems {
 		c.warn("%s/%s: bad waves setting: %s", srcKind.Name, name, p)
 	}
@@ -131,7 +131,7 @@ func (c *Cluster) plan(ctx context.Context, kinds []*workload.Kind, ns *corev1.N
 			if unsure {
 				unknown++
 			}
-			c := waves.Consumer{Kind: k, Object: o, InScope: in, Canary: o.GetLabels()[waves.CanaryLabel] == "true"}
+			c := waves.Consumer{Kind: k, Object: o, InScope: in, Canary: waves.IsCanary(o)}
 			cs = append(cs, c)
 			objs[waves.MemberID(k, o.GetName())] = c
 		}

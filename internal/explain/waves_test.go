@@ -127,3 +127,34 @@ func TestWavesFailed(t *testing.T) {
 		})
 	}
 }
+
+// The namespace's waves annotations are read from the live Namespace, as the watcher
+// reads them from its cache (waves.Resolve): its steps over its label's off; a bad
+// threshold there is warned of, the flag's kept.
+func TestPlanNamespaceAnnotations(t *testing.T) {
+	sc, err := scope.New(stamp.InjectLabel, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns",
+		Labels:      map[string]string{stamp.InjectLabel: stamp.InjectValue, waves.Annotation: "off"},
+		Annotations: map[string]string{waves.Annotation: "2", waves.ThresholdAnnotation: "many"}}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "shared"}, Data: map[string]string{"a": "1"}}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	var warned []string
+	c := &Cluster{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(ns, cm).Build(), Scope: sc,
+		Waves: waves.Settings{Threshold: 1}, Warn: func(s string) { warned = append(warned, s) }}
+	e, err := c.plan(context.Background(), nil, ns, true, "ns", stamp.SourceKindNamed(stamp.KindConfigMap), "shared", func() []byte { return nil })
+	if err != nil || e == nil {
+		t.Fatalf("plan %+v, error %v: want waves on by the namespace's annotation", e, err)
+	}
+	if len(e.settings.Steps) != 1 || e.settings.Steps[0].N != 2 || e.settings.Threshold != 1 {
+		t.Errorf("settings %+v: want the namespace's steps 2, the flag's threshold 1", e.settings)
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], "namespace: configstamp.io/waves-threshold") {
+		t.Errorf("warnings %q: want the namespace's bad threshold", warned)
+	}
+}

@@ -61,6 +61,8 @@ func (m message) title() string {
 		return fmt.Sprintf("configstamp held the rollout of %d paused workload%s in namespace %s: it rolls once resumed", n, s, m.namespace)
 	case Bypassed:
 		return fmt.Sprintf("configstamp: the stamp of %d workload%s in namespace %s bypassed its webhook", n, s, m.namespace)
+	case Halted:
+		return fmt.Sprintf("configstamp: a change rolling in waves halted in namespace %s%s: %d workload%s failed; the workloads not yet rolled keep their config", m.namespace, what, n, s)
 	}
 	return fmt.Sprintf("configstamp: %s, %d workload%s in namespace %s", m.kind, n, s, m.namespace)
 }

@@ -35,6 +35,8 @@ const (
 	HeldPaused Kind = "held.paused"
 	// Bypassed: the stamp still bypassed the webhook after every retry.
 	Bypassed Kind = "bypassed"
+	// Halted: a change rolling in waves halted; the workload is one that failed its wave.
+	Halted Kind = "halted"
 )
 
 // Event is one workload's part of a message.

@@ -333,3 +333,34 @@ func TestRestampedTitle(t *testing.T) {
 		t.Fatalf("%s %v", body, err)
 	}
 }
+
+// A halted change's message names the source and the workload that failed, in each
+// format; the same halt queued twice is sent once.
+func TestHaltedMessage(t *testing.T) {
+	ev := Event{Kind: Halted, Namespace: "team-a", Workload: "Deployment/a", Change: "configmap/app=77c0de12ab34", Sources: []string{"configmap/app"},
+		Reason: "change configmap/app=77c0de12ab34 halted in wave 1 of 3: did not become available: ProgressDeadlineExceeded"}
+	m := toMessage([]Event{ev})
+	_, body, err := slack(m, "", "")
+	want := "configstamp: a change rolling in waves halted in namespace team-a after a change of configmap/app: 1 workload failed; " +
+		"the workloads not yet rolled keep their config\n• Deployment/a: " + ev.Reason
+	var text map[string]string
+	if err != nil || json.Unmarshal(body, &text) != nil || text["text"] != want {
+		t.Fatalf("slack %s %v, want text %q", body, err, want)
+	}
+	if _, body, err = teams(m, "", ""); err != nil || !strings.Contains(string(body), `"- Deployment/a: change configmap/app=77c0de12ab34 halted`) {
+		t.Fatalf("teams %s %v", body, err)
+	}
+	if _, body, err = cloudEvent(m, "configstamp", "id"); err != nil || !strings.Contains(string(body), `"type":"io.configstamp.halted"`) ||
+		!strings.Contains(string(body), `"change":"configmap/app=77c0de12ab34"`) {
+		t.Fatalf("cloudevents %s %v", body, err)
+	}
+	n, err := New(Options{Format: FormatSlack, URL: URLFromFile("/nonexistent")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Notify(ev)
+	n.Notify(ev)
+	if len(n.events) != 1 {
+		t.Fatalf("%d halt reports queued, want 1", len(n.events))
+	}
+}

@@ -11,14 +11,26 @@ import (
 	"github.com/configstamp/configstamp/stamp"
 )
 
-// Resolve is a source's settings: the cluster's, its namespace's label over them, the
-// source's annotations over that. problems are the source's bad values (kept out).
-func Resolve(cluster Settings, nsLabels, annotations map[string]string) (Settings, []string) {
+// NamespaceProblem prefixes the problems Resolve finds in the namespace's annotations.
+const NamespaceProblem = "namespace: "
+
+// Resolve is a source's settings, each level over the one before: the cluster's (flags),
+// the namespace's label (on/off), the namespace's annotations (Annotation,
+// ThresholdAnnotation, DeadlineAnnotation: the source's syntax and bounds; its waves
+// annotation wins over its label), the source's annotations. problems are the bad values
+// of the namespace's annotations ("namespace: ...") and the source's: each is kept out
+// and the level before applies.
+func Resolve(cluster Settings, nsLabels, nsAnnotations, annotations map[string]string) (Settings, []string) {
 	s := cluster
 	if v, ok := nsLabels[Annotation]; ok {
 		s, _ = ForSource(s, map[string]string{Annotation: v})
 	}
-	return ForSource(s, annotations)
+	s, nsProblems := ForSource(s, nsAnnotations)
+	for i, p := range nsProblems {
+		nsProblems[i] = NamespaceProblem + p
+	}
+	s, problems := ForSource(s, annotations)
+	return s, append(nsProblems, problems...)
 }
 
 // ChangeOf names the change of a source by its whole content under the namespace's
@@ -39,16 +51,20 @@ type Consumer struct {
 	Object client.Object
 	// InScope: the registration sends its admissions (scope.IncludesWorkload).
 	InScope bool
-	// Canary: it carries CanaryLabel=true.
+	// Canary: it carries CanaryLabel=true (IsCanary).
 	Canary bool
 }
+
+// IsCanary reports whether the workload o carries CanaryLabel=true.
+func IsCanary(o client.Object) bool { return o.GetLabels()[CanaryLabel] == "true" }
 
 // Members are the consumers of source kind/name the watcher rolls, for the change of
 // its content. Rolled: a template's digest of it is the current content's for what that
 // workload consumes of it; a template with no digest of it (a workload adopted
 // unstamped) has Rolled only once the watcher recorded it current for the change
 // (RolledAnnotation: nothing it reads changed). Judged (its health counts) where the
-// watcher's nudge rolled it on this change; a rolled member not judged is Ready. Failed
+// watcher's nudge rolled it on this change (a record dated before the workload was
+// created is not); a rolled member not judged is Ready. Failed
 // and Resumed from its FailedAnnotation. Those it never rolls (no template, being
 // deleted, opted out, paused, out of scope) are not members: a wave waiting for them
 // would wait for ever. nsKey nil (a reader without the hash key): Rolled is not known,
@@ -64,6 +80,11 @@ func Members(kind, name string, content *corev1.ConfigMap, nsKey []byte, change 
 		}
 		m := Member{ID: MemberID(c.Kind, o.GetName()), Canary: c.Canary}
 		entry, recorded := RolledFor(o.GetAnnotations(), change)
+		if recorded && entry.Wave > 0 && entry.At.Before(o.GetCreationTimestamp().Time) {
+			// Dated before the workload was created: a record copied with its manifest
+			// onto a workload created again under its name, not a nudge of this one.
+			recorded = false
+		}
 		for _, src := range stamp.Consumed(o.GetAnnotations(), &tmpl.Spec, opts) {
 			if src.Kind == kind && src.Name == name && nsKey != nil {
 				m.Digest = stamp.SourceDigest(src, content, nsKey).Hex()[:12]

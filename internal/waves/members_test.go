@@ -50,6 +50,11 @@ func TestMembers(t *testing.T) {
 	// on it (only untouched keys changed): not judged, done.
 	earlier := consumerOf("earlier", now)
 	earlier.Annotations = map[string]string{RolledAnnotation: RolledEntry{Change: "configmap/shared=000000000000", Wave: 1, Waves: 3, At: at}.String()}
+	// Created again under its name from a manifest that kept the record of the one
+	// before: the record is not of its rollout.
+	recreated := consumerOf("recreated", now)
+	recreated.Annotations = judged.Annotations
+	recreated.CreationTimestamp = metav1.NewTime(at.Add(time.Minute))
 	// Adopted (no stamp of the source): rolled only once recorded current for the change.
 	adopted := consumerOf("adopted", "")
 	current := consumerOf("current", "")
@@ -65,6 +70,7 @@ func TestMembers(t *testing.T) {
 		{Kind: dk, Object: consumerOf("outside", ""), InScope: false},
 		{Kind: dk, Object: judged, InScope: true},
 		{Kind: dk, Object: earlier, InScope: true},
+		{Kind: dk, Object: recreated, InScope: true},
 		{Kind: dk, Object: adopted, InScope: true},
 		{Kind: dk, Object: current, InScope: true},
 	})
@@ -75,6 +81,7 @@ func TestMembers(t *testing.T) {
 		{ID: "deployment/resumed", Resumed: true, Digest: now},
 		{ID: "deployment/judged", Rolled: true, Judged: true, Since: at, Digest: now},
 		{ID: "deployment/earlier", Rolled: true, Ready: true, Digest: now},
+		{ID: "deployment/recreated", Rolled: true, Ready: true, Digest: now},
 		{ID: "deployment/adopted", Digest: now},
 		{ID: "deployment/current", Rolled: true, Ready: true, Digest: now},
 	}
@@ -88,25 +95,46 @@ func TestMembers(t *testing.T) {
 	}
 }
 
+// TestResolve: each level over the one before: flags < namespace label < namespace
+// annotations < source annotations; a bad value is a problem and the level before applies.
 func TestResolve(t *testing.T) {
-	cluster := Settings{Threshold: 5}
+	cluster := Settings{Threshold: 5, Deadline: time.Minute}
 	for _, c := range []struct {
-		name        string
-		ns, src     map[string]string
-		on          bool
-		threshold   int
-		steps, bads int
+		name            string
+		label, nsa, src map[string]string
+		on              bool
+		threshold       int
+		steps, bads     int
+		deadline        time.Duration
 	}{
-		{name: "off", on: false, threshold: 5, steps: 3},
-		{name: "namespace on", ns: map[string]string{Annotation: "on"}, on: true, threshold: 5, steps: 3},
-		{name: "source over namespace", ns: map[string]string{Annotation: "on"}, src: map[string]string{Annotation: "off"}, threshold: 5, steps: 3},
-		{name: "source steps", src: map[string]string{Annotation: "2,50%", ThresholdAnnotation: "2"}, on: true, threshold: 2, steps: 2},
-		{name: "bad kept out", ns: map[string]string{Annotation: "on"}, src: map[string]string{Annotation: "x"}, on: true, threshold: 5, steps: 3, bads: 1},
+		{name: "off", threshold: 5, steps: 3, deadline: time.Minute},
+		{name: "namespace label on", label: map[string]string{Annotation: "on"}, on: true, threshold: 5, steps: 3, deadline: time.Minute},
+		{name: "source over namespace", label: map[string]string{Annotation: "on"}, src: map[string]string{Annotation: "off"}, threshold: 5, steps: 3, deadline: time.Minute},
+		{name: "source steps", src: map[string]string{Annotation: "2,50%", ThresholdAnnotation: "2"}, on: true, threshold: 2, steps: 2, deadline: time.Minute},
+		{name: "bad kept out", label: map[string]string{Annotation: "on"}, src: map[string]string{Annotation: "x"}, on: true, threshold: 5, steps: 3, bads: 1, deadline: time.Minute},
+		{name: "namespace annotations", nsa: map[string]string{Annotation: "2,50%", ThresholdAnnotation: "3", DeadlineAnnotation: "10m"},
+			on: true, threshold: 3, steps: 2, deadline: 10 * time.Minute},
+		{name: "namespace annotation over its label", label: map[string]string{Annotation: "on"}, nsa: map[string]string{Annotation: "off"},
+			threshold: 5, steps: 3, deadline: time.Minute},
+		{name: "namespace annotation steps, label off", label: map[string]string{Annotation: "off"}, nsa: map[string]string{Annotation: "1,20%"},
+			on: true, threshold: 5, steps: 2, deadline: time.Minute},
+		{name: "source over namespace annotations", nsa: map[string]string{Annotation: "2,50%", ThresholdAnnotation: "3", DeadlineAnnotation: "10m"},
+			src: map[string]string{Annotation: "1", ThresholdAnnotation: "1", DeadlineAnnotation: "2m"}, on: true, threshold: 1, steps: 1, deadline: 2 * time.Minute},
+		{name: "source off over namespace steps", nsa: map[string]string{Annotation: "2,50%"}, src: map[string]string{Annotation: "off"},
+			threshold: 5, steps: 2, deadline: time.Minute},
+		{name: "bad namespace annotations: the label and flags apply", label: map[string]string{Annotation: "on"},
+			nsa: map[string]string{Annotation: "often", ThresholdAnnotation: "-1", DeadlineAnnotation: "1s"}, on: true, threshold: 5, steps: 3, bads: 3, deadline: time.Minute},
+		{name: "bad namespace deadline: the flag's", nsa: map[string]string{Annotation: "on", DeadlineAnnotation: "25h"}, on: true, threshold: 5, steps: 3, bads: 1, deadline: time.Minute},
+		{name: "a namespace label sets no deadline", label: map[string]string{Annotation: "on", DeadlineAnnotation: "5m"}, on: true, threshold: 5, steps: 3, deadline: time.Minute},
 	} {
-		s, problems := Resolve(cluster, c.ns, c.src)
-		if s.On != c.on || s.Threshold != c.threshold || len(s.Steps) != c.steps || len(problems) != c.bads {
+		s, problems := Resolve(cluster, c.label, c.nsa, c.src)
+		if s.On != c.on || s.Threshold != c.threshold || len(s.Steps) != c.steps || len(problems) != c.bads || s.Deadline != c.deadline {
 			t.Errorf("%s: %+v %v", c.name, s, problems)
 		}
+	}
+	_, problems := Resolve(cluster, nil, map[string]string{ThresholdAnnotation: "many"}, map[string]string{ThresholdAnnotation: "x"})
+	if len(problems) != 2 || !strings.HasPrefix(problems[0], "namespace: ") || strings.HasPrefix(problems[1], "namespace: ") {
+		t.Errorf("problems %q: want the namespace's named, then the source's", problems)
 	}
 }
 

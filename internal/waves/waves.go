@@ -24,6 +24,10 @@ const (
 	// ThresholdAnnotation on a ConfigMap or Secret: waves apply only when at least this
 	// many workloads consume it (default: the cluster's).
 	ThresholdAnnotation = "configstamp.io/waves-threshold"
+	// DeadlineAnnotation on a ConfigMap or Secret: how long a workload of a kind without
+	// a deadline of its own may take to become available once rolled in a wave (a Go
+	// duration, MinDeadline to MaxDeadline; default: the --waves-deadline flag's).
+	DeadlineAnnotation = "configstamp.io/waves-deadline"
 	// CommandAnnotation on a ConfigMap or Secret, written by `configstamp halt|resume`:
 	// "halt <change>" or "resume <change>"; it names the change, so a new change (the
 	// fix) is not held by an old command.
@@ -45,6 +49,12 @@ const (
 
 // DefaultSteps are the wave sizes after the canaries when none are configured.
 const DefaultSteps = "1,10%,50%"
+
+// The bounds of a DeadlineAnnotation.
+const (
+	MinDeadline = 30 * time.Second
+	MaxDeadline = 24 * time.Hour
+)
 
 // Step is one wave's size: a count, or a percentage of all consumers (rounded up).
 type Step struct {
@@ -82,6 +92,9 @@ type Settings struct {
 	Steps []Step
 	// Threshold: waves apply only when at least this many workloads consume the source.
 	Threshold int
+	// Deadline bounds how long a rolled workload of a kind without a deadline of its own
+	// may take to become available (0: the watcher's --waves-deadline).
+	Deadline time.Duration
 }
 
 // ForSource applies a source's annotations over the cluster's settings. A bad value is
@@ -107,6 +120,13 @@ func ForSource(cluster Settings, annotations map[string]string) (Settings, []str
 			problems = append(problems, fmt.Sprintf("%s %q: want a count", ThresholdAnnotation, v))
 		} else {
 			s.Threshold = n
+		}
+	}
+	if v, ok := annotations[DeadlineAnnotation]; ok {
+		if d, err := time.ParseDuration(strings.TrimSpace(v)); err != nil || d < MinDeadline || d > MaxDeadline {
+			problems = append(problems, fmt.Sprintf("%s %q: want a duration from %s to %s", DeadlineAnnotation, v, MinDeadline, MaxDeadline))
+		} else {
+			s.Deadline = d
 		}
 	}
 	if len(s.Steps) == 0 {
@@ -365,10 +385,17 @@ func (e RolledEntry) Note() string {
 	return fmt.Sprintf("wave %d of %d for %s", e.Wave, e.Waves, e.Source())
 }
 
-// ParseRolled reads a RolledAnnotation value; entries that do not parse are left out.
+// maxRolled bounds the entries of a RolledAnnotation read: one per source a workload
+// consumes in waves. The value is on the tenant's workload, read at every evaluation
+// of each member: a value of 256 KiB of entries written by hand must not cost more.
+const maxRolled = 64
+
+// ParseRolled reads a RolledAnnotation value; entries that do not parse, and those past
+// the first maxRolled, are left out.
 func ParseRolled(v string) []RolledEntry {
 	var out []RolledEntry
-	for _, f := range strings.Split(v, "; ") {
+	fields := strings.SplitN(v, "; ", maxRolled+1)
+	for _, f := range fields[:min(len(fields), maxRolled)] {
 		change, rest, ok := strings.Cut(strings.TrimSpace(f), ": ")
 		if !ok || !strings.Contains(change, "=") {
 			continue
@@ -395,7 +422,7 @@ func ParseRolled(v string) []RolledEntry {
 // RolledValue is the RolledAnnotation value that records adds over old: an entry of
 // old for the same source as one of adds is replaced (a source rolls one change at a
 // time), and one for a source not in keep is dropped (the workload no longer consumes
-// it), so the value stays as small as the sources it consumes.
+// it), so the value stays as small as the sources it consumes, and at most maxRolled.
 func RolledValue(old string, adds []RolledEntry, keep func(src string) bool) string {
 	var parts []string
 	for _, e := range ParseRolled(old) {
@@ -406,7 +433,8 @@ func RolledValue(old string, adds []RolledEntry, keep func(src string) bool) str
 	for _, a := range adds {
 		parts = append(parts, a.String())
 	}
-	return strings.Join(parts, "; ")
+	// The oldest go past maxRolled (ParseRolled would not read them).
+	return strings.Join(parts[max(len(parts)-maxRolled, 0):], "; ")
 }
 
 func (e RolledEntry) String() string {

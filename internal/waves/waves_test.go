@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -64,6 +65,25 @@ func TestForSource(t *testing.T) {
 	}
 	if s, _ := ForSource(cluster, map[string]string{Annotation: "on"}); !s.On || len(s.Steps) != 3 {
 		t.Errorf("on: %+v (want DefaultSteps)", s)
+	}
+}
+
+// TestForSourceDeadline: a source's deadline annotation within bounds is kept; a bad
+// or out-of-bounds one is a problem and the cluster's (the flag's: 0) stays.
+func TestForSourceDeadline(t *testing.T) {
+	if s, p := ForSource(Settings{}, map[string]string{DeadlineAnnotation: " 90s "}); s.Deadline != 90*time.Second || len(p) != 0 {
+		t.Errorf("90s: %+v %v", s, p)
+	}
+	if s, p := ForSource(Settings{}, map[string]string{DeadlineAnnotation: "24h"}); s.Deadline != MaxDeadline || len(p) != 0 {
+		t.Errorf("24h: %+v %v", s, p)
+	}
+	for _, bad := range []string{"", "soon", "10", "1s", "25h", "-5m"} {
+		if s, p := ForSource(Settings{}, map[string]string{DeadlineAnnotation: bad}); s.Deadline != 0 || len(p) != 1 {
+			t.Errorf("%q: %+v %v (want no deadline and a problem)", bad, s, p)
+		}
+	}
+	if s, _ := Resolve(Settings{}, map[string]string{DeadlineAnnotation: "5m"}, nil, nil); s.Deadline != 0 {
+		t.Errorf("a namespace label set the deadline: %+v (only annotations do)", s)
 	}
 }
 
@@ -259,5 +279,24 @@ func TestRolledRecord(t *testing.T) {
 	v = RolledValue(old, []RolledEntry{a2}, func(src string) bool { return src != "configmap/c" })
 	if got := ParseRolled(v); !slices.Equal(got, []RolledEntry{b, a2}) {
 		t.Errorf("after a new change of a: %q", v)
+	}
+}
+
+// A RolledAnnotation value is on the tenant's workload and read at every evaluation of
+// each member: entries past maxRolled are not read, and a new entry is never one of them.
+func TestRolledBounded(t *testing.T) {
+	at := time.Date(2026, 12, 5, 21, 0, 0, 0, time.UTC)
+	var many []string
+	for i := range 10000 {
+		many = append(many, RolledEntry{Change: fmt.Sprintf("configmap/c%d=111111111111", i), Wave: 1, Waves: 2, At: at}.String())
+	}
+	v := strings.Join(many, "; ")
+	if got := len(ParseRolled(v)); got != maxRolled {
+		t.Errorf("ParseRolled read %d entries, want %d", got, maxRolled)
+	}
+	add := RolledEntry{Change: "configmap/new=222222222222"}
+	got := ParseRolled(RolledValue(v, []RolledEntry{add}, func(string) bool { return true }))
+	if len(got) != maxRolled || !slices.Contains(got, add) {
+		t.Errorf("after adding one: %d entries, the new one kept %v", len(got), slices.Contains(got, add))
 	}
 }

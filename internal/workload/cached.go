@@ -35,6 +35,8 @@ type Cached struct {
 	// Behind, Total and Partial are Kind.Behind of the whole object.
 	Behind, Total int32
 	Partial       bool
+	// Health is Kind.Health of the whole object.
+	Health Health
 }
 
 var _ client.Object = &Cached{}
@@ -58,10 +60,12 @@ func cachedOf(obj client.Object) (*Cached, bool) {
 }
 
 // templateOf is the kind's template of obj, a trimmed one (annotations only) of a
-// Cached.
+// Cached. A Cached is made only by Compact, from a typed object whose cache-only keys
+// it dropped: its fields are configstamp's, and the template carries this process's
+// trimToken.
 func (k *Kind) templateOf(obj client.Object) *corev1.PodTemplateSpec {
 	if c, ok := cachedOf(obj); ok {
-		ann := make(map[string]string, len(c.TemplateAnnotations)+4)
+		ann := make(map[string]string, len(c.TemplateAnnotations)+5)
 		maps.Copy(ann, c.TemplateAnnotations)
 		for k, v := range map[string]string{FingerprintAnnotation: c.Fingerprint, podsDigestAnnotation: c.PodsDigest,
 			referencesAnnotation: c.References, selectorAnnotation: c.Selector} {
@@ -69,6 +73,7 @@ func (k *Kind) templateOf(obj client.Object) *corev1.PodTemplateSpec {
 				ann[k] = v
 			}
 		}
+		ann[trimmedAnnotation] = trimToken
 		return &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: ann}}
 	}
 	return k.template(obj)
@@ -78,10 +83,12 @@ func (k *Kind) templateOf(obj client.Object) *corev1.PodTemplateSpec {
 func (k *Kind) Compacts() bool { return k.compact }
 
 // Compact is Trim's result as a Cached for the kinds that have one (Compacts), Trim's
-// otherwise. A Cached is returned as it is.
-func (k *Kind) Compact(obj client.Object, keepLabel string) client.Object {
+// otherwise; keepLabels as Trim's. A Cached is returned as it is. Every field of the
+// kind's functions read of the whole object (Paused, Behind, Health, ...) is
+// precomputed here.
+func (k *Kind) Compact(obj client.Object, keepLabels ...string) client.Object {
 	if !k.compact || obj == nil {
-		return k.Trim(obj, keepLabel)
+		return k.Trim(obj, keepLabels...)
 	}
 	if _, ok := cachedOf(obj); ok {
 		return obj
@@ -97,9 +104,9 @@ func (k *Kind) Compact(obj client.Object, keepLabel string) client.Object {
 		}
 	}
 	ann := tmpl.Annotations
-	c := &Cached{ObjectMeta: trimMeta(obj, keepLabel), Paused: k.Paused(obj), Fingerprint: ann[FingerprintAnnotation],
+	c := &Cached{ObjectMeta: trimMeta(obj, keepLabels), Paused: k.Paused(obj), Health: k.Health(obj), Fingerprint: ann[FingerprintAnnotation],
 		PodsDigest: ann[podsDigestAnnotation], References: ann[referencesAnnotation], Selector: ann[selectorAnnotation]}
-	for _, key := range []string{FingerprintAnnotation, podsDigestAnnotation, referencesAnnotation, selectorAnnotation} {
+	for _, key := range []string{trimmedAnnotation, FingerprintAnnotation, podsDigestAnnotation, referencesAnnotation, selectorAnnotation} {
 		delete(ann, key)
 	}
 	if len(ann) > 0 {

@@ -12,8 +12,8 @@ import (
 	"github.com/configstamp/configstamp/internal/argo"
 )
 
-// Health is how a workload's rollout of its current template stands, read from a full
-// (untrimmed) object: Ready once it finished and is available; Failed (why) when its
+// Health is how a workload's rollout of its current template stands, read from a whole
+// object or one the watcher's cache keeps (Trim keeps what it reads): Ready once it finished and is available; Failed (why) when its
 // controller gave up.
 type Health struct {
 	Ready  bool
@@ -26,6 +26,9 @@ type Health struct {
 // Health reads obj's rollout; a kind without pods of its own (a CronJob) is ready at
 // once.
 func (k *Kind) Health(obj client.Object) Health {
+	if c, ok := cachedOf(obj); ok {
+		return c.Health
+	}
 	if k.health == nil {
 		return Health{Ready: true}
 	}
@@ -58,13 +61,46 @@ func deploymentHealth(o client.Object) Health {
 			progressing = &d.Status.Conditions[i]
 		}
 	}
-	if progressing != nil && progressing.Status == corev1.ConditionFalse && progressing.Reason == "ProgressDeadlineExceeded" {
+	if progressing != nil && progressing.Status == corev1.ConditionFalse && progressing.Reason == reasonDeadline {
 		return Health{Failed: fmt.Sprintf("did not become available within its progressDeadlineSeconds (%d): ProgressDeadlineExceeded", ptrOr(d.Spec.ProgressDeadlineSeconds, 600)), OwnDeadline: own}
 	}
 	want := replicas(d.Spec.Replicas)
 	s := d.Status
 	return Health{Ready: s.UpdatedReplicas == want && s.Replicas == want && s.AvailableReplicas >= want &&
-		(!own || progressing != nil && progressing.Reason == "NewReplicaSetAvailable"), OwnDeadline: own}
+		(!own || progressing != nil && progressing.Reason == reasonAvailable), OwnDeadline: own}
+}
+
+// Reasons of a Deployment's Progressing condition that deploymentHealth reads.
+const (
+	reasonAvailable = "NewReplicaSetAvailable"
+	reasonDeadline  = "ProgressDeadlineExceeded"
+)
+
+// deploymentHealthStatus is what deploymentHealth reads of a Deployment's status, for
+// Trim: the counts and the Progressing condition's status and reason (the strings it
+// reads as constants: no copy per cached Deployment).
+func deploymentHealthStatus(s appsv1.DeploymentStatus) appsv1.DeploymentStatus {
+	out := appsv1.DeploymentStatus{ObservedGeneration: s.ObservedGeneration, Replicas: s.Replicas, UpdatedReplicas: s.UpdatedReplicas,
+		AvailableReplicas: s.AvailableReplicas}
+	for _, c := range s.Conditions {
+		if c.Type != appsv1.DeploymentProgressing {
+			continue
+		}
+		kept := appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: intern(c.Status, corev1.ConditionTrue, corev1.ConditionFalse),
+			Reason: intern(c.Reason, reasonAvailable, reasonDeadline)}
+		out.Conditions = []appsv1.DeploymentCondition{kept} // the last, as deploymentHealth reads it
+	}
+	return out
+}
+
+// intern is s as the one of known it equals (a constant), else s.
+func intern[S ~string](s S, known ...S) S {
+	for _, k := range known {
+		if s == k {
+			return k
+		}
+	}
+	return s
 }
 
 func ptrOr(p *int32, def int32) int32 {

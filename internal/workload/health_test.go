@@ -42,6 +42,8 @@ func TestHealthOwnDeadline(t *testing.T) {
 	}
 }
 
+// TestHealth: each kind's health, the same from the object the watcher's cache keeps
+// (Trim, Compact).
 func TestHealth(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -56,11 +58,19 @@ func TestHealth(t *testing.T) {
 		{"deployment old pods left", Deployment, deployment(2, 2, 2, 2, 3, "NewReplicaSetAvailable", corev1.ConditionTrue), false, false},
 		{"deployment past its deadline", Deployment, deployment(2, 2, 1, 2, 3, "ProgressDeadlineExceeded", corev1.ConditionFalse), false, true},
 		{"deployment past its deadline, not observed", Deployment, deployment(3, 2, 1, 2, 3, "ProgressDeadlineExceeded", corev1.ConditionFalse), false, false},
-		{"statefulset ready", StatefulSet, &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](2)},
-			Status: appsv1.StatefulSetStatus{Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, CurrentRevision: "b", UpdateRevision: "b"}}, true, false},
+		{"statefulset ready", StatefulSet, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Generation: 2}, Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](2)},
+			Status: appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, CurrentRevision: "b", UpdateRevision: "b"}}, true, false},
+		// The status of the generation before (the watcher's nudge not yet seen by its
+		// controller): not ready, also trimmed.
+		{"statefulset not observed", StatefulSet, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Generation: 3}, Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](2)},
+			Status: appsv1.StatefulSetStatus{ObservedGeneration: 2, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, CurrentRevision: "b", UpdateRevision: "b"}}, false, false},
 		{"statefulset rolling", StatefulSet, &appsv1.StatefulSet{Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](2)},
 			Status: appsv1.StatefulSetStatus{Replicas: 2, UpdatedReplicas: 1, ReadyReplicas: 2, CurrentRevision: "a", UpdateRevision: "b"}}, false, false},
-		{"daemonset ready", DaemonSet, &appsv1.DaemonSet{Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 3, UpdatedNumberScheduled: 3, NumberAvailable: 3}}, true, false},
+		{"daemonset ready", DaemonSet, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Generation: 2},
+			Status: appsv1.DaemonSetStatus{ObservedGeneration: 2, DesiredNumberScheduled: 3, UpdatedNumberScheduled: 3, NumberAvailable: 3}}, true, false},
+		{"daemonset not observed", DaemonSet, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Generation: 3},
+			Status: appsv1.DaemonSetStatus{ObservedGeneration: 2, DesiredNumberScheduled: 3, UpdatedNumberScheduled: 3, NumberAvailable: 3}}, false, false},
+		{"daemonset not updated", DaemonSet, &appsv1.DaemonSet{Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 3, UpdatedNumberScheduled: 2, NumberAvailable: 3}}, false, false},
 		{"daemonset rolling", DaemonSet, &appsv1.DaemonSet{Status: appsv1.DaemonSetStatus{DesiredNumberScheduled: 3, UpdatedNumberScheduled: 3, NumberAvailable: 2}}, false, false},
 		{"rollout healthy", Rollout, &argo.Rollout{ObjectMeta: metav1.ObjectMeta{Generation: 4}, Status: argo.RolloutStatus{ObservedGeneration: "4", Phase: "Healthy"}}, true, false},
 		{"rollout healthy, not observed", Rollout, &argo.Rollout{ObjectMeta: metav1.ObjectMeta{Generation: 5}, Status: argo.RolloutStatus{ObservedGeneration: "4", Phase: "Healthy"}}, false, false},
@@ -90,6 +100,21 @@ func TestHealth(t *testing.T) {
 		h := c.kind.Health(c.obj)
 		if h.Ready != c.ready || (h.Failed != "") != c.failed {
 			t.Errorf("%s: %+v, want ready %v failed %v", c.name, h, c.ready, c.failed)
+		}
+		// The watcher's cache keeps a trimmed object (the waves gate reads its health).
+		if trimmed := c.kind.Health(c.kind.Trim(c.obj)); trimmed != h {
+			t.Errorf("%s, trimmed: %+v, whole %+v", c.name, trimmed, h)
+		}
+		// Informers may pass a cached object through the transform again.
+		if twice := c.kind.Health(c.kind.Trim(c.kind.Trim(c.obj))); twice != h {
+			t.Errorf("%s, trimmed twice: %+v, whole %+v", c.name, twice, h)
+		}
+		// A cluster-wide cache keeps a Cached of the kinds that compact (health precomputed).
+		if compact := c.kind.Health(c.kind.Compact(c.obj)); compact != h {
+			t.Errorf("%s, compact: %+v, whole %+v", c.name, compact, h)
+		}
+		if twice := c.kind.Health(c.kind.Compact(c.kind.Compact(c.obj))); twice != h {
+			t.Errorf("%s, compact twice: %+v, whole %+v", c.name, twice, h)
 		}
 	}
 }

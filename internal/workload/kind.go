@@ -270,8 +270,9 @@ var (
 			if !ok {
 				return o
 			}
-			out := &appsv1.Deployment{TypeMeta: d.TypeMeta, ObjectMeta: meta, Status: appsv1.DeploymentStatus{ObservedGeneration: d.Status.ObservedGeneration}}
+			out := &appsv1.Deployment{TypeMeta: d.TypeMeta, ObjectMeta: meta, Status: deploymentHealthStatus(d.Status)}
 			out.Spec.Selector, out.Spec.Paused = sel, d.Spec.Paused
+			out.Spec.Replicas, out.Spec.ProgressDeadlineSeconds = d.Spec.Replicas, d.Spec.ProgressDeadlineSeconds // Health
 			if tmpl != nil {
 				out.Spec.Template = *tmpl
 			}
@@ -313,8 +314,8 @@ var (
 			}
 			out := &appsv1.StatefulSet{TypeMeta: s.TypeMeta, ObjectMeta: meta, Status: appsv1.StatefulSetStatus{
 				ObservedGeneration: s.Status.ObservedGeneration, CurrentRevision: s.Status.CurrentRevision, UpdateRevision: s.Status.UpdateRevision,
-				Replicas: s.Status.Replicas, UpdatedReplicas: s.Status.UpdatedReplicas}}
-			out.Spec.Selector, out.Spec.UpdateStrategy = sel, s.Spec.UpdateStrategy
+				Replicas: s.Status.Replicas, UpdatedReplicas: s.Status.UpdatedReplicas, ReadyReplicas: s.Status.ReadyReplicas}}
+			out.Spec.Selector, out.Spec.UpdateStrategy, out.Spec.Replicas = sel, s.Spec.UpdateStrategy, s.Spec.Replicas
 			if tmpl != nil {
 				out.Spec.Template = *tmpl
 			}
@@ -350,7 +351,7 @@ var (
 				return o
 			}
 			out := &appsv1.DaemonSet{TypeMeta: d.TypeMeta, ObjectMeta: meta, Status: appsv1.DaemonSetStatus{ObservedGeneration: d.Status.ObservedGeneration,
-				DesiredNumberScheduled: d.Status.DesiredNumberScheduled, UpdatedNumberScheduled: d.Status.UpdatedNumberScheduled}}
+				DesiredNumberScheduled: d.Status.DesiredNumberScheduled, UpdatedNumberScheduled: d.Status.UpdatedNumberScheduled, NumberAvailable: d.Status.NumberAvailable}}
 			out.Spec.Selector, out.Spec.UpdateStrategy = sel, d.Spec.UpdateStrategy
 			if tmpl != nil {
 				out.Spec.Template = *tmpl
@@ -564,7 +565,7 @@ func (k *Kind) sameTemplate(rs, own *corev1.PodTemplateSpec) bool {
 		return false
 	}
 	want, ok := own.Annotations[podsDigestAnnotation]
-	if !ok {
+	if !ok || !trimmed(own) {
 		want = podsDigest(own, k.hashLabel)
 	}
 	return podsDigest(rs, k.hashLabel) == want

@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"maps"
@@ -13,10 +14,15 @@ import (
 	"github.com/configstamp/configstamp/stamp"
 )
 
-// Annotations only a trimmed pod template carries (Trim). Their keys, with a space, are
-// not valid annotation keys: the API server never gives an object with one, and
-// configstamp never writes them.
+// Annotations only a trimmed pod template carries (Trim); configstamp never writes them.
+// Their keys, with a space, are not valid annotation keys, but the API server checks
+// them only where it validates a pod template: not inside a custom resource (a
+// Rollout's template), nor before the webhook (mutating admission comes before
+// validation). So they are trusted only in a template carrying trimmedAnnotation with
+// this process's trimToken, and Trim drops them from any other.
 const (
+	// trimmedAnnotation marks a template Trim made: its value is trimToken.
+	trimmedAnnotation = "cache.configstamp.io/trimmed"
 	// FingerprintAnnotation holds stamp.TemplateFingerprint of the whole template.
 	FingerprintAnnotation = "cache.configstamp.io/template fingerprint"
 	// podsDigestAnnotation holds podsDigest of the whole template (kinds whose current
@@ -36,13 +42,23 @@ const (
 	selectorAnnotation = "cache.configstamp.io/selector"
 )
 
+// trimToken is random per process: no object from the API server can carry it.
+var trimToken = rand.Text()
+
+// trimmed reports whether t is a template Trim made (its cache-only annotations are
+// configstamp's own).
+func trimmed(t *corev1.PodTemplateSpec) bool {
+	return t != nil && t.Annotations[trimmedAnnotation] == trimToken
+}
+
 // padding backs every paddingAnnotation value: a slice of it costs no memory.
 var padding = strings.Repeat("-", stamp.AnnotationSizeLimit)
 
 // Trim returns obj reduced to what configstamp reads of a workload of the kind, for the
 // watcher's cache: its identity, generation, times (creation, deletion, managedFields),
-// the opt-in label keepLabel, configstamp's annotations (and kubernetes.io/change-cause),
-// and the kind's fields its table reads (selector, paused, status); of its pod template,
+// the labels keepLabels (the opt-in one, the canary one), configstamp's annotations (and
+// kubernetes.io/change-cause), and the kind's fields its table reads (selector, paused,
+// what Health reads); of its pod template,
 // configstamp's annotations and the references to sources (stamp.ReferencesOnly,
 // encoded), with the template's fingerprints in cache-only annotations. Dropped annotations are
 // replaced by one padding annotation of their size. obj is not changed; obj itself is
@@ -50,7 +66,7 @@ var padding = strings.Repeat("-", stamp.AnnotationSizeLimit)
 // pass an object of the cache through the transform again). Readers of a trimmed
 // template take it with Template (which decodes the references) and its fingerprint
 // with TemplateFingerprint.
-func (k *Kind) Trim(obj client.Object, keepLabel string) client.Object {
+func (k *Kind) Trim(obj client.Object, keepLabels ...string) client.Object {
 	if k.reduce == nil || obj == nil {
 		return obj
 	}
@@ -64,7 +80,7 @@ func (k *Kind) Trim(obj client.Object, keepLabel string) client.Object {
 			}
 		}
 	}
-	return k.reduce(obj, trimMeta(obj, keepLabel), tmpl, sel)
+	return k.reduce(obj, trimMeta(obj, keepLabels), tmpl, sel)
 }
 
 // selectorOrNil is obj's own selector field (nil for kinds without one).
@@ -78,7 +94,7 @@ func (k *Kind) selectorOrNil(obj client.Object) *metav1.LabelSelector {
 // selectorOf is obj's selector, also when obj is trimmed (Trim keeps it encoded in its
 // template).
 func (k *Kind) selectorOf(obj client.Object) *metav1.LabelSelector {
-	if t := k.templateOf(obj); t != nil {
+	if t := k.templateOf(obj); trimmed(t) {
 		if enc, ok := t.Annotations[selectorAnnotation]; ok {
 			sel := &metav1.LabelSelector{}
 			if err := sel.Unmarshal([]byte(enc)); err == nil { // never fails: Trim encoded it
@@ -90,26 +106,38 @@ func (k *Kind) selectorOf(obj client.Object) *metav1.LabelSelector {
 }
 
 // trimMeta is the object metadata Trim keeps.
-func trimMeta(obj client.Object, keepLabel string) metav1.ObjectMeta {
+func trimMeta(obj client.Object, keepLabels []string) metav1.ObjectMeta {
 	m := metav1.ObjectMeta{
 		Name: obj.GetName(), Namespace: obj.GetNamespace(), UID: obj.GetUID(), ResourceVersion: obj.GetResourceVersion(),
 		Generation: obj.GetGeneration(), CreationTimestamp: obj.GetCreationTimestamp(), DeletionTimestamp: obj.GetDeletionTimestamp(),
-		ManagedFields: obj.GetManagedFields(), Annotations: trimAnnotations(obj.GetAnnotations(), nil),
+		ManagedFields: obj.GetManagedFields(),
 	}
-	if v, ok := obj.GetLabels()[keepLabel]; ok {
-		m.Labels = map[string]string{keepLabel: v}
+	if _, ok := obj.GetAnnotations()[paddingAnnotation]; ok {
+		// Trimmed already: the API server validates every object's own annotation keys.
+		m.Annotations = maps.Clone(obj.GetAnnotations())
+	} else {
+		m.Annotations = trimAnnotations(obj.GetAnnotations(), nil)
+	}
+	for _, l := range keepLabels {
+		if v, ok := obj.GetLabels()[l]; ok {
+			if m.Labels == nil {
+				m.Labels = map[string]string{}
+			}
+			m.Labels[l] = v
+		}
 	}
 	return m
 }
 
 // trimTemplate is the pod template Trim keeps.
 func (k *Kind) trimTemplate(t *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
-	if _, ok := t.Annotations[FingerprintAnnotation]; ok {
-		// Trimmed already (the key is none the API server accepts): informers may pass
-		// an object of the cache through the transform again.
+	if trimmed(t) {
+		// Informers may pass an object of the cache through the transform again: its
+		// encoded references are kept, not taken again from its trimmed spec.
 		return t.DeepCopy()
 	}
-	cached := map[string]string{FingerprintAnnotation: stamp.TemplateFingerprint(t)}
+	// Cache-only keys on a whole template are someone else's: dropped (padded) below.
+	cached := map[string]string{trimmedAnnotation: trimToken, FingerprintAnnotation: stamp.TemplateFingerprint(t)}
 	if k.digested() {
 		cached[podsDigestAnnotation] = podsDigest(t, k.hashLabel)
 	}
@@ -127,6 +155,9 @@ func (k *Kind) trimTemplate(t *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
 // template shares nothing written to with it but its metadata's other maps (read-only,
 // as the cache's objects are).
 func expanded(t *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
+	if !trimmed(t) {
+		return t // a whole template: cache-only keys in it are not configstamp's
+	}
 	enc, refs := t.Annotations[referencesAnnotation]
 	if _, sel := t.Annotations[selectorAnnotation]; !refs && !sel {
 		return t
@@ -139,8 +170,7 @@ func expanded(t *corev1.PodTemplateSpec) *corev1.PodTemplateSpec {
 		return out
 	}
 	if err := out.Spec.Unmarshal([]byte(enc)); err != nil {
-		// Never: Trim encoded it, and the API server accepts no annotation key with a
-		// space. Taken as no references.
+		// Never: Trim encoded it (trimmed). Taken as no references.
 		out.Spec = corev1.PodSpec{}
 	}
 	return out
@@ -156,9 +186,6 @@ func (k *Kind) digested() bool { return k.hashLabel != "" && k.currentHash == ni
 func trimAnnotations(ann, cached map[string]string) map[string]string {
 	out := map[string]string{}
 	dropped := 0
-	if _, ok := ann[paddingAnnotation]; ok {
-		return maps.Clone(ann) // trimmed already
-	}
 	for k, v := range ann {
 		if strings.HasPrefix(k, "configstamp.io/") && k != stamp.KeysAnnotation || k == stamp.ChangeCauseAnnotation {
 			out[k] = v
@@ -184,7 +211,7 @@ func trimAnnotations(ann, cached map[string]string) map[string]string {
 // TemplateFingerprint is stamp.TemplateFingerprint of the whole template t, also when t
 // is a trimmed one (Trim).
 func TemplateFingerprint(t *corev1.PodTemplateSpec) string {
-	if fp, ok := t.Annotations[FingerprintAnnotation]; ok {
+	if fp, ok := t.Annotations[FingerprintAnnotation]; ok && trimmed(t) {
 		return fp
 	}
 	return stamp.TemplateFingerprint(t)

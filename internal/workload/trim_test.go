@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"maps"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -9,7 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/configstamp/configstamp/internal/argo"
 	"github.com/configstamp/configstamp/stamp"
 )
 
@@ -109,4 +112,90 @@ func TestTrimEncodesReferences(t *testing.T) {
 	if _, ok := Deployment.template(Deployment.Trim(none, "")).Annotations[referencesAnnotation]; ok {
 		t.Error("a template without references keeps an encoded empty one")
 	}
+}
+
+// TestCacheKeysFromOutsideIgnored: the cache-only annotation keys, when an object
+// brings them in its template (a Rollout's template is not validated as a pod
+// template, and the webhook sees every object before validation), are not taken for
+// configstamp's: Template gives the object's own spec and annotations, the selector,
+// fingerprint and pods digest are the object's, and Trim drops them and encodes the
+// real references.
+func TestCacheKeysFromOutsideIgnored(t *testing.T) {
+	forged, err := (&corev1.PodSpec{Containers: []corev1.Container{{Name: "f", EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "forged"}}}}}}}).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	forgedSel, _ := (&metav1.LabelSelector{MatchLabels: map[string]string{"app": "forged"}}).Marshal()
+	spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "img", EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "real"}}}}}}}
+	outside := map[string]string{
+		trimmedAnnotation: "guess", FingerprintAnnotation: "forged", podsDigestAnnotation: "forged", paddingAnnotation: "x",
+		referencesAnnotation: string(forged), selectorAnnotation: string(forgedSel), stamp.HashAnnotation: "h",
+	}
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "real"}}
+	d := &appsv1.Deployment{}
+	d.Spec.Selector, d.Spec.Template.Spec = sel, spec
+	d.Spec.Template.Annotations = maps.Clone(outside)
+	r := &argo.Rollout{}
+	r.Spec.Selector, r.Spec.Template.Spec = sel, spec
+	r.Spec.Template.Annotations = maps.Clone(outside)
+	for _, c := range []struct {
+		kind *Kind
+		obj  client.Object
+	}{{Deployment, d}, {Rollout, r}} {
+		own := c.kind.template(c.obj)
+		whole := own.DeepCopy()
+		if got := c.kind.Template(c.obj); !equality.Semantic.DeepEqual(got, whole) {
+			t.Errorf("%s: Template of a whole object %+v, want its own %+v", c.kind, got, whole)
+		}
+		if got := TemplateFingerprint(own); got != stamp.TemplateFingerprint(whole) {
+			t.Errorf("%s: fingerprint %q taken from the object's annotation", c.kind, got)
+		}
+		if got := c.kind.selectorOf(c.obj); !equality.Semantic.DeepEqual(got, sel) {
+			t.Errorf("%s: selector %+v, want %+v", c.kind, got, sel)
+		}
+		if !c.kind.sameTemplate(whole, own) {
+			t.Errorf("%s: pods digest taken from the object's annotation", c.kind)
+		}
+		for form, trimmed := range map[string]client.Object{"trimmed": c.kind.Trim(c.obj, ""), "compact": c.kind.Compact(c.obj, "")} {
+			got := c.kind.Template(trimmed)
+			if want := stamp.ReferencesOnly(&spec); !equality.Semantic.DeepEqual(got.Spec, want) {
+				t.Errorf("%s: %s references %+v, want %+v", c.kind, form, got.Spec, want)
+			}
+			if fp := TemplateFingerprint(got); fp != stamp.TemplateFingerprint(whole) {
+				t.Errorf("%s: %s fingerprint %q, want the template's", c.kind, form, fp)
+			}
+			if s := c.kind.selectorOf(trimmed); !equality.Semantic.DeepEqual(s, sel) {
+				t.Errorf("%s: %s selector %+v, want %+v", c.kind, form, s, sel)
+			}
+			if got.Annotations[stamp.HashAnnotation] != "h" {
+				t.Errorf("%s: %s template lost the stamp: %v", c.kind, form, got.Annotations)
+			}
+			if c.kind.digested() && !c.kind.sameTemplate(whole, got) {
+				t.Errorf("%s: %s pods digest is not the template's", c.kind, form)
+			}
+		}
+		if !equality.Semantic.DeepEqual(c.kind.template(c.obj), whole) {
+			t.Errorf("%s: the object changed", c.kind)
+		}
+	}
+}
+
+// FuzzExpandTrimmed: whatever the encoded references and selector of a trimmed
+// template, reading them never panics.
+func FuzzExpandTrimmed(f *testing.F) {
+	d := &appsv1.Deployment{}
+	d.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "a"}}
+	d.Spec.Template.Spec.Containers = []corev1.Container{{Name: "c", EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}}}
+	tr := Deployment.Trim(d, "").(*appsv1.Deployment)
+	f.Add([]byte(tr.Spec.Template.Annotations[referencesAnnotation]), []byte(tr.Spec.Template.Annotations[selectorAnnotation]))
+	f.Add([]byte{0x12, 0xff, 0xff, 0xff, 0xff, 0x0f}, []byte{0x0a, 0x80})
+	f.Fuzz(func(t *testing.T, refs, sel []byte) {
+		c := tr.DeepCopy()
+		c.Spec.Template.Annotations[referencesAnnotation], c.Spec.Template.Annotations[selectorAnnotation] = string(refs), string(sel)
+		_ = Deployment.Template(c)
+		_ = Deployment.selectorOf(c)
+	})
 }

@@ -8,18 +8,21 @@ import (
 )
 
 // RSS is the resident set size of a process, from /proc.
-func RSS(pid int) (int64, error) {
+func RSS(pid int) (int64, error) { return Status(pid, "VmRSS") }
+
+// Status reads a memory field of /proc/PID/status (VmRSS, RssAnon, RssFile, VmHWM) in bytes.
+func Status(pid int, field string) (int64, error) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(raw), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field+":" {
 			kb, err := strconv.ParseInt(f[1], 10, 64)
 			return kb << 10, err
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS")
+	return 0, fmt.Errorf("no %s", field)
 }
 
 // OpenFiles is how many file descriptors a process holds open, from /proc.

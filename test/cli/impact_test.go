@@ -245,14 +245,16 @@ func TestImpactCronJobJob(t *testing.T) {
 	if err := k8s.Create(bg, cj); err != nil {
 		t.Fatal(err)
 	}
-	// As `kubectl create job --from=cronjob/report` makes it: the CronJob its controller.
-	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "report-manual",
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(cj, batchv1.SchemeGroupVersion.WithKind("CronJob"))}},
-		Spec: *cj.Spec.JobTemplate.Spec.DeepCopy(),
-	}
-	if err := k8s.Create(bg, job); err != nil {
-		t.Fatal(err)
+	// As `kubectl create job --from=cronjob/report` makes them: the CronJob their controller.
+	for _, name := range []string{"report-manual", "report-manual-2"} {
+		job := &batchv1.Job{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(cj, batchv1.SchemeGroupVersion.WithKind("CronJob"))}},
+			Spec: *cj.Spec.JobTemplate.Spec.DeepCopy(),
+		}
+		if err := k8s.Create(bg, job); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var r explain.ImpactReport
 	if err := json.Unmarshal([]byte(ok(t, "impact", "-n", ns, "configmap/extra", "-o", "json")), &r); err != nil {
@@ -265,7 +267,18 @@ func TestImpactCronJobJob(t *testing.T) {
 			t.Errorf("job reason %q", w.Reason)
 		}
 	}
-	if want := "cronjob/report roll=true job/report-manual roll=false"; strings.Join(got, " ") != want {
+	if want := "cronjob/report roll=true job/report-manual roll=false job/report-manual-2 roll=false"; strings.Join(got, " ") != want {
 		t.Errorf("workloads %v, want %s", got, want)
+	}
+
+	// The CronJob deleted (no garbage collector here: its Jobs stay): its Jobs are judged
+	// by their own annotations, with one warning for the CronJob (it is read once), not
+	// one per Job.
+	if err := k8s.Delete(bg, cj); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, "", "impact", "-n", ns, "configmap/extra", "-o", "json")
+	if n := strings.Count(res.stderr, "cannot read its cronjob report"); res.code != 0 || n != 1 {
+		t.Errorf("exit %d, %d warnings for the deleted CronJob, want 1:\n%s", res.code, n, res.stderr)
 	}
 }

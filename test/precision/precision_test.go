@@ -249,6 +249,7 @@ func TestPrecision(t *testing.T) {
 	}
 
 	t.Run("changed while killed", func(t *testing.T) {
+		appliedRollouts := map[string]int{}
 		cs.Kill()
 		for _, ns := range modes {
 			setData(t, ns, "stopped", "k", "2")
@@ -270,6 +271,16 @@ func TestPrecision(t *testing.T) {
 			if h := env.RolledOut(t, ns, "redeployed").Spec.Template.Annotations[stamp.HashAnnotation]; h != "" {
 				t.Fatalf("redeployed: stamped while configstamp was killed: %s", h)
 			}
+			// Client-side applies that give the template annotations, then drop them
+			// (the three-way merge deletes the map, stamp included): the template
+			// rolls unstamped, its pods reading the config as it is.
+			applyDeployment(t, ns, "{example.com/team: b}")
+			applyDeployment(t, ns, "")
+			d := env.RolledOut(t, ns, "applied")
+			if h := d.Spec.Template.Annotations[stamp.HashAnnotation]; h != "" {
+				t.Fatalf("applied: stamp %s kept by an apply dropping the template annotations", h)
+			}
+			appliedRollouts[ns] = len(env.ReplicaSets(t, d))
 		}
 		// A Deployment created while configstamp is down (the registration stays: the
 		// API server admits it unstamped), whose ConfigMap then changes.
@@ -290,6 +301,16 @@ func TestPrecision(t *testing.T) {
 				rollouts(t, ns, "recreated", 1)
 				rollouts(t, ns, "replaced", 2)
 				stamped(t, ns, "replaced")
+			})
+			t.Run(mode+"/unstamped by kubectl apply", func(t *testing.T) {
+				t.Parallel()
+				// Recorded, not rolled again; stamped by its next config change.
+				waitRecord(t, ns, "applied")
+				n := appliedRollouts[ns]
+				rollouts(t, ns, "applied", n)
+				setData(t, ns, "applied", "k", "2")
+				rollouts(t, ns, "applied", n+1)
+				stamped(t, ns, "applied")
 			})
 			t.Run(mode+"/re-created Deployment", func(t *testing.T) {
 				t.Parallel()

@@ -52,6 +52,10 @@ func main() {
 	writes := flag.String("writes", writePlain+","+writeClientSideApply, "comma-separated ways the memory measurement writes its objects: "+writePlain+" (create), "+writeClientSideApply+" (as client-side kubectl apply: last-applied annotation, managedFields naming every key)")
 	flag.StringVar(&reloaderVersion, "reloader", "v1.4.22", "the Stakater Reloader release latency-reloader and fanout-rolling measure beside configstamp, built from the Go module proxy (\"\": configstamp alone)")
 	workloads := flag.Int("workloads", 0, "Deployments (and ConfigMaps) in memory-workloads (default 10,000; 1,000 with -quick)")
+	flag.Func("watcher-args", "space-separated configstamp flags appended to the watcher's in memory-workloads (e.g. \"--kube-api-qps 100\" to check 50,000 creates sooner)", func(v string) error {
+		watcherArgs = strings.Fields(v)
+		return nil
+	})
 	binary := flag.String("binary", "", "measure this configstamp binary instead of one built from the working tree (e.g. an earlier commit's, for a before/after figure)")
 	flag.Parse()
 	log.SetLogger(logr.Discard())

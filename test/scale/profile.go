@@ -63,9 +63,15 @@ func takeProfiles(ctx context.Context, env *framework.Env, d time.Duration, conf
 	<-done
 }
 
+// save writes r to path, making its directory first; a failure is printed, not fatal.
 func save(r io.Reader, path string) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		fmt.Printf("  profile %s not saved: %v\n", path, err)
+		return
+	}
 	f, err := os.Create(path)
 	if err != nil {
+		fmt.Printf("  profile %s not saved: %v\n", path, err)
 		return
 	}
 	defer f.Close()

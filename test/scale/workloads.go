@@ -31,6 +31,9 @@ import (
 // (BENCHMARKS.md, "Memory in the number of workloads"); and the watcher's highest RSS
 // while it checked the creates, and its CPU time.
 // With -profile, a heap profile of each process is taken after the samples.
+// watcherArgs (-watcher-args) are appended to the watcher's flags in memoryWorkloads.
+var watcherArgs []string
+
 func memoryWorkloads(ctx context.Context, env *framework.Env, n int) ([]row, error) {
 	cs := clients(env)
 	const ns, leaseNS = "workloads", "workloads-lease"
@@ -49,6 +52,7 @@ func memoryWorkloads(ctx context.Context, env *framework.Env, n int) ([]row, err
 	defer hook.Stop()
 	watchArgs, watchMetrics := metricsArgs()
 	watchPprof := pprofArgs(&watchArgs)
+	watchArgs = append(watchArgs, watcherArgs...)
 	watcher, err := env.Run(ctx, framework.Options{NoWebhook: true, Args: append(watchArgs, "--role", "watcher", "--leader-elect",
 		"--leader-election-namespace", leaseNS, "--registration-name", webhook.DevConfigurationName)})
 	if err != nil {
@@ -129,8 +133,12 @@ func memoryWorkloads(ctx context.Context, env *framework.Env, n int) ([]row, err
 		if pr.pprof != "" {
 			heapProfile(ctx, pr.pprof, filepath.Join(profileDir, pr.role+"-heap.pprof"))
 		}
+		// What of it is anonymous (heap, stacks, runtime) and what the binary's mapped
+		// code and data (file-backed, shared with other processes of the same binary).
+		anon, _ := bench.Status(pr.p.PID(), "RssAnon")
+		file, _ := bench.Status(pr.p.PID(), "RssFile")
 		rows = append(rows, row{fmt.Sprintf("RSS at rest, %d Helm-style Deployments and %d ConfigMaps, the %s process", n, n, pr.role),
-			fmt.Sprintf("%s (Go heap in use %s)", mib(peaks[i]), mib(int64(heap)))})
+			fmt.Sprintf("%s (Go heap in use %s; anonymous %s, file %s)", mib(peaks[i]), mib(int64(heap)), mib(anon), mib(file))})
 	}
 	return rows, nil
 }

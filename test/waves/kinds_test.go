@@ -172,7 +172,7 @@ func testDaemonSetRollout(t *testing.T) {
 
 // testDeadline: --waves-deadline for a kind whose controller has no deadline of its own:
 // a bad change rolls the DaemonSet (canary), whose new pods never become ready; the
-// change halts once it was not available for the deadline (20s), and the Deployments of
+// change halts once it was not available for the deadline (30s), and the Deployments of
 // the next waves keep their ReplicaSet.
 func testDeadline(t *testing.T) {
 	ns := nsDeadline

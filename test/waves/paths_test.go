@@ -22,7 +22,7 @@ import (
 
 // pathsDeadline is the --waves-deadline of TestWavePaths: short, so a DaemonSet that
 // never becomes available halts its change soon.
-const pathsDeadline = 20 * time.Second
+const pathsDeadline = 30 * time.Second
 
 // TestWavePaths: the paths TestWaves does not take, each in its own namespace, in
 // parallel, under one configstamp process started as the chart starts it with Secrets
