@@ -33,6 +33,7 @@ func helmTemplate() corev1.PodTemplateSpec {
 	t.Annotations = map[string]string{
 		"checksum/config":         strings.Repeat("c", 64),
 		"prometheus.io/scrape":    "true",
+		"example.com/notes":       strings.Repeat("n", 1000), // dropped: the trimmed template keeps padding
 		stamp.HashAnnotation:      strings.Repeat("a", 64),
 		stamp.SourcesAnnotation:   "configmap/cfg-0=" + strings.Repeat("b", 16),
 		stamp.RestartedAnnotation: "2026-01-01T00:00:00Z",

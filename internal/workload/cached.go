@@ -7,6 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/configstamp/configstamp/stamp"
 )
 
 // Cached is a workload as the watcher's cache keeps it (Kind.Compact): its trimmed
@@ -21,10 +23,14 @@ type Cached struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta
 	// TemplateAnnotations are those of the trimmed pod template (Trim) but the
-	// cache-only ones below (nil when none): configstamp's, the padding.
+	// cache-only ones and those of stampedKeys (nil when none).
 	TemplateAnnotations map[string]string
 	// The trimmed template's cache-only annotations, as fields: a map entry costs more.
 	Fingerprint, PodsDigest, References, Selector string
+	// stamped holds the template annotations of stampedKeys (present: the bit i of
+	// hasStamped), so that most templates need no map at all.
+	stamped    [len(stampedKeys)]string
+	hasStamped uint8
 	// ObservedGeneration is the generation the kind's controller has seen (status).
 	ObservedGeneration int64
 	// UpdateRevision names the ControllerRevision of the current template (a
@@ -40,6 +46,10 @@ type Cached struct {
 }
 
 var _ client.Object = &Cached{}
+
+// stampedKeys are the template annotations nearly every stamped workload's trimmed
+// template carries, kept as fields of a Cached.
+var stampedKeys = [...]string{stamp.HashAnnotation, stamp.SourcesAnnotation, paddingAnnotation}
 
 // DeepCopyObject copies c; its maps are copied, its other metadata shared as
 // ObjectMeta.DeepCopyInto does.
@@ -65,8 +75,13 @@ func cachedOf(obj client.Object) (*Cached, bool) {
 // trimToken.
 func (k *Kind) templateOf(obj client.Object) *corev1.PodTemplateSpec {
 	if c, ok := cachedOf(obj); ok {
-		ann := make(map[string]string, len(c.TemplateAnnotations)+5)
+		ann := make(map[string]string, len(c.TemplateAnnotations)+5+len(stampedKeys))
 		maps.Copy(ann, c.TemplateAnnotations)
+		for i, key := range stampedKeys {
+			if c.hasStamped&(1<<i) != 0 {
+				ann[key] = c.stamped[i]
+			}
+		}
 		for k, v := range map[string]string{FingerprintAnnotation: c.Fingerprint, podsDigestAnnotation: c.PodsDigest,
 			referencesAnnotation: c.References, selectorAnnotation: c.Selector} {
 			if v != "" {
@@ -108,6 +123,12 @@ func (k *Kind) Compact(obj client.Object, keepLabels ...string) client.Object {
 		PodsDigest: ann[podsDigestAnnotation], References: ann[referencesAnnotation], Selector: ann[selectorAnnotation]}
 	for _, key := range []string{trimmedAnnotation, FingerprintAnnotation, podsDigestAnnotation, referencesAnnotation, selectorAnnotation} {
 		delete(ann, key)
+	}
+	for i, key := range stampedKeys {
+		if v, ok := ann[key]; ok {
+			c.stamped[i], c.hasStamped = v, c.hasStamped|1<<i
+			delete(ann, key)
+		}
 	}
 	if len(ann) > 0 {
 		c.TemplateAnnotations = make(map[string]string, len(ann)) // a map keeps the room it grew to
