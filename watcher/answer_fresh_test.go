@@ -54,7 +54,7 @@ func TestNudgeAnswerOfATrimmedWorkload(t *testing.T) {
 	if err := c.Get(ctx, appKey, live); err != nil {
 		t.Fatal(err)
 	}
-	cached, err := TrimWorkloads(workload.Deployment, r.scope.Label)(live)
+	cached, err := TrimWorkloads(workload.Deployment, r.scope.Label, false)(live)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,8 +61,8 @@ func (r *workloadReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 // check judges the workload as the cache shows it; a record that conflicts is judged
 // again on a live read, up to recordAttempts records in all.
 func (r *workloadReconciler) check(ctx context.Context, key types.NamespacedName, tr trigger) (reconcile.Result, error) {
-	obj := r.kind.New()
-	if err := r.client.Get(ctx, key, obj); err != nil {
+	obj, err := r.store().get(ctx, key, true)
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			r.state.forget(key)
 		}
@@ -403,7 +403,7 @@ func (r *workloadReconciler) patchAnswer(ctx context.Context, key types.Namespac
 
 // trimmed is obj as the cache keeps it (TrimWorkloads).
 func (r *workloadReconciler) trimmed(obj client.Object) client.Object {
-	return trimWorkload(r.kind, r.scope.Label, obj)
+	return trimWorkload(r.kind, r.scope.Label, obj, true)
 }
 
 // expected is the stamp of the config obj consumes, read live.

@@ -47,21 +47,24 @@ type indexedInformer interface {
 // where controller-runtime's field index (IndexField) stores it twice, with and without
 // the namespace, for lists across namespaces the watcher never makes (the key names the
 // namespace).
-func addSourceIndex(ctx context.Context, c cache.Cache, kind *workload.Kind, opts stamp.Options) (func(key string) ([]client.Object, error), error) {
+// It also returns the store the kind's workloads are read from (workloadStore).
+func addSourceIndex(ctx context.Context, c cache.Cache, kind *workload.Kind, opts stamp.Options) (func(key string) ([]client.Object, error), *workloadStore, error) {
+	store := &workloadStore{kind: kind, cache: c}
 	inf, err := c.GetInformer(ctx, kind.New())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ii, ok := inf.(indexedInformer)
 	if !ok {
 		// A cache of several namespaces (a namespaced install) holds an informer per
 		// namespace behind one: controller-runtime's field index, looked up by List.
-		return nil, c.IndexField(ctx, kind.New(), SourceIndex, indexSources(kind, opts))
+		return nil, store, c.IndexField(ctx, kind.New(), SourceIndex, indexSources(kind, opts))
 	}
 	if err := ii.AddIndexers(sourceIndexers(kind, opts)); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return lookupBy(ii.GetIndexer()), nil
+	store.indexer = ii.GetIndexer()
+	return lookupBy(store.indexer), store, nil
 }
 
 // sourceIndexers is SourceIndex of kind's workloads as a client-go store's index.

@@ -70,12 +70,12 @@ func namespaceEvents(sc *scope.Scope, c client.Reader, d dependentsOf) handler.T
 			if was || !is {
 				return
 			}
-			list := d.newList()
-			if err := c.List(ctx, list, client.InNamespace(e.ObjectNew.GetName()), client.UnsafeDisableDeepCopy); err != nil {
+			items, err := d.listIn(ctx, c, e.ObjectNew.GetName())
+			if err != nil {
 				logf.FromContext(ctx).Error(err, "List workloads of a namespace that opted in", "namespace", e.ObjectNew.GetName(), "kind", d.name)
 				return
 			}
-			for _, obj := range d.items(list) {
+			for _, obj := range items {
 				key := client.ObjectKeyFromObject(obj)
 				if d.hand != nil {
 					d.hand(key, false)

@@ -62,12 +62,11 @@ func (p *recheck) Start(ctx context.Context) error {
 func (p *recheck) pass(ctx context.Context) {
 	r := p.rec
 	log := logf.FromContext(ctx).WithName("recheck").WithValues("kind", r.kind.Kind)
-	list := r.kind.NewList()
-	if err := r.client.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+	items, err := r.store().list(ctx, "")
+	if err != nil {
 		log.Error(err, "Re-check: could not list from the cache")
 		return
 	}
-	items := r.kind.Items(list)
 	queued := 0
 	for _, obj := range items {
 		key := client.ObjectKeyFromObject(obj)
@@ -163,7 +162,7 @@ func (r *workloadReconciler) beginRecheck(ctx context.Context, key types.Namespa
 	if !r.recheck {
 		return rc
 	}
-	if obj := r.kind.New(); r.client.Get(ctx, key, obj, client.UnsafeDisableDeepCopy) == nil {
+	if obj, err := r.store().get(ctx, key, false); err == nil {
 		rc.fp, rc.ok = r.fingerprint(ctx, obj)
 	}
 	rc.rolls = r.state.rollsOf(key)
@@ -184,8 +183,8 @@ func (r *workloadReconciler) finishRecheck(ctx context.Context, rc recheckCheck)
 	}
 	if rc.ok && !r.state.isAbandoned(rc.key) {
 		r.state.setChecked(rc.key, rc.fp)
-		obj := r.kind.New()
-		if err := r.client.Get(ctx, rc.key, obj, client.UnsafeDisableDeepCopy); err != nil {
+		obj, err := r.store().get(ctx, rc.key, false)
+		if err != nil {
 			r.state.uncheck(rc.key)
 		} else if _, _, ok := r.recheckable(ctx, obj); !ok {
 			r.state.uncheck(rc.key)

@@ -371,7 +371,7 @@ func (w *watcher) seen(ctx context.Context, kind, namespace, name string) string
 // their controller, which the source controllers then feed.
 func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 	mgr, opts := w.mgr, w.opts
-	consumers, err := addSourceIndex(ctx, mgr.GetCache(), k, opts.Sources)
+	consumers, store, err := addSourceIndex(ctx, mgr.GetCache(), k, opts.Sources)
 	if err != nil {
 		return fmt.Errorf("index %s by source: %w", k.Resource, err)
 	}
@@ -382,7 +382,7 @@ func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 	queue := newFairQueue(name, workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](opts.RetryBase, opts.RetryMax),
 		mgr.GetLogger().WithValues("controller", name))
 	rec := &workloadReconciler{
-		kind: k, client: mgr.GetClient(), live: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder("configstamp"),
+		kind: k, client: mgr.GetClient(), workloads: store, live: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder("configstamp"),
 		config:   &configread.Reader{Client: mgr.GetAPIReader(), Cache: opts.Cache, Key: opts.Key, Timeout: opts.ReadTimeout, Seen: w.seen, KeyDigests: true},
 		freshKey: opts.FreshKey, sources: opts.Sources, scope: opts.Scope,
 		evidence:  &evidence{cache: mgr.GetClient(), live: mgr.GetAPIReader(), scope: opts.Scope, coverage: w.coverage},
@@ -396,7 +396,7 @@ func (w *watcher) setupKind(ctx context.Context, k *workload.Kind) error {
 	if !opts.Scope.Namespaced() {
 		// A namespace that opts in; a namespaced install watches no Namespace.
 		b = b.WatchesMetadata(&corev1.Namespace{}, namespaceEvents(opts.Scope, mgr.GetClient(), dependentsOf{
-			name: k.Kind, newList: k.NewList, items: k.Items,
+			name: k.Kind, newList: k.NewList, items: k.Items, list: store.list,
 			hand: func(key types.NamespacedName, _ bool) { rec.state.addTrigger(key, trigger{}) },
 		}))
 	}

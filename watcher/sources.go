@@ -28,6 +28,9 @@ type dependentsOf struct {
 	name    string // the kind, in logs: "Deployment"
 	newList func() client.ObjectList
 	items   func(client.ObjectList) []client.Object
+	// list, when set, lists the kind's objects of a namespace as the cache holds them
+	// (a workload kind's workloadStore); nil: through newList and items.
+	list func(ctx context.Context, namespace string) ([]client.Object, error)
 	// consumers looks up the dependents of a source (an indexKey) in the cache's own
 	// index (addSourceIndex); nil: a List by the field index SourceIndex.
 	consumers func(key string) ([]client.Object, error)
@@ -187,4 +190,16 @@ func (r *sourceReconciler) fanOut(ctx context.Context, req reconcile.Request, ch
 		}
 	}
 	return reconcile.Result{}, nil
+}
+
+// listIn lists the kind's objects of namespace as cache c holds them.
+func (d dependentsOf) listIn(ctx context.Context, c client.Reader, namespace string) ([]client.Object, error) {
+	if d.list != nil {
+		return d.list(ctx, namespace)
+	}
+	l := d.newList()
+	if err := c.List(ctx, l, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	return d.items(l), nil
 }

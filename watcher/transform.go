@@ -73,7 +73,10 @@ func trimHelmRelease(hr *helmv2.HelmRelease) *helmv2.HelmRelease {
 // The watcher's live reads and the API server's answers to its writes are trimmed alike.
 // Tombstones pass through: they hold an object of the cache, trimmed already; a trimmed
 // object passed again is left as it is.
-func TrimWorkloads(kind *workload.Kind, keepLabel string) toolscache.TransformFunc {
+// With compact, kinds that have one keep a workload.Cached (workload.Kind.Compact):
+// only for a cache whose informers expose their store (not a namespaced install's), as
+// the watcher then reads them from it (workloadStore).
+func TrimWorkloads(kind *workload.Kind, keepLabel string, compact bool) toolscache.TransformFunc {
 	return func(in any) (any, error) {
 		obj, ok := in.(client.Object)
 		if !ok {
@@ -82,13 +85,18 @@ func TrimWorkloads(kind *workload.Kind, keepLabel string) toolscache.TransformFu
 		if v := reflect.ValueOf(obj); v.Kind() == reflect.Pointer && v.IsNil() {
 			return in, nil
 		}
-		return trimWorkload(kind, keepLabel, obj), nil
+		return trimWorkload(kind, keepLabel, obj, compact), nil
 	}
 }
 
 // trimWorkload is obj as the cache of kind's workloads keeps it.
-func trimWorkload(kind *workload.Kind, keepLabel string, obj client.Object) client.Object {
-	out := kind.Trim(obj, keepLabel, waves.CanaryLabel)
+func trimWorkload(kind *workload.Kind, keepLabel string, obj client.Object, compact bool) client.Object {
+	var out client.Object
+	if compact {
+		out = kind.Compact(obj, keepLabel, waves.CanaryLabel)
+	} else {
+		out = kind.Trim(obj, keepLabel, waves.CanaryLabel)
+	}
 	trim(out)
 	return out
 }

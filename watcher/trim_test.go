@@ -33,6 +33,7 @@ func helmTemplate() corev1.PodTemplateSpec {
 	t.Annotations = map[string]string{
 		"checksum/config":         strings.Repeat("c", 64),
 		"prometheus.io/scrape":    "true",
+		"example.com/notes":       strings.Repeat("n", 1000), // dropped: the trimmed template keeps padding
 		stamp.HashAnnotation:      strings.Repeat("a", 64),
 		stamp.SourcesAnnotation:   "configmap/cfg-0=" + strings.Repeat("b", 16),
 		stamp.RestartedAnnotation: "2026-01-01T00:00:00Z",
@@ -187,86 +188,91 @@ func TestTrimmedWorkloadsAnswerAlike(t *testing.T) {
 				k = kk
 			}
 		}
-		t.Run(k.Kind, func(t *testing.T) {
-			scheme := testScheme()
-			if err := argo.AddToScheme(scheme); err != nil {
-				t.Fatal(err)
-			}
-			// The ReplicaSet or ControllerRevision of the current template, as the kind's
-			// controller makes it.
-			owner := []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: k.Kind, Name: "app", UID: full.GetUID(), Controller: ptr.To(true)}}
-			rsTmpl := k.Template(full).DeepCopy()
-			hashLabel := appsv1.DefaultDeploymentUniqueLabelKey
-			if k == workload.Rollout {
-				hashLabel = "rollouts-pod-template-hash"
-			}
-			rsTmpl.Labels[hashLabel] = "abc"
-			rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app-abc", Labels: rsTmpl.Labels, OwnerReferences: owner,
-				CreationTimestamp: metav1.NewTime(created.Add(time.Minute))}, Spec: appsv1.ReplicaSetSpec{Template: *rsTmpl}}
-			cr := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app-2", Labels: rsTmpl.Labels, OwnerReferences: owner,
-				CreationTimestamp: metav1.NewTime(created.Add(2 * time.Minute))}, Revision: 2}
-			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(optedInNamespace(), cfgMap("1"), rs, cr).Build()
-			r, _ := newTestReconciler(t, c)
-			r.kind, r.sources = k, stamp.Options{Secrets: true}
+		for _, compact := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/compact=%v", k.Kind, compact), func(t *testing.T) {
+				scheme := testScheme()
+				if err := argo.AddToScheme(scheme); err != nil {
+					t.Fatal(err)
+				}
+				// The ReplicaSet or ControllerRevision of the current template, as the kind's
+				// controller makes it.
+				owner := []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: k.Kind, Name: "app", UID: full.GetUID(), Controller: ptr.To(true)}}
+				rsTmpl := k.Template(full).DeepCopy()
+				hashLabel := appsv1.DefaultDeploymentUniqueLabelKey
+				if k == workload.Rollout {
+					hashLabel = "rollouts-pod-template-hash"
+				}
+				rsTmpl.Labels[hashLabel] = "abc"
+				rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app-abc", Labels: rsTmpl.Labels, OwnerReferences: owner,
+					CreationTimestamp: metav1.NewTime(created.Add(time.Minute))}, Spec: appsv1.ReplicaSetSpec{Template: *rsTmpl}}
+				cr := &appsv1.ControllerRevision{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "app-2", Labels: rsTmpl.Labels, OwnerReferences: owner,
+					CreationTimestamp: metav1.NewTime(created.Add(2 * time.Minute))}, Revision: 2}
+				c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(optedInNamespace(), cfgMap("1"), rs, cr).Build()
+				r, _ := newTestReconciler(t, c)
+				r.kind, r.sources = k, stamp.Options{Secrets: true}
 
-			trimmed, err := TrimWorkloads(k, r.scope.Label)(full.DeepCopyObject())
-			if err != nil {
-				t.Fatal(err)
-			}
-			small := trimmed.(client.Object)
-			// Informers may pass an object of the cache through the transform again.
-			twice, err := TrimWorkloads(k, r.scope.Label)(small.DeepCopyObject())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if b, err := json.Marshal(small); err != nil || strings.Contains(string(b), `"containers":[`) || strings.Contains(string(b), `"volumes":[`) || strings.Contains(string(b), `"selector":{`) {
-				t.Errorf("the cache keeps decoded containers, volumes or selector (%v)", err)
-			}
-			if _, kept := small.GetAnnotations()[stamp.KeysAnnotation]; kept {
-				t.Error("the cache keeps the keys annotation, which only the webhook reads")
-			}
-			want, got := readerAnswers(t, ctx, r, full), readerAnswers(t, ctx, r, small)
-			again := readerAnswers(t, ctx, r, twice.(client.Object))
-			for name, w := range want {
-				if fmt.Sprint(got[name]) != fmt.Sprint(w) {
-					t.Errorf("%s: trimmed %v, whole %v", name, got[name], w)
+				trimmed, err := TrimWorkloads(k, r.scope.Label, compact)(full.DeepCopyObject())
+				if err != nil {
+					t.Fatal(err)
 				}
-				if fmt.Sprint(again[name]) != fmt.Sprint(w) {
-					t.Errorf("%s: trimmed twice %v, whole %v", name, again[name], w)
+				small := trimmed.(client.Object)
+				// Informers may pass an object of the cache through the transform again.
+				twice, err := TrimWorkloads(k, r.scope.Label, compact)(small.DeepCopyObject())
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			if !k.NoPods() && want["podsSince"] != fmt.Sprint(rs.CreationTimestamp.Time, true, nil) && want["podsSince"] != fmt.Sprint(cr.CreationTimestamp.Time, true, nil) {
-				t.Errorf("podsSince %v: not the current ReplicaSet's or revision's creation", want["podsSince"])
-			}
-			if len(k.Template(small).Spec.Containers) == 0 || len(stamp.Consumed(nil, &k.Template(small).Spec, r.sources)) != 6 {
-				t.Errorf("trimmed template consumes %v", stamp.Consumed(nil, &k.Template(small).Spec, r.sources))
-			}
-			for part, pair := range map[string][2]map[string]string{
-				"metadata": {full.GetAnnotations(), small.GetAnnotations()},
-				"template": {k.Template(full).Annotations, k.Template(small).Annotations},
-			} {
-				if w, g := annotationBytes(pair[0]), annotationBytes(pair[1]); g < w || g > w+200 {
-					t.Errorf("%s annotations: trimmed count %d bytes, whole %d", part, g, w)
+				if b, err := json.Marshal(small); err != nil || strings.Contains(string(b), `"containers":[`) || strings.Contains(string(b), `"volumes":[`) || strings.Contains(string(b), `"selector":{`) {
+					t.Errorf("the cache keeps decoded containers, volumes or selector (%v)", err)
 				}
-			}
-			// What the trimmed form drops still moves the fingerprints when it changes.
-			changed := full.DeepCopyObject().(client.Object)
-			k.Template(changed).Spec.Containers[0].Image = "registry.example.com/app:1.2.4"
-			moved, _ := TrimWorkloads(k, r.scope.Label)(changed)
-			if workload.TemplateFingerprint(k.Template(moved.(client.Object))) == got["fingerprint"] {
-				t.Error("an image change left the trimmed template's fingerprint as it was")
-			}
-			if r.mayHaveBypassed(small, moved.(client.Object)) != r.mayHaveBypassed(full, changed) || !r.mayHaveBypassed(full, changed) {
-				t.Error("an image change: trimmed and whole disagree whether it may have bypassed the webhook")
-			}
-			if fp, _ := r.fingerprint(ctx, moved.(client.Object)); fmt.Sprint(fp, true) == got["recheck"] {
-				t.Error("an image change left the re-check's fingerprint as it was")
-			}
-			// A trimmed template is a small part of the whole.
-			if w, g := templateBytes(t, k.Template(full)), templateBytes(t, k.Template(small)); g*3 > w {
-				t.Errorf("trimmed template %d bytes of %d", g, w)
-			}
-		})
+				if _, kept := small.GetAnnotations()[stamp.KeysAnnotation]; kept {
+					t.Error("the cache keeps the keys annotation, which only the webhook reads")
+				}
+				want, got := readerAnswers(t, ctx, r, full), readerAnswers(t, ctx, r, small)
+				again := readerAnswers(t, ctx, r, twice.(client.Object))
+				for name, w := range want {
+					if fmt.Sprint(got[name]) != fmt.Sprint(w) {
+						t.Errorf("%s: trimmed %v, whole %v", name, got[name], w)
+					}
+					if fmt.Sprint(again[name]) != fmt.Sprint(w) {
+						t.Errorf("%s: trimmed twice %v, whole %v", name, again[name], w)
+					}
+				}
+				if !k.NoPods() && want["podsSince"] != fmt.Sprint(rs.CreationTimestamp.Time, true, nil) && want["podsSince"] != fmt.Sprint(cr.CreationTimestamp.Time, true, nil) {
+					t.Errorf("podsSince %v: not the current ReplicaSet's or revision's creation", want["podsSince"])
+				}
+				if len(k.Template(small).Spec.Containers) == 0 || len(stamp.Consumed(nil, &k.Template(small).Spec, r.sources)) != 6 {
+					t.Errorf("trimmed template consumes %v", stamp.Consumed(nil, &k.Template(small).Spec, r.sources))
+				}
+				for part, pair := range map[string][2]map[string]string{
+					"metadata": {full.GetAnnotations(), small.GetAnnotations()},
+					"template": {k.Template(full).Annotations, k.Template(small).Annotations},
+				} {
+					if w, g := annotationBytes(pair[0]), annotationBytes(pair[1]); g < w || g > w+200 {
+						t.Errorf("%s annotations: trimmed count %d bytes, whole %d", part, g, w)
+					}
+				}
+				// What the trimmed form drops still moves the fingerprints when it changes.
+				changed := full.DeepCopyObject().(client.Object)
+				k.Template(changed).Spec.Containers[0].Image = "registry.example.com/app:1.2.4"
+				moved, _ := TrimWorkloads(k, r.scope.Label, compact)(changed)
+				if workload.TemplateFingerprint(k.Template(moved.(client.Object))) == got["fingerprint"] {
+					t.Error("an image change left the trimmed template's fingerprint as it was")
+				}
+				if r.mayHaveBypassed(small, moved.(client.Object)) != r.mayHaveBypassed(full, changed) || !r.mayHaveBypassed(full, changed) {
+					t.Error("an image change: trimmed and whole disagree whether it may have bypassed the webhook")
+				}
+				if fp, _ := r.fingerprint(ctx, moved.(client.Object)); fmt.Sprint(fp, true) == got["recheck"] {
+					t.Error("an image change left the re-check's fingerprint as it was")
+				}
+				// A trimmed template is a small part of the whole.
+				if w, g := templateBytes(t, k.Template(full)), templateBytes(t, k.Template(small)); g*3 > w {
+					t.Errorf("trimmed template %d bytes of %d", g, w)
+				}
+				if _, isCompact := small.(*workload.Cached); isCompact != (compact && k.Compacts()) {
+					t.Errorf("cached as %T (compact %v)", small, compact)
+				}
+			})
+		}
 	}
 }
 

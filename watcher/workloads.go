@@ -44,10 +44,12 @@ const (
 // webhook (a nudge) or, when its pods already run the current config, records that. One
 // runs per kind.
 type workloadReconciler struct {
-	kind     *workload.Kind
-	client   client.Client // cached reads, direct writes
-	live     client.Reader // live workload reads
-	recorder recorder.EventRecorder
+	kind   *workload.Kind
+	client client.Client // cached reads (not of workloads), direct writes
+	// workloads are the kind's workloads as the cache holds them.
+	workloads *workloadStore
+	live      client.Reader // live workload reads
+	recorder  recorder.EventRecorder
 	// config computes stamps from live reads of the sources.
 	config *configread.Reader
 	// freshKey reads the hash key again unless it was read a moment ago, and reports

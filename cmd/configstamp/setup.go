@@ -263,7 +263,7 @@ func (s *setup) newManager() (ctrl.Manager, error) {
 func (s *setup) trimmedWorkloads() map[client.Object]cache.ByObject {
 	out := map[client.Object]cache.ByObject{}
 	for _, k := range workload.Watched(workload.Builtin()) {
-		out[k.New()] = cache.ByObject{Transform: watcher.TrimWorkloads(k, s.scope.Label)}
+		out[k.New()] = cache.ByObject{Transform: watcher.TrimWorkloads(k, s.scope.Label, len(cacheNamespaces(s.scope.Watched)) == 0)}
 	}
 	return out
 }

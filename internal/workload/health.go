@@ -26,6 +26,9 @@ type Health struct {
 // Health reads obj's rollout; a kind without pods of its own (a CronJob) is ready at
 // once.
 func (k *Kind) Health(obj client.Object) Health {
+	if c, ok := cachedOf(obj); ok {
+		return c.Health
+	}
 	if k.health == nil {
 		return Health{Ready: true}
 	}

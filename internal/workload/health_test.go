@@ -43,7 +43,7 @@ func TestHealthOwnDeadline(t *testing.T) {
 }
 
 // TestHealth: each kind's health, the same from the object the watcher's cache keeps
-// (Trim).
+// (Trim, Compact).
 func TestHealth(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -108,6 +108,13 @@ func TestHealth(t *testing.T) {
 		// Informers may pass a cached object through the transform again.
 		if twice := c.kind.Health(c.kind.Trim(c.kind.Trim(c.obj))); twice != h {
 			t.Errorf("%s, trimmed twice: %+v, whole %+v", c.name, twice, h)
+		}
+		// A cluster-wide cache keeps a Cached of the kinds that compact (health precomputed).
+		if compact := c.kind.Health(c.kind.Compact(c.obj)); compact != h {
+			t.Errorf("%s, compact: %+v, whole %+v", c.name, compact, h)
+		}
+		if twice := c.kind.Health(c.kind.Compact(c.kind.Compact(c.obj))); twice != h {
+			t.Errorf("%s, compact twice: %+v, whole %+v", c.name, twice, h)
 		}
 	}
 }

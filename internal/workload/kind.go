@@ -77,6 +77,8 @@ type Kind struct {
 	// and meta, tmpl (nil: none) and sel in place of its metadata, pod template and
 	// selector (Trim).
 	reduce func(obj client.Object, meta metav1.ObjectMeta, tmpl *corev1.PodTemplateSpec, sel *metav1.LabelSelector) client.Object
+	// compact: Compact makes a Cached of the kind's workloads.
+	compact bool
 }
 
 // GVK is the kind's GroupVersionKind.
@@ -120,7 +122,7 @@ func (k *Kind) Items(list client.ObjectList) []client.Object {
 // object (Trim), a new template with its references to sources decoded; of a whole
 // one, the object's own.
 func (k *Kind) Template(obj client.Object) *corev1.PodTemplateSpec {
-	t := k.template(obj)
+	t := k.templateOf(obj)
 	if t == nil {
 		return nil
 	}
@@ -142,7 +144,12 @@ func (k *Kind) Problem(obj client.Object) string {
 
 // Paused reports whether obj's controller rolls nothing for now (a Deployment's
 // spec.paused); false for kinds that cannot be paused.
-func (k *Kind) Paused(obj client.Object) bool { return k.paused != nil && k.paused(obj) }
+func (k *Kind) Paused(obj client.Object) bool {
+	if c, ok := cachedOf(obj); ok {
+		return c.Paused
+	}
+	return k.paused != nil && k.paused(obj)
+}
 
 // Behind reports, for a workload whose controller replaces its pods only when they are
 // deleted (updateStrategy OnDelete) or above a partition (a StatefulSet's
@@ -151,6 +158,9 @@ func (k *Kind) Paused(obj client.Object) bool { return k.paused != nil && k.paus
 // controller has not seen the current generation. Other workloads (their controller
 // replaces every pod; false for their kinds) give 0, 0, false.
 func (k *Kind) Behind(obj client.Object) (behind, total int32, partial bool) {
+	if c, ok := cachedOf(obj); ok {
+		return c.Behind, c.Total, c.Partial
+	}
 	if k.behind == nil {
 		return 0, 0, false
 	}
@@ -236,7 +246,8 @@ func (k *Kind) LabelEntryName() string { return k.Resource + ".by-label.configst
 // The kinds configstamp stamps.
 var (
 	Deployment = &Kind{
-		Group: "apps", Version: "v1", Kind: "Deployment", Resource: "deployments", ShortNames: []string{"deploy"},
+		compact: true,
+		Group:   "apps", Version: "v1", Kind: "Deployment", Resource: "deployments", ShortNames: []string{"deploy"},
 		newObject:    func() client.Object { return &appsv1.Deployment{} },
 		newList:      func() client.ObjectList { return &appsv1.DeploymentList{} },
 		templatePath: "/spec/template",
@@ -269,7 +280,8 @@ var (
 		},
 	}
 	StatefulSet = &Kind{
-		Group: "apps", Version: "v1", Kind: "StatefulSet", Resource: "statefulsets", ShortNames: []string{"sts"},
+		compact: true,
+		Group:   "apps", Version: "v1", Kind: "StatefulSet", Resource: "statefulsets", ShortNames: []string{"sts"},
 		newObject:    func() client.Object { return &appsv1.StatefulSet{} },
 		newList:      func() client.ObjectList { return &appsv1.StatefulSetList{} },
 		templatePath: "/spec/template",
@@ -311,7 +323,8 @@ var (
 		},
 	}
 	DaemonSet = &Kind{
-		Group: "apps", Version: "v1", Kind: "DaemonSet", Resource: "daemonsets", ShortNames: []string{"ds"},
+		compact: true,
+		Group:   "apps", Version: "v1", Kind: "DaemonSet", Resource: "daemonsets", ShortNames: []string{"ds"},
 		newObject:    func() client.Object { return &appsv1.DaemonSet{} },
 		newList:      func() client.ObjectList { return &appsv1.DaemonSetList{} },
 		templatePath: "/spec/template",
@@ -490,7 +503,7 @@ func (k *Kind) PodsSince(ctx context.Context, r client.Reader, obj client.Object
 			continue
 		}
 		owned++
-		current := k.sameTemplate(&rs.Spec.Template, k.template(obj))
+		current := k.sameTemplate(&rs.Spec.Template, k.templateOf(obj))
 		if k.currentHash != nil {
 			current = observed && hash != "" && rs.Labels[k.hashLabel] == hash
 		}
@@ -505,7 +518,7 @@ func (k *Kind) PodsSince(ctx context.Context, r client.Reader, obj client.Object
 }
 
 func (k *Kind) revisionsSince(ctx context.Context, r client.Reader, obj client.Object, sel labels.Selector) (time.Time, bool, error) {
-	if k.observed(obj) < obj.GetGeneration() {
+	if k.observedOf(obj) < obj.GetGeneration() {
 		return time.Time{}, false, nil
 	}
 	var list appsv1.ControllerRevisionList
@@ -513,7 +526,9 @@ func (k *Kind) revisionsSince(ctx context.Context, r client.Reader, obj client.O
 		return time.Time{}, false, fmt.Errorf("list controllerrevisions of %s %s/%s: %w", k.Kind, obj.GetNamespace(), obj.GetName(), err)
 	}
 	var named string
-	if k.revision != nil {
+	if c, ok := cachedOf(obj); ok {
+		named = c.UpdateRevision
+	} else if k.revision != nil {
 		named = k.revision(obj)
 	}
 	var newest *appsv1.ControllerRevision
@@ -533,6 +548,14 @@ func (k *Kind) revisionsSince(ctx context.Context, r client.Reader, obj client.O
 		return obj.GetCreationTimestamp().Time, true, nil
 	}
 	return LastWrite(newest), true, nil
+}
+
+// observedOf is the generation obj's controller has seen (kinds with observed).
+func (k *Kind) observedOf(obj client.Object) int64 {
+	if c, ok := cachedOf(obj); ok {
+		return c.ObservedGeneration
+	}
+	return k.observed(obj)
 }
 
 // sameTemplate compares a ReplicaSet's template with the workload's (trimmed or not),

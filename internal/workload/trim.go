@@ -85,7 +85,7 @@ func (k *Kind) Trim(obj client.Object, keepLabels ...string) client.Object {
 
 // selectorOrNil is obj's own selector field (nil for kinds without one).
 func (k *Kind) selectorOrNil(obj client.Object) *metav1.LabelSelector {
-	if k.selector == nil {
+	if _, ok := cachedOf(obj); ok || k.selector == nil {
 		return nil
 	}
 	return k.selector(obj)
@@ -94,7 +94,7 @@ func (k *Kind) selectorOrNil(obj client.Object) *metav1.LabelSelector {
 // selectorOf is obj's selector, also when obj is trimmed (Trim keeps it encoded in its
 // template).
 func (k *Kind) selectorOf(obj client.Object) *metav1.LabelSelector {
-	if t := k.template(obj); trimmed(t) {
+	if t := k.templateOf(obj); trimmed(t) {
 		if enc, ok := t.Annotations[selectorAnnotation]; ok {
 			sel := &metav1.LabelSelector{}
 			if err := sel.Unmarshal([]byte(enc)); err == nil { // never fails: Trim encoded it

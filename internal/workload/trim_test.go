@@ -158,19 +158,23 @@ func TestCacheKeysFromOutsideIgnored(t *testing.T) {
 		if !c.kind.sameTemplate(whole, own) {
 			t.Errorf("%s: pods digest taken from the object's annotation", c.kind)
 		}
-		trimmed := c.kind.Trim(c.obj, "")
-		got := c.kind.Template(trimmed)
-		if want := stamp.ReferencesOnly(&spec); !equality.Semantic.DeepEqual(got.Spec, want) {
-			t.Errorf("%s: trimmed references %+v, want %+v", c.kind, got.Spec, want)
-		}
-		if fp := TemplateFingerprint(got); fp != stamp.TemplateFingerprint(whole) {
-			t.Errorf("%s: trimmed fingerprint %q, want the template's", c.kind, fp)
-		}
-		if s := c.kind.selectorOf(trimmed); !equality.Semantic.DeepEqual(s, sel) {
-			t.Errorf("%s: trimmed selector %+v, want %+v", c.kind, s, sel)
-		}
-		if got.Annotations[stamp.HashAnnotation] != "h" {
-			t.Errorf("%s: trimmed template lost the stamp: %v", c.kind, got.Annotations)
+		for form, trimmed := range map[string]client.Object{"trimmed": c.kind.Trim(c.obj, ""), "compact": c.kind.Compact(c.obj, "")} {
+			got := c.kind.Template(trimmed)
+			if want := stamp.ReferencesOnly(&spec); !equality.Semantic.DeepEqual(got.Spec, want) {
+				t.Errorf("%s: %s references %+v, want %+v", c.kind, form, got.Spec, want)
+			}
+			if fp := TemplateFingerprint(got); fp != stamp.TemplateFingerprint(whole) {
+				t.Errorf("%s: %s fingerprint %q, want the template's", c.kind, form, fp)
+			}
+			if s := c.kind.selectorOf(trimmed); !equality.Semantic.DeepEqual(s, sel) {
+				t.Errorf("%s: %s selector %+v, want %+v", c.kind, form, s, sel)
+			}
+			if got.Annotations[stamp.HashAnnotation] != "h" {
+				t.Errorf("%s: %s template lost the stamp: %v", c.kind, form, got.Annotations)
+			}
+			if c.kind.digested() && !c.kind.sameTemplate(whole, got) {
+				t.Errorf("%s: %s pods digest is not the template's", c.kind, form)
+			}
 		}
 		if !equality.Semantic.DeepEqual(c.kind.template(c.obj), whole) {
 			t.Errorf("%s: the object changed", c.kind)
