@@ -49,7 +49,7 @@ const keptDigest = "objectsDigest"
 
 // objectsDigest is the SHA-256 of a pod status's objects as JSON, whatever their shape
 // (a status's objects are unbounded: any tenant allowed to create statuses could make
-// the cache hold megabytes each).
+// the cache hold megabytes each). Objects decoded from JSON always encode.
 func objectsDigest(objects any) string {
 	h := sha256.New()
 	if err := json.NewEncoder(h).Encode(objects); err != nil {
