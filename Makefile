@@ -46,7 +46,7 @@ tools-e2e: ## Build every binary the end-to-end tests and the demo need.
 
 .PHONY: test-unit
 test-unit: ## Unit tests of the pure logic, and the docs' checks (links, make targets, flags and values references).
-	$(GO) test -short -count=1 ./stamp/... ./webhook/... ./watcher/... ./certs/... ./internal/... ./cmd/... ./test/docs/...
+	$(GO) test -short -count=1 ./stamp/... ./webhook/... ./watcher/... ./certs/... ./internal/... ./cmd/... ./test/docs/... ./test/internal/...
 
 .PHONY: docs
 docs: ## Regenerate docs/reference/flags.md and cli.md from the server's flags and the command-line tools'.

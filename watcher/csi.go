@@ -2,6 +2,9 @@ package watcher
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -24,23 +27,42 @@ func statusObject(k *stamp.SourceKind) client.Object {
 	return u
 }
 
-// statusClass is the SecretProviderClass a pod status records ("" when none), and the
-// object versions it records.
-func statusClass(obj client.Object) (types.NamespacedName, any) {
+// statusClass is the SecretProviderClass a pod status records ("" when none), and a
+// digest of the objects it records (objectsDigest; "" when none): a rotation changes it.
+// It reads a status as the driver writes it and as the cache keeps it (trimPodStatus).
+func statusClass(obj client.Object) (types.NamespacedName, string) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
-		return types.NamespacedName{}, nil
+		return types.NamespacedName{}, ""
 	}
 	class, _, _ := unstructured.NestedString(u.Object, "status", "secretProviderClassName")
-	objects, _, _ := unstructured.NestedFieldNoCopy(u.Object, "status", "objects")
-	return types.NamespacedName{Namespace: u.GetNamespace(), Name: class}, objects
+	digest, _, _ := unstructured.NestedString(u.Object, "status", keptDigest)
+	if objects, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "status", "objects"); ok {
+		digest = objectsDigest(objects)
+	}
+	return types.NamespacedName{Namespace: u.GetNamespace(), Name: class}, digest
+}
+
+// keptDigest is the field of a cached pod status's status holding objectsDigest of its
+// objects, in their place.
+const keptDigest = "objectsDigest"
+
+// objectsDigest is the SHA-256 of a pod status's objects as JSON, whatever their shape
+// (a status's objects are unbounded: any tenant allowed to create statuses could make
+// the cache hold megabytes each). Objects decoded from JSON always encode.
+func objectsDigest(objects any) string {
+	h := sha256.New()
+	if err := json.NewEncoder(h).Encode(objects); err != nil {
+		return "unencodable"
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // trimPodStatus is a pod status as the cache keeps it: what statusClass reads (its
-// namespace, class name and the id and version of each object) and what the informer
-// needs (name, uid, resourceVersion). One is kept per pod and class, cluster-wide:
-// the rest (the pod's name, target path, owner references, labels) would make the cache
-// grow with the pods. configread reads the statuses live, never from the cache. u itself
+// namespace, class name and the digest of its objects) and what the informer needs
+// (name, uid, resourceVersion). One is kept per pod and class, cluster-wide: the rest
+// (the pod's name, target path, owner references, labels) would make the cache grow
+// with the pods. configread reads the statuses live, never from the cache. u itself
 // when it holds nothing more (as one already trimmed), else a new object: u is not
 // written.
 func trimPodStatus(u *unstructured.Unstructured) *unstructured.Unstructured {
@@ -55,36 +77,14 @@ func trimPodStatus(u *unstructured.Unstructured) *unstructured.Unstructured {
 	if class, ok, _ := unstructured.NestedString(u.Object, "status", "secretProviderClassName"); ok {
 		status["secretProviderClassName"] = class
 	}
-	if objects, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "status", "objects"); ok {
-		status["objects"] = keptObjects(objects)
+	if _, digest := statusClass(u); digest != "" {
+		status[keptDigest] = digest
 	}
 	if len(status) > 0 {
 		out.Object["status"] = status
 	}
 	if equality.Semantic.DeepEqual(u.Object, out.Object) {
 		return u
-	}
-	return out
-}
-
-// keptObjects is the id and version (strings) of each object a pod status records, in
-// order. Bad input is kept in shape, not content (compared, never read): an element
-// that is no map as an empty one, objects that are no list as nil.
-func keptObjects(objects any) any {
-	list, ok := objects.([]any)
-	if !ok {
-		return nil
-	}
-	out := make([]any, 0, len(list))
-	for _, o := range list {
-		m, _ := o.(map[string]any)
-		kept := map[string]any{}
-		for _, k := range []string{"id", "version"} {
-			if v, ok := m[k].(string); ok {
-				kept[k] = v
-			}
-		}
-		out = append(out, kept)
 	}
 	return out
 }
@@ -113,7 +113,7 @@ func (r *sourceReconciler) statusEvents() handler.Funcs {
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			oldKey, oldObjects := statusClass(e.ObjectOld)
 			key, objects := statusClass(e.ObjectNew)
-			if oldKey == key && equality.Semantic.DeepEqual(oldObjects, objects) {
+			if oldKey == key && oldObjects == objects {
 				return
 			}
 			enqueue(key, q)

@@ -1,6 +1,7 @@
 package watcher
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"runtime"
@@ -40,13 +41,14 @@ func driverStatus(i int, class string, objects ...string) *unstructured.Unstruct
 }
 
 // TestTrimForCachePodStatus: the cache keeps of a CSI pod status what the watcher
-// reads (namespace, class, each object's id and version) and what the informer needs
-// (name, uid, resourceVersion); not the pod's name, target path, labels, owners or
+// reads (namespace, class, a digest of its objects) and what the informer needs (name,
+// uid, resourceVersion); not the pod's name, target path, labels, owners or
 // managedFields. The object handed in is not written; a trimmed one passes as it is
-// (informers re-transform); the watcher reads the same class and versions of both.
+// (informers re-transform); the watcher reads the same class and digest of both, and a
+// rotation (a version changed) still changes the digest. A status of any size is kept
+// in a few hundred bytes.
 func TestTrimForCachePodStatus(t *testing.T) {
 	in := driverStatus(1, "db", "secret/password", "v7", "secret/user", "v2")
-	in.Object["status"].(map[string]any)["objects"].([]any)[0].(map[string]any)["extra"] = "dropped"
 	orig := in.DeepCopy()
 	out, err := TrimForCache()(in)
 	if err != nil {
@@ -56,16 +58,14 @@ func TestTrimForCachePodStatus(t *testing.T) {
 	if !ok {
 		t.Fatalf("got %T", out)
 	}
+	wantClass, wantDigest := statusClass(orig)
 	want := map[string]any{
 		"apiVersion": "secrets-store.csi.x-k8s.io/v1",
 		"kind":       "SecretProviderClassPodStatus",
 		"metadata": map[string]any{
 			"name": "app-7d9f8b6c5-00001-ns-db", "namespace": "ns", "uid": "6f1c0a7e-0000-4000-8000-000000000001", "resourceVersion": "1001",
 		},
-		"status": map[string]any{
-			"secretProviderClassName": "db",
-			"objects":                 []any{map[string]any{"id": "secret/password", "version": "v7"}, map[string]any{"id": "secret/user", "version": "v2"}},
-		},
+		"status": map[string]any{"secretProviderClassName": "db", keptDigest: wantDigest},
 	}
 	if !reflect.DeepEqual(got.Object, want) {
 		t.Errorf("kept %v\nwant %v", got.Object, want)
@@ -73,12 +73,27 @@ func TestTrimForCachePodStatus(t *testing.T) {
 	if !reflect.DeepEqual(in.Object, orig.Object) {
 		t.Error("the object handed in was written to")
 	}
-	wantClass, wantObjects := statusClass(driverStatus(1, "db", "secret/password", "v7", "secret/user", "v2"))
-	if class, objects := statusClass(got); class != wantClass || !reflect.DeepEqual(objects, wantObjects) {
-		t.Errorf("statusClass of the trimmed status: %v %v, want %v %v", class, objects, wantClass, wantObjects)
+	if class, digest := statusClass(got); class != wantClass || digest != wantDigest || digest == "" {
+		t.Errorf("statusClass of the trimmed status: %v %q, want %v %q", class, digest, wantClass, wantDigest)
 	}
 	if again, _ := TrimForCache()(got); again != any(got) {
 		t.Error("a trimmed status was copied again")
+	}
+	// The informer compares the trimmed old and new statuses: a rotation of either
+	// object, or an object added, is a difference; the same versions are not.
+	for _, c := range []struct {
+		objects []string
+		differs bool
+	}{
+		{[]string{"secret/password", "v7", "secret/user", "v2"}, false},
+		{[]string{"secret/password", "v8", "secret/user", "v2"}, true},
+		{[]string{"secret/password", "v7", "secret/user", "v3"}, true},
+		{[]string{"secret/password", "v7", "secret/user", "v2", "secret/key", "v1"}, true},
+	} {
+		next, _ := TrimForCache()(driverStatus(1, "db", c.objects...))
+		if _, digest := statusClass(next.(*unstructured.Unstructured)); (digest != wantDigest) != c.differs {
+			t.Errorf("objects %v: digest %q against %q, want differing %v", c.objects, digest, wantDigest, c.differs)
+		}
 	}
 
 	// Bad input: trimmed in shape, no panic; a status of no class or no objects keeps
@@ -97,6 +112,17 @@ func TestTrimForCachePodStatus(t *testing.T) {
 		if again, _ := TrimForCache()(trimmed); again != any(trimmed) {
 			t.Errorf("status %v: a trimmed status was copied again", status)
 		}
+	}
+
+	// A status of 100,000 objects (as a tenant allowed to create statuses could write,
+	// up to the API server's size limit): the cache keeps its digest, not its objects.
+	var objects []string
+	for i := range 100000 {
+		objects = append(objects, fmt.Sprintf("secret/%06d", i), "v1")
+	}
+	huge, _ := TrimForCache()(driverStatus(3, "db", objects...))
+	if b, err := json.Marshal(huge); err != nil || len(b) > 512 {
+		t.Errorf("a status of 100,000 objects kept in %d bytes of JSON (%v), want at most 512", len(b), err)
 	}
 
 	// Other unstructured objects (an Argo Rollout) keep their content.

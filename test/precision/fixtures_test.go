@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -235,19 +234,6 @@ func (a applier) apply(t testing.TB, ns, manifest string) {
 // (deploymentManifest), as a writes them.
 func (a applier) app(ns, name, k string) string {
 	return configMapManifest(name, k) + "---\n" + deploymentManifest(name, a.meta(ns, name), "")
-}
-
-// concurrently runs fs at once and waits for all.
-func concurrently(t *testing.T, fs ...func()) {
-	var wg sync.WaitGroup
-	for _, f := range fs {
-		wg.Add(1)
-		go func() { defer wg.Done(); f() }()
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
 }
 
 // createDeployment creates a Deployment of two replicas consuming cm as c says.

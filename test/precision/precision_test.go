@@ -2,7 +2,6 @@ package precision
 
 import (
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
 	"github.com/configstamp/configstamp/test/internal/apitime"
+	"github.com/configstamp/configstamp/test/internal/concurrent"
 )
 
 // fixture is one ConfigMap and the Deployment that consumes it, both named name.
@@ -72,7 +72,7 @@ func createFixtures(t *testing.T) string {
 	for _, a := range appliers {
 		a.apply(t, ns, a.app(ns, "live-"+a.name, "1"))
 	}
-	eachFixture(t, func(f fixture) {
+	eachFixture(t, func(t testing.TB, f fixture) {
 		env.RolledOut(t, ns, f.name)
 		if n := len(env.ReplicaSets(t, env.Deployment(t, ns, f.name))); n != 1 {
 			t.Errorf("%s: %d ReplicaSets after creation", f.name, n)
@@ -105,23 +105,20 @@ func recreateStatefulSet(t *testing.T, ns, data string) types.UID {
 
 // statefulSetRecorded asserts that the StatefulSet sts is not rolled after its creation
 // (one ControllerRevision) and carries a record of the config its pods run.
-func statefulSetRecorded(t *testing.T, ns string) {
+func statefulSetRecorded(t testing.TB, ns string) {
 	t.Helper()
 	revisions(t, ns, "sts", 1)
 	waitRecordOf(t, "sts", docHash(t, ns, "sts", volume(nil, false)), func() client.Object { return env.StatefulSet(t, ns, "sts") })
 }
 
-// eachFixture runs f for every fixture at once and waits for all.
-func eachFixture(t *testing.T, f func(fixture)) {
-	var wg sync.WaitGroup
-	for _, fx := range fixtures {
-		wg.Add(1)
-		go func() { defer wg.Done(); f(fx) }()
+// eachFixture runs f for every fixture at once (concurrent.Run) and waits for all.
+func eachFixture(t *testing.T, f func(testing.TB, fixture)) {
+	t.Helper()
+	fs := make([]func(testing.TB), len(fixtures))
+	for i, fx := range fixtures {
+		fs[i] = func(t testing.TB) { f(t, fx) }
 	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
+	concurrent.Run(t, fs...)
 }
 
 // stamped asserts that the Deployment's pods run the documented hash of its ConfigMap.
@@ -281,7 +278,7 @@ var scenarios = []struct {
 func TestPrecision(t *testing.T) {
 	modes := map[string]string{"installed over": createFixtures(t)}
 	cs := env.Start(t, framework.Options{})
-	eachFixture(t, func(f fixture) { waitRecord(t, modes["installed over"], f.name) })
+	eachFixture(t, func(t testing.TB, f fixture) { waitRecord(t, modes["installed over"], f.name) })
 	modes["created after"] = createFixtures(t)
 
 	t.Run("while running", func(t *testing.T) {
@@ -300,6 +297,14 @@ func TestPrecision(t *testing.T) {
 
 	t.Run("changed while killed", func(t *testing.T) {
 		appliedRollouts := map[string]int{}
+		// What the checks on return are judged against: the records configstamp made
+		// of the workloads whose config changes while it is down.
+		for _, ns := range modes {
+			waitRecordOf(t, "sts", "", func() client.Object { return env.StatefulSet(t, ns, "sts") })
+			for _, a := range appliers {
+				waitRecord(t, ns, "live-"+a.name)
+			}
+		}
 		cs.Kill()
 		for mode, ns := range modes {
 			setData(t, ns, "stopped", "k", "2")
@@ -390,7 +395,7 @@ func TestPrecision(t *testing.T) {
 			t.Run(mode+"/re-created StatefulSet, written by kubectl apply", func(t *testing.T) {
 				t.Parallel()
 				// At once: their settle windows overlap.
-				checks := []func(){func() {
+				checks := []func(testing.TB){func(t testing.TB) {
 					// Its pods run the config as it is: recorded, not rolled.
 					statefulSetRecorded(t, ns)
 					if h := env.StatefulSet(t, ns, "sts").Spec.Template.Annotations[stamp.HashAnnotation]; h != "" {
@@ -398,13 +403,13 @@ func TestPrecision(t *testing.T) {
 					}
 				}}
 				for _, a := range appliers {
-					checks = append(checks, func() {
+					checks = append(checks, func(t testing.TB) {
 						// Created while down: its pods run the config as it is:
 						// adopted, recorded, not rolled.
 						down := "down-" + a.name
 						waitRecordOf(t, down, docHash(t, ns, down, volume(nil, false)), func() client.Object { return env.Deployment(t, ns, down) })
 						rollouts(t, ns, down, 1)
-					}, func() {
+					}, func(t testing.TB) {
 						// Its ConfigMap edited while down: rolled once onto it.
 						live := "live-" + a.name
 						d := rollouts(t, ns, live, 2)
@@ -413,7 +418,7 @@ func TestPrecision(t *testing.T) {
 						}
 					})
 				}
-				concurrently(t, checks...)
+				concurrent.Run(t, checks...)
 			})
 			t.Run(mode, func(t *testing.T) {
 				t.Parallel()

@@ -3,7 +3,6 @@ package precision
 import (
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/configstamp/configstamp/stamp"
 	"github.com/configstamp/configstamp/test/framework"
 	"github.com/configstamp/configstamp/test/internal/apitime"
+	"github.com/configstamp/configstamp/test/internal/concurrent"
 	"github.com/configstamp/configstamp/webhook"
 )
 
@@ -47,22 +47,18 @@ func TestCreatedTogetherWhileDown(t *testing.T) {
 	for i := range names {
 		names[i] = fmt.Sprintf("app-%02d", i)
 	}
-	each := func(f func(i int, name string)) {
-		var wg sync.WaitGroup
+	each := func(f func(t testing.TB, i int, name string)) {
+		fs := make([]func(testing.TB), len(names))
 		for i, name := range names {
-			wg.Add(1)
-			go func() { defer wg.Done(); f(i, name) }()
+			fs[i] = func(t testing.TB) { f(t, i, name) }
 		}
-		wg.Wait()
-		if t.Failed() {
-			t.FailNow()
-		}
+		concurrent.Run(t, fs...)
 	}
-	each(func(_ int, name string) {
+	each(func(t testing.TB, _ int, name string) {
 		createConfigMap(t, ns, name, map[string]string{"k": "1"})
 		createDeployment(t, ns, name, name, volume(nil, false))
 	})
-	each(func(_ int, name string) {
+	each(func(t testing.TB, _ int, name string) {
 		if h := env.RolledOut(t, ns, name).Spec.Template.Annotations[stamp.HashAnnotation]; h != "" {
 			t.Errorf("%s stamped while configstamp was down: %s", name, h)
 		}
@@ -73,7 +69,7 @@ func TestCreatedTogetherWhileDown(t *testing.T) {
 	}
 
 	env.Start(t, framework.Options{})
-	each(func(i int, name string) {
+	each(func(t testing.TB, i int, name string) {
 		if i >= edited {
 			waitRecord(t, ns, name)
 			rollouts(t, ns, name, 1)
