@@ -33,23 +33,16 @@ import (
 	"github.com/configstamp/configstamp/webhook"
 )
 
-// digestCacheSize bounds the digest cache: about 600 bytes an entry with per-key
-// digests (6 MiB of heap at 10,000 sources, BENCHMARKS.md). The watcher's checks and
-// re-check passes read every consumed source, so it holds as many as a large cluster
-// has; the webhook role's (webhookDigestCacheSize) holds those of recent reviews only:
-// a review past it reads the content instead of metadata only, as a first review does.
-const (
-	digestCacheSize        = 16384
-	webhookDigestCacheSize = 4096
-)
+// digestCacheSize bounds the digest cache of every role: about 600 bytes an entry with
+// per-key digests (about 10 MiB of heap full, BENCHMARKS.md). A review or check whose
+// source has no entry reads its whole content (up to 1 MiB) instead of its metadata, so
+// the bound must hold what a fan-out or rollout storm re-reads: an LRU smaller than the
+// sources swept misses every one. The webhook role keeps the same bound: the watcher's
+// nudges and records are reviewed there, each re-reading the workload's sources.
+const digestCacheSize = 16384
 
-// digestCacheEntries is the digest cache's bound for the role.
-func digestCacheEntries(role string) int {
-	if role == roleWebhook {
-		return webhookDigestCacheSize
-	}
-	return digestCacheSize
-}
+// newDigestCache is the digest cache of a process, whatever its role.
+func newDigestCache() *configread.DigestCache { return configread.NewDigestCache(digestCacheSize) }
 
 // fieldOwner is the field manager of configstamp's writes (nudges, records, the
 // registration's caBundle and coverage) in every role: the API server would otherwise
@@ -277,7 +270,7 @@ func (s *setup) setupControllers(ctx context.Context, mgr ctrl.Manager) error {
 	}
 	// Digests of unchanged ConfigMaps are remembered by resourceVersion, so a check
 	// reads metadata only; 32 bytes each, bounded.
-	digests := configread.NewDigestCache(digestCacheEntries(o.role))
+	digests := newDigestCache()
 	if o.serves() {
 		if err := s.setupWebhook(ctx, mgr, key, digests); err != nil {
 			return err
