@@ -269,7 +269,7 @@ func (s *setup) setupControllers(ctx context.Context, mgr ctrl.Manager) error {
 		return err
 	}
 	// Digests of unchanged ConfigMaps are remembered by resourceVersion, so a check
-	// reads metadata only; 32 bytes each, bounded.
+	// reads metadata only; bounded (digestCacheSize).
 	digests := newDigestCache()
 	if o.serves() {
 		if err := s.setupWebhook(ctx, mgr, key, digests); err != nil {
