@@ -43,9 +43,13 @@ func (c *contentCounter) List(context.Context, client.ObjectList, ...client.List
 // its content. A cache smaller than the sweep misses every source.
 func TestDigestCacheHoldsAFanOut(t *testing.T) {
 	const sources = 10000
+	o, err := parse() // the default --digest-cache-entries
+	if err != nil {
+		t.Fatal(err)
+	}
 	counter := &contentCounter{}
 	key := []byte("0123456789abcdef0123456789abcdef")
-	r := &configread.Reader{Client: counter, Cache: newDigestCache(), Key: func() []byte { return key }, KeyDigests: true}
+	r := &configread.Reader{Client: counter, Cache: newDigestCache(o.bounds.digestCacheEntries), Key: func() []byte { return key }, KeyDigests: true}
 	sweep := func() {
 		for i := range sources {
 			src := stamp.Source{Kind: stamp.KindConfigMap, Name: fmt.Sprintf("cm-%05d", i), AllKeys: true}
@@ -59,5 +63,18 @@ func TestDigestCacheHoldsAFanOut(t *testing.T) {
 	sweep()
 	if again := counter.content.Load() - first; again != 0 {
 		t.Errorf("the second sweep over %d unchanged sources read %d of them in full (first sweep: %d)", sources, again, first)
+	}
+}
+
+// TestFlagsDigestCacheEntries: --digest-cache-entries sets the bound; 0 (no bound at all
+// for the LRU) and less are refused.
+func TestFlagsDigestCacheEntries(t *testing.T) {
+	if o, err := parse("--digest-cache-entries", "50000"); err != nil || o.bounds.digestCacheEntries != 50000 {
+		t.Errorf("--digest-cache-entries 50000: %v", err)
+	}
+	for _, v := range []string{"0", "-1"} {
+		if _, err := parse("--digest-cache-entries", v); err == nil {
+			t.Errorf("--digest-cache-entries %s accepted", v)
+		}
 	}
 }

@@ -33,16 +33,19 @@ import (
 	"github.com/configstamp/configstamp/webhook"
 )
 
-// digestCacheSize bounds the digest cache of every role: about 600 bytes an entry with
-// per-key digests (about 10 MiB of heap full, BENCHMARKS.md). A review or check whose
-// source has no entry reads its whole content (up to 1 MiB) instead of its metadata, so
-// the bound must hold what a fan-out or rollout storm re-reads: an LRU smaller than the
-// sources swept misses every one. The webhook role keeps the same bound: the watcher's
-// nudges and records are reviewed there, each re-reading the workload's sources.
+// digestCacheSize is the default bound of the digest cache of every role
+// (--digest-cache-entries): about 600 bytes an entry with per-key digests (about 10 MiB
+// full, BENCHMARKS.md). A review or check whose source has no entry reads its whole
+// content (up to 1 MiB) instead of its metadata, so the bound must hold what a fan-out
+// or rollout storm re-reads: an LRU smaller than the sources swept misses every one.
+// The webhook role keeps the same bound: the watcher's nudges and records are reviewed
+// there, each re-reading the workload's sources.
 const digestCacheSize = 16384
 
 // newDigestCache is the digest cache of a process, whatever its role.
-func newDigestCache() *configread.DigestCache { return configread.NewDigestCache(digestCacheSize) }
+func newDigestCache(entries int) *configread.DigestCache {
+	return configread.NewDigestCache(entries)
+}
 
 // fieldOwner is the field manager of configstamp's writes (nudges, records, the
 // registration's caBundle and coverage) in every role: the API server would otherwise
@@ -270,7 +273,7 @@ func (s *setup) setupControllers(ctx context.Context, mgr ctrl.Manager) error {
 	}
 	// Digests of unchanged ConfigMaps are remembered by resourceVersion, so a check
 	// reads metadata only; bounded (digestCacheSize).
-	digests := newDigestCache()
+	digests := newDigestCache(o.bounds.digestCacheEntries)
 	if o.serves() {
 		if err := s.setupWebhook(ctx, mgr, key, digests); err != nil {
 			return err
