@@ -113,8 +113,8 @@ func BenchmarkHandle(b *testing.B) {
 				start := time.Now()
 				resp := s.Handle(ctx, req)
 				durations = append(durations, time.Since(start))
-				if len(resp.Patches) != 2 { // the stamp, and the record of it
-					b.Fatalf("want two patches, got %+v", resp.Patches)
+				if len(resp.Patches) != 3 { // the stamp, its record, the per-key digests
+					b.Fatalf("want three patches, got %+v", resp.Patches)
 				}
 			}
 			slices.Sort(durations)

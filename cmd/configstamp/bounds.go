@@ -21,6 +21,8 @@ type boundsOptions struct {
 	maxNudges    int
 	webhookQPS   float64
 	webhookBurst int
+	// digestCacheEntries bounds each process's digest cache (digestCacheSize).
+	digestCacheEntries int
 }
 
 // Default client-side budget of the webhook's reads, apart from the watcher's
@@ -37,6 +39,7 @@ const (
 func (b *boundsOptions) bind(fs *flag.FlagSet) {
 	fs.IntVar(&b.maxSources, "max-sources", stamp.DefaultMaxSources, "Most ConfigMaps and Secrets one workload may consume and be stamped. Past it the webhook reads nothing and keeps the stored stamp (a warning), and the watcher reports it (Event TooManySources).")
 	fs.Int64Var(&b.maxRequestBytes, "webhook-max-request-bytes", webhook.DefaultMaxRequestBytes, "Largest admission request body read; a larger one is answered 413 unread, and the API server admits it unstamped (failurePolicy Ignore). Default 4 MiB: a review of two objects at etcd's 1.5 MiB limit.")
+	fs.IntVar(&b.digestCacheEntries, "digest-cache-entries", digestCacheSize, "Most sources whose digests each process remembers (each ConfigMap or Secret by the keys consumed; about 600 bytes an entry). A source remembered is checked by a metadata-only read, one past them by reading its whole content: keep it above the sources a fan-out or a rollout of every workload reads again (50,000: about 30 MiB). At least 1.")
 	fs.IntVar(&b.maxInFlight, "webhook-max-in-flight", webhook.DefaultMaxInFlight, "Most admission requests read or handled at once per replica (Jobs' at most half of them); one that finds no slot within a second is answered 429 unread, and the API server admits it unstamped. A body must arrive within 2 s of its headers, so a slow sender cannot hold a slot longer.")
 	fs.IntVar(&b.maxNudges, "max-nudges-in-flight", 0, "Most of the watcher's writes through the webhook (nudges and records) in flight at once, all workload kinds together; 0: half of --webhook-max-in-flight. Keep it below --webhook-max-in-flight: the Service may send them all to one replica, whose admissions without a slot are answered 429 and admitted unstamped.")
 	fs.Float64Var(&b.webhookQPS, "webhook-api-qps", defaultWebhookQPS, "Client-side rate limit of the webhook's reads, per second, apart from --kube-api-qps. A read that cannot start within --read-timeout leaves the stored stamp (result read_error).")

@@ -52,16 +52,3 @@ func TestSetGCPercent(t *testing.T) {
 		})
 	}
 }
-
-// TestDigestCacheEntries: the webhook role's digest cache is the smaller; the watcher's
-// and all's hold a large cluster's sources.
-func TestDigestCacheEntries(t *testing.T) {
-	for role, want := range map[string]int{roleWebhook: webhookDigestCacheSize, roleWatcher: digestCacheSize, roleAll: digestCacheSize} {
-		if got := digestCacheEntries(role); got != want {
-			t.Errorf("role %s: %d entries, want %d", role, got, want)
-		}
-	}
-	if webhookDigestCacheSize >= digestCacheSize {
-		t.Fatalf("the webhook's bound %d is not below the watcher's %d", webhookDigestCacheSize, digestCacheSize)
-	}
-}

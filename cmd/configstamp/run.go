@@ -167,6 +167,10 @@ func (o *options) validate() error {
 	if o.hashKeyRefresh <= 0 {
 		return errors.New("--hash-key-refresh must be positive")
 	}
+	if o.bounds.digestCacheEntries < 1 {
+		// The LRU's 0 is no bound at all.
+		return errors.New("--digest-cache-entries must be at least 1")
+	}
 	if o.certs.enabled() && o.devWebhookURL != "" {
 		return errors.New("--self-signed-secret and --tls-secret exclude --dev-webhook-url")
 	}

@@ -33,22 +33,18 @@ import (
 	"github.com/configstamp/configstamp/webhook"
 )
 
-// digestCacheSize bounds the digest cache: about 600 bytes an entry with per-key
-// digests (6 MiB of heap at 10,000 sources, BENCHMARKS.md). The watcher's checks and
-// re-check passes read every consumed source, so it holds as many as a large cluster
-// has; the webhook role's (webhookDigestCacheSize) holds those of recent reviews only:
-// a review past it reads the content instead of metadata only, as a first review does.
-const (
-	digestCacheSize        = 16384
-	webhookDigestCacheSize = 4096
-)
+// digestCacheSize is the default bound of the digest cache of every role
+// (--digest-cache-entries): about 600 bytes an entry with per-key digests (about 10 MiB
+// full, BENCHMARKS.md). A review or check whose source has no entry reads its whole
+// content (up to 1 MiB) instead of its metadata, so the bound must hold what a fan-out
+// or rollout storm re-reads: an LRU smaller than the sources swept misses every one.
+// The webhook role keeps the same bound: the watcher's nudges and records are reviewed
+// there, each re-reading the workload's sources.
+const digestCacheSize = 16384
 
-// digestCacheEntries is the digest cache's bound for the role.
-func digestCacheEntries(role string) int {
-	if role == roleWebhook {
-		return webhookDigestCacheSize
-	}
-	return digestCacheSize
+// newDigestCache is the digest cache of a process, whatever its role.
+func newDigestCache(entries int) *configread.DigestCache {
+	return configread.NewDigestCache(entries)
 }
 
 // fieldOwner is the field manager of configstamp's writes (nudges, records, the
@@ -276,8 +272,8 @@ func (s *setup) setupControllers(ctx context.Context, mgr ctrl.Manager) error {
 		return err
 	}
 	// Digests of unchanged ConfigMaps are remembered by resourceVersion, so a check
-	// reads metadata only; 32 bytes each, bounded.
-	digests := configread.NewDigestCache(digestCacheEntries(o.role))
+	// reads metadata only; bounded (digestCacheSize).
+	digests := newDigestCache(o.bounds.digestCacheEntries)
 	if o.serves() {
 		if err := s.setupWebhook(ctx, mgr, key, digests); err != nil {
 			return err
