@@ -163,7 +163,7 @@ func NewDigestCache(size int) *DigestCache {
 // entryKeys are the per-key digests an entry serves (unknown when evicted from
 // bigKeys); served is false when a read asking for keys must read the content (it was
 // never read for them).
-func (c *DigestCache) entryKeys(key string, e cached) (keys string, known, served bool) {
+func (c *DigestCache) entryKeys(key digestKey, e cached) (keys string, known, served bool) {
 	if !e.keysBig {
 		return e.keys, e.keysKnown, e.keysTried
 	}
@@ -175,11 +175,15 @@ func (c *DigestCache) entryKeys(key string, e cached) (keys string, known, serve
 	return "", false, true
 }
 
+// digestKey is a DigestCache key: the SHA-256 of what names the source (cacheKey's
+// text), 32 bytes an entry whatever the names and key selections' length.
+type digestKey [sha256.Size]byte
+
 // cacheKey names one source of one namespace with everything that decides its digest
 // and its unmet requirements (key selection, binaryData visibility, which keys are
-// required). Every field is length-prefixed, so no two sources share a key, whatever
-// their names and keys contain.
-func cacheKey(namespace string, src stamp.Source, hmacKey []byte) string {
+// required). Every field is length-prefixed, so no two sources share a text, whatever
+// their names and keys contain; the key is that text's SHA-256.
+func cacheKey(namespace string, src stamp.Source, hmacKey []byte) digestKey {
 	var b strings.Builder
 	field := func(s string) {
 		b.WriteString(strconv.Itoa(len(s)))
@@ -213,7 +217,7 @@ func cacheKey(namespace string, src stamp.Source, hmacKey []byte) string {
 			field(k)
 		}
 	}
-	return b.String()
+	return sha256.Sum256([]byte(b.String()))
 }
 
 // ErrTimeout marks a stamp whose reads ran past the Reader's Timeout: too many sources
@@ -360,7 +364,7 @@ func digest(ctx context.Context, rd reads, hmacKey []byte, namespace string, src
 }
 
 // get is the entry of key.
-func (c *DigestCache) get(key string) (cached, bool) {
+func (c *DigestCache) get(key digestKey) (cached, bool) {
 	v, ok := c.lru.Get(key)
 	if !ok {
 		return cached{}, false

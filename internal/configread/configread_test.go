@@ -112,11 +112,11 @@ func TestCacheKeyIsCollisionFree(t *testing.T) {
 		{"ns", stamp.Source{Kind: stamp.KindConfigMap, Name: "c", Keys: []string{"a"}, RequiredKeys: []string{"a"}}},
 		{"ns", src(false, "a")},
 	}
-	seen := map[string]int{}
+	seen := map[digestKey]int{}
 	for i, d := range distinct {
 		k := cacheKey(d.ns, d.src, testKey())
 		if j, dup := seen[k]; dup {
-			t.Fatalf("sources %d and %d share the cache key %q", j, i, k)
+			t.Fatalf("sources %d and %d share the cache key %x", j, i, k)
 		}
 		seen[k] = i
 	}
