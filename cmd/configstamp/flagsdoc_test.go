@@ -45,8 +45,9 @@ names the kubeconfig to use out of a cluster (default: in-cluster). The command-
 	b.WriteString(`
 Environment: ` + "`CONFIGSTAMP_MEMORY_LIMIT`" + ` (bytes; the chart sets it from
 ` + "`resources.limits.memory`" + `) sets the Go memory limit to 80% of it, unless ` + "`GOMEMLIMIT`" + `
-is set. The watcher and webhook roles (` + "`--role watcher`" + `, ` + "`--role webhook`" + `) run with ` + "`GOGC=50`" + ` unless ` + "`GOGC`" + ` is set
-(the heap held to about 1.5 times what is live instead of twice, for some more CPU: BENCHMARKS.md).
+is set. The watcher role (` + "`--role watcher`" + `) runs with ` + "`GOGC=30`" + `, the webhook role (` + "`--role webhook`" + `) with ` + "`GOGC=50`" + `,
+unless ` + "`GOGC`" + ` is set (the heap held to about 1.3 and 1.5 times what is live instead of twice, for some
+more CPU: BENCHMARKS.md).
 `)
 	return b.Bytes()
 }
