@@ -63,7 +63,8 @@ func TestNoTypedCachedWorkloadReads(t *testing.T) {
 
 // typedCachedReads are the positions of Get and List calls, outside store.go, on a
 // reader not named live (nor the API reader), of an object made by workload.Kind's New
-// or NewList (directly, or through a variable assigned one).
+// or NewList (directly, or through a variable assigned one), or of a typed object of a
+// compact kind (compactType).
 func typedCachedReads(fset *token.FileSet, files []*ast.File, info *types.Info) []string {
 	madeByKind := func(e ast.Expr) bool {
 		call, ok := ast.Unparen(e).(*ast.CallExpr)
@@ -121,13 +122,27 @@ func typedCachedReads(fset *token.FileSet, files []*ast.File, info *types.Info) 
 				return true
 			}
 			a := call.Args[arg]
-			if id, ok := ast.Unparen(a).(*ast.Ident); (ok && kindObjs[info.Uses[id]]) || madeByKind(a) {
+			if id, ok := ast.Unparen(a).(*ast.Ident); (ok && kindObjs[info.Uses[id]]) || madeByKind(a) || compactType(info.TypeOf(a)) {
 				out = append(out, fset.Position(call.Pos()).String())
 			}
 			return true
 		})
 	}
 	return out
+}
+
+// compactType reports whether t is a typed object or list of a kind the cache may hold
+// as workload.Cached (&appsv1.Deployment{} and the like, not made by workload.Kind).
+func compactType(t types.Type) bool {
+	if t == nil {
+		return false
+	}
+	switch types.TypeString(t, nil) {
+	case "*k8s.io/api/apps/v1.Deployment", "*k8s.io/api/apps/v1.StatefulSet", "*k8s.io/api/apps/v1.DaemonSet",
+		"*k8s.io/api/apps/v1.DeploymentList", "*k8s.io/api/apps/v1.StatefulSetList", "*k8s.io/api/apps/v1.DaemonSetList":
+		return true
+	}
+	return false
 }
 
 // exportData maps the import path of every dependency of the package to its compiled

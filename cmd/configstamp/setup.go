@@ -235,11 +235,7 @@ func (s *setup) newManager() (ctrl.Manager, error) {
 			TLSOpts: webhookTLSOpts,
 		}),
 		GracefulShutdownTimeout: new(10 * time.Second),
-		// The watch caches keep only what configstamp reads: no last-applied copy of
-		// the whole object, and of managedFields only the latest write time.
-		// A namespaced install's: the watched namespaces only.
-		// Of a workload, only what the watcher reads (watcher.TrimWorkloads).
-		Cache: cache.Options{DefaultTransform: watcher.TrimForCache(), DefaultNamespaces: cacheNamespaces(s.scope.Watched), ByObject: s.trimmedWorkloads()},
+		Cache:                   s.cacheOptions(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
@@ -252,10 +248,20 @@ func (s *setup) newManager() (ctrl.Manager, error) {
 	return mgr, nil
 }
 
+// cacheOptions are the manager's cache options. The watch caches keep only what
+// configstamp reads: no last-applied copy of the whole object, and of managedFields only
+// the latest write time. A namespaced install's: the watched namespaces only. Of a
+// workload, only what the watcher reads (watcher.TrimWorkloads).
+func (s *setup) cacheOptions() cache.Options {
+	return cache.Options{DefaultTransform: watcher.TrimForCache(), DefaultNamespaces: cacheNamespaces(s.scope.Watched), ByObject: s.trimmedWorkloads()}
+}
+
 // trimmedWorkloads sets the transform of the watched builtin workload kinds' informers
 // (Jobs are never cached). Not
 // Rollouts': the cache needs a kind's REST mapping when it is made, and their CRD may
 // come later; their cache keeps them whole (the watcher reads both forms alike).
+// Compact (workload.Cached) only in a cache of all namespaces, whose informers expose
+// the store the watcher then reads them from (TestCompactOnlyWhereTheStoreIsRead).
 func (s *setup) trimmedWorkloads() map[client.Object]cache.ByObject {
 	out := map[client.Object]cache.ByObject{}
 	for _, k := range workload.Watched(workload.Builtin()) {
