@@ -184,17 +184,17 @@ type digestKey [sha256.Size]byte
 // required). Every field is length-prefixed, so no two sources share a text, whatever
 // their names and keys contain; the key is that text's SHA-256.
 func cacheKey(namespace string, src stamp.Source, hmacKey []byte) digestKey {
-	var b strings.Builder
+	b := make([]byte, 0, 256) // on the stack for the usual names: hashed, not kept
 	field := func(s string) {
-		b.WriteString(strconv.Itoa(len(s)))
-		b.WriteByte(':')
-		b.WriteString(s)
+		b = strconv.AppendInt(b, int64(len(s)), 10)
+		b = append(b, ':')
+		b = append(b, s...)
 	}
 	flag := func(v bool) {
 		if v {
-			b.WriteByte('1')
+			b = append(b, '1')
 		} else {
-			b.WriteByte('0')
+			b = append(b, '0')
 		}
 	}
 	field(namespace)
@@ -217,7 +217,7 @@ func cacheKey(namespace string, src stamp.Source, hmacKey []byte) digestKey {
 			field(k)
 		}
 	}
-	return sha256.Sum256([]byte(b.String()))
+	return sha256.Sum256(b)
 }
 
 // ErrTimeout marks a stamp whose reads ran past the Reader's Timeout: too many sources

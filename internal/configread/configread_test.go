@@ -111,6 +111,8 @@ func TestCacheKeyIsCollisionFree(t *testing.T) {
 		{"ns", stamp.Source{Kind: stamp.KindConfigMap, Name: "c", AllKeys: true, Required: true}},
 		{"ns", stamp.Source{Kind: stamp.KindConfigMap, Name: "c", Keys: []string{"a"}, RequiredKeys: []string{"a"}}},
 		{"ns", src(false, "a")},
+		{"ns", stamp.Source{Kind: stamp.KindConfigMap, Name: "c", Keys: []string{"a"}, RequiredEnvKeys: []string{"a"}}},
+		{"ns", stamp.Source{Kind: stamp.KindSecret, Name: "c", AllKeys: true}},
 	}
 	seen := map[digestKey]int{}
 	for i, d := range distinct {
@@ -119,6 +121,20 @@ func TestCacheKeyIsCollisionFree(t *testing.T) {
 			t.Fatalf("sources %d and %d share the cache key %x", j, i, k)
 		}
 		seen[k] = i
+	}
+	// A rotated hash key finds none of the digests made with the old one.
+	if k := cacheKey("ns", src(true), []byte("another key")); func() bool { _, dup := seen[k]; return dup }() {
+		t.Fatalf("a rotated hash key shares the cache key %x", k)
+	}
+}
+
+// TestCacheKeyAllocatesNothing: the key is made on every read of a source (a cache hit
+// too), hashed from a buffer on the stack for the usual names.
+func TestCacheKeyAllocatesNothing(t *testing.T) {
+	src := stamp.Source{Kind: stamp.KindConfigMap, Name: "my-release-chart-config", Keys: []string{"app.yaml", "log.yaml"}, RequiredKeys: []string{"app.yaml"}}
+	key := testKey()
+	if n := testing.AllocsPerRun(100, func() { cacheKey("team-namespace", src, key) }); n != 0 {
+		t.Fatalf("cacheKey allocates %v times a call, want 0", n)
 	}
 }
 

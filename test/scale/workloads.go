@@ -103,14 +103,19 @@ func memoryWorkloads(ctx context.Context, env *framework.Env, n int) ([]row, err
 		role, metrics, pprof string
 		p                    *framework.Configstamp
 	}{{"watcher", watchMetrics, watchPprof, watcher}, {"webhook", hookMetrics, hookPprof, hook}}
-	peaks := make([]int64, len(procs))
+	// The highest of 5 samples, with what of it was anonymous (heap, stacks, runtime) and
+	// file-backed (the binary's mapped code and data), read with it: before the heap
+	// profile below, whose ?gc=1 collects.
+	peaks, anons, files := make([]int64, len(procs)), make([]int64, len(procs)), make([]int64, len(procs))
 	for range 5 {
 		for i, pr := range procs {
-			r, err := rss(pr.p.PID())
+			v, err := bench.Statuses(pr.p.PID(), "VmRSS", "RssAnon", "RssFile")
 			if err != nil {
 				return nil, err
 			}
-			peaks[i] = max(peaks[i], r)
+			if v[0] > peaks[i] {
+				peaks[i], anons[i], files[i] = v[0], v[1], v[2]
+			}
 		}
 		time.Sleep(time.Second)
 	}
@@ -140,12 +145,8 @@ func memoryWorkloads(ctx context.Context, env *framework.Env, n int) ([]row, err
 		if pr.pprof != "" {
 			heapProfile(ctx, pr.pprof, filepath.Join(profileDir, pr.role+"-heap.pprof"))
 		}
-		// What of it is anonymous (heap, stacks, runtime) and what the binary's mapped
-		// code and data (file-backed, shared with other processes of the same binary).
-		anon, _ := bench.Status(pr.p.PID(), "RssAnon")
-		file, _ := bench.Status(pr.p.PID(), "RssFile")
 		rows = append(rows, row{fmt.Sprintf("RSS at rest, %d Helm-style Deployments and %d ConfigMaps, the %s process", n, n, pr.role),
-			fmt.Sprintf("%s (Go heap in use %s; anonymous %s, file %s)", mib(peaks[i]), mib(int64(heap)), mib(anon), mib(file))})
+			fmt.Sprintf("%s (Go heap in use %s; anonymous %s, file %s)", mib(peaks[i]), mib(int64(heap)), mib(anons[i]), mib(files[i]))})
 		rows = append(rows, row{fmt.Sprintf("the %s process's runtime at rest", pr.role), runtimeBreakdown(pr.metrics)})
 	}
 	return rows, nil
