@@ -86,12 +86,17 @@ func lookupBy(indexer toolscache.Indexer) func(key string) ([]client.Object, err
 		if err != nil {
 			return nil, err
 		}
-		out := make([]client.Object, 0, len(items))
-		for _, it := range items {
-			if obj, ok := it.(client.Object); ok {
-				out = append(out, obj)
-			}
-		}
-		return out, nil
+		return objectsOf(items), nil
 	}
+}
+
+// objectsOf is the objects among an informer store's items.
+func objectsOf(items []any) []client.Object {
+	out := make([]client.Object, 0, len(items))
+	for _, it := range items {
+		if obj, ok := it.(client.Object); ok {
+			out = append(out, obj)
+		}
+	}
+	return out
 }

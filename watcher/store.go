@@ -68,13 +68,7 @@ func (s *workloadStore) list(ctx context.Context, namespace string) ([]client.Ob
 			return nil, err
 		}
 	}
-	out := make([]client.Object, 0, len(items))
-	for _, it := range items {
-		if obj, ok := it.(client.Object); ok {
-			out = append(out, obj)
-		}
-	}
-	return out, nil
+	return objectsOf(items), nil
 }
 
 // store is r's workloadStore; without one (unit tests), reads through its client.
